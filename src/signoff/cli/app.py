@@ -1,0 +1,248 @@
+"""`signoff approvals|grants|audit|demo`: decide and inspect from a terminal, against any ledger URL.
+
+Every failure is one line on stderr and a non-zero exit: a person at a terminal needs the reason, not a
+traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from signoff.core.approval import Approval, State
+from signoff.core.decision import Decision, Remember
+from signoff.core.errors import SignoffError
+from signoff.ledger import Ledger, open_ledger
+from signoff.ledger.url import ENV_VAR
+
+T = TypeVar("T")
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+approvals_app = typer.Typer(no_args_is_help=True, help="List, show and decide approvals.")
+grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered approvals.")
+audit_app = typer.Typer(no_args_is_help=True, help="Inspect and verify the hash-chained audit log.")
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(grants_app, name="grants")
+app.add_typer(audit_app, name="audit")
+
+out = Console()
+err = Console(stderr=True)
+
+LedgerOption = Annotated[
+    str | None, typer.Option("--ledger", envvar=ENV_VAR, help="Ledger URL (default sqlite:///signoff.db).")
+]
+ByOption = Annotated[str | None, typer.Option("--by", help="Who decides (default cli:$USER).")]
+
+
+def _with_ledger(url: str | None, action: Callable[[Ledger], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with open_ledger(url) as ledger:
+            return await action(ledger)
+
+    try:
+        return asyncio.run(go())
+    except SignoffError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _when(ts: float | None) -> str:
+    return "" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _by(by: str | None) -> str:
+    return by or f"cli:{getpass.getuser()}"
+
+
+@approvals_app.command("list")
+def approvals_list(
+    ledger: LedgerOption = None,
+    chat: Annotated[str | None, typer.Option(help="Only this chat.")] = None,
+    state: Annotated[State | None, typer.Option(help="Only this state.")] = None,
+) -> None:
+    """List approvals, oldest first."""
+    found = _with_ledger(ledger, lambda lg: lg.approvals(chat_id=chat, state=state))
+    table = Table("id", "state", "chat", "tool", "description", "created", "deadline")
+    for a in found:
+        table.add_row(
+            a.id, a.state, a.chat_id, a.call.tool, a.description, _when(a.created_at), _when(a.deadline)
+        )
+    out.print(table if found else "no approvals")
+
+
+@approvals_app.command("show")
+def approvals_show(approval_id: str, ledger: LedgerOption = None) -> None:
+    """Show one approval in full, as JSON."""
+    approval = _with_ledger(ledger, lambda lg: lg.get(approval_id))
+    out.print_json(data=_as_json(approval))
+
+
+def _decide(url: str | None, approval_id: str, decision: Decision) -> None:
+    approval = _with_ledger(url, lambda lg: lg.decide(approval_id, decision))
+    out.print(f"{approval.id} {approval.state} by {approval.by}", highlight=False)
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str,
+    ledger: LedgerOption = None,
+    by: ByOption = None,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+    remember: Annotated[str, typer.Option(help="once, session (this chat) or always.")] = "once",
+    any_args: Annotated[bool, typer.Option("--any-args", help="Remember for any arguments.")] = False,
+    args: Annotated[
+        str | None, typer.Option("--args", help="Approve with these arguments instead (JSON).")
+    ] = None,
+) -> None:
+    """Approve (or, with --args, edit and approve) a pending approval."""
+    try:
+        if args is None:
+            decision = Decision.approve(_by(by), reason, _remember(remember), any_args)
+        else:
+            decision = Decision.edit(_json_object(args), _by(by), reason, _remember(remember))
+    except SignoffError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    _decide(ledger, approval_id, decision)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    approval_id: str,
+    ledger: LedgerOption = None,
+    by: ByOption = None,
+    reason: Annotated[str, typer.Option(help="Why; the model is told.")] = "",
+) -> None:
+    """Deny a pending approval."""
+    _decide(ledger, approval_id, Decision.deny(_by(by), reason))
+
+
+@approvals_app.command("cancel")
+def approvals_cancel(
+    approval_id: str,
+    ledger: LedgerOption = None,
+    by: ByOption = None,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+) -> None:
+    """Withdraw a pending approval without deciding it."""
+    approval = _with_ledger(ledger, lambda lg: lg.cancel(approval_id, _by(by), reason))
+    out.print(f"{approval.id} {approval.state} by {approval.by}", highlight=False)
+
+
+@approvals_app.command("expire")
+def approvals_expire(ledger: LedgerOption = None) -> None:
+    """Expire every pending approval whose deadline has passed."""
+    expired = _with_ledger(ledger, lambda lg: lg.expire_due())
+    for approval in expired:
+        out.print(f"{approval.id} {approval.state}", highlight=False)
+    out.print(f"{len(expired)} expired")
+
+
+@grants_app.command("list")
+def grants_list(
+    ledger: LedgerOption = None,
+    chat: Annotated[str | None, typer.Option(help="Only grants that apply in this chat.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include revoked grants.")] = False,
+) -> None:
+    """List grants."""
+    found = _with_ledger(ledger, lambda lg: lg.grants(chat_id=chat, active=not all_))
+    table = Table("id", "tool", "args", "scope", "chat", "by", "created", "revoked")
+    for g in found:
+        table.add_row(
+            g.id,
+            g.tool,
+            "any" if g.digest is None else g.digest[:12],
+            g.scope,
+            g.chat_id or "*",
+            g.created_by,
+            _when(g.created_at),
+            _when(g.revoked_at),
+        )
+    out.print(table if found else "no grants")
+
+
+@grants_app.command("revoke")
+def grants_revoke(grant_id: str, ledger: LedgerOption = None, by: ByOption = None) -> None:
+    """Revoke a grant: the next matching call is asked again."""
+    grant = _with_ledger(ledger, lambda lg: lg.revoke_grant(grant_id, _by(by)))
+    out.print(f"{grant.id} revoked by {grant.revoked_by}", highlight=False)
+
+
+@audit_app.command("verify")
+def audit_verify(ledger: LedgerOption = None) -> None:
+    """Check the hash chain; exit 1 naming the first broken entry."""
+    count, broken = _with_ledger(ledger, lambda lg: lg.verify_audit())
+    if broken is not None:
+        err.print(
+            f"[red]audit broken at entry {broken.seq}:[/] {broken.problem} ({count} entries hold before it)"
+        )
+        raise typer.Exit(1)
+    out.print(f"audit ok: {count} entries")
+
+
+@audit_app.command("list")
+def audit_list(
+    ledger: LedgerOption = None,
+    after: Annotated[int, typer.Option(help="Only entries after this sequence number.")] = 0,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+) -> None:
+    """Show audit entries in order."""
+    entries = _with_ledger(ledger, lambda lg: lg.audit(after, limit))
+    table = Table("seq", "at", "actor", "action", "subject", "change", "detail")
+    for e in entries:
+        change = f"{e.before or ''} → {e.after or ''}" if e.before or e.after else ""
+        table.add_row(str(e.seq), _when(e.at), e.actor, e.action, e.subject, change, json.dumps(e.detail))
+    out.print(table if entries else "no audit entries")
+
+
+@app.command("demo")
+def demo(ledger: LedgerOption = None) -> None:
+    """Walk through one approval: the agent asks, you decide from another terminal, the tool runs once."""
+    from signoff.demo.walkthrough import walkthrough
+
+    try:
+        asyncio.run(walkthrough(ledger))
+    except SignoffError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("interrupted: the approval stays pending; resume with `signoff demo`")
+        raise typer.Exit(130) from None
+
+
+def _remember(value: str) -> Remember:
+    if value not in ("once", "session", "always"):
+        raise typer.BadParameter("must be once, session or always", param_hint="--remember")
+    return value  # type: ignore[return-value]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--args")
+    return value
+
+
+def _as_json(approval: Approval) -> Any:
+    return msgspec.to_builtins(approval)
+
+
+def main() -> None:
+    """Run the CLI; anything unexpected still ends as one line, never a traceback."""
+    try:
+        app()
+    except Exception as exc:
+        err.print(f"[red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        raise SystemExit(1) from None

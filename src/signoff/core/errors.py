@@ -1,0 +1,71 @@
+"""Typed errors: every refusal an integration must tell apart has its own class.
+
+They all derive from `SignoffError`, so a caller (the CLI, the server) can turn any of them into one clear
+line or a 4xx without a traceback, while code that cares can catch exactly the case it handles.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from signoff.core.approval import Approval, State
+
+
+class SignoffError(Exception):
+    """Base of every error signoff raises on purpose."""
+
+
+class InvalidCall(SignoffError, ValueError):
+    """A tool call whose arguments cannot be put in canonical JSON (NaN, non-string keys, objects)."""
+
+
+class InvalidDecision(SignoffError, ValueError):
+    """A decision that makes no sense on its own, such as a denial that asks to be remembered."""
+
+
+class PolicyError(SignoffError, ValueError):
+    """A policy that cannot be loaded. The message names the source, the key or line, and the fault."""
+
+
+class LedgerUnavailable(SignoffError, ConnectionError):
+    """The ledger cannot be reached or opened. The message names which ledger and why."""
+
+
+class NotFound(SignoffError, LookupError):
+    """No approval or grant with that id."""
+
+
+class IllegalTransition(SignoffError):
+    """A state change the approval state machine does not allow, such as consuming a denied approval."""
+
+    def __init__(self, approval_id: str, state: State, action: str, message: str = "") -> None:
+        self.approval_id = approval_id
+        self.state = state
+        self.action = action
+        super().__init__(message or f"cannot {action} approval {approval_id}: it is {state}")
+
+
+class AlreadyDecided(IllegalTransition):
+    """A decision lost the race: another landed first. `winner` is the approval as that decision left it."""
+
+    def __init__(self, winner: Approval, action: str = "decide") -> None:
+        self.winner = winner
+        by = winner.decision.by if winner.decision else "signoff"
+        message = f"approval {winner.id} was already decided: {winner.state} by {by}"
+        super().__init__(winner.id, winner.state, action, message)
+
+
+class AlreadyConsumed(IllegalTransition):
+    """The single-use claim on an approved call was already taken: the tool must not run again."""
+
+    def __init__(self, approval: Approval) -> None:
+        super().__init__(approval.id, approval.state, "consume", f"approval {approval.id} was already used")
+
+
+class AlreadyRevoked(SignoffError):
+    """The grant was revoked before."""
+
+
+class CallMismatch(SignoffError):
+    """A call presented for an approval differs from the call that was approved (other tool, id or args)."""

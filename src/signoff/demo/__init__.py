@@ -1,0 +1,1 @@
+"""The offline demo: a scripted model, its tools, and the walkthrough."""

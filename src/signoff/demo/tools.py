@@ -1,0 +1,43 @@
+"""The demo's tools. `process_payment` keeps a wallet of 1000 per chat."""
+
+from __future__ import annotations
+
+import secrets
+from collections import defaultdict
+from typing import Any
+
+STARTING_BALANCE = 1000
+
+
+class Wallets:
+    def __init__(self) -> None:
+        self.balances: defaultdict[str, float] = defaultdict(lambda: STARTING_BALANCE)
+        self.payments: list[dict[str, Any]] = []
+
+    def pay(self, chat_id: str, amount: float, currency: str, recipient: str) -> dict[str, Any]:
+        balance = self.balances[chat_id]
+        if amount <= 0:
+            return {"success": False, "error": f"amount must be positive, not {amount}"}
+        if amount > balance:
+            return {"success": False, "error": f"insufficient funds: balance is {balance} {currency}"}
+        self.balances[chat_id] = balance - amount
+        payment = {
+            "success": True,
+            "transaction_id": "txn_" + secrets.token_hex(6),
+            "amount": amount,
+            "currency": currency,
+            "recipient": recipient,
+            "balance": self.balances[chat_id],
+        }
+        self.payments.append(payment)
+        return payment
+
+
+def get_weather(city: str) -> dict[str, Any]:
+    """Deterministic weather, so the demo needs no network."""
+    temperature = 12 + sum(map(ord, city.lower())) % 15
+    return {
+        "city": city,
+        "temperature_c": temperature,
+        "conditions": "clear" if temperature > 18 else "cloudy",
+    }

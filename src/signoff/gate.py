@@ -1,0 +1,283 @@
+"""The gate: the single entry point every integration calls before a tool runs.
+
+`authorize` runs policy → this call's own approval (a resume) → grants → a new approval and its approvers,
+then waits. A **blocking** wait awaits the decision (from an approver, or any other channel through the
+ledger); a **deferred** wait returns `Pending` at once and the same `authorize` later, with the same call,
+picks the approval up again. `run` adds the single-use claim and the tool call itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+import msgspec
+
+from signoff.approvers.callback import Approver, ApproverFailed, approver_name, call_approver
+from signoff.core.approval import TIMEOUT_ACTOR, Approval, State
+from signoff.core.audit import AuditEvent
+from signoff.core.call import ToolCall
+from signoff.core.errors import AlreadyConsumed, AlreadyDecided, CallMismatch
+from signoff.core.policy import Policy, Ruling
+from signoff.ledger.base import Ledger
+
+Wait = Literal["blocking", "deferred"]
+T = TypeVar("T")
+
+
+class Allowed(msgspec.Struct, frozen=True, kw_only=True):
+    """The call may run. `call` carries the arguments to run with: edited ones if a person edited them.
+
+    `via` says what allowed it; when it is an approval, `approval_id` names the claim to consume.
+    """
+
+    call: ToolCall
+    via: Literal["policy", "mode", "grant", "approval"]
+    by: str
+    approval_id: str | None = None
+
+
+class Refused(msgspec.Struct, frozen=True, kw_only=True):
+    """The call must not run. `message` is what an adapter hands to the model in place of a result."""
+
+    call: ToolCall
+    by: str
+    reason: str = ""
+    approval_id: str | None = None
+
+    @property
+    def message(self) -> str:
+        return f"refused by {self.by}: {self.reason or 'no reason given'}"
+
+
+class Denied(Refused, frozen=True, kw_only=True):
+    """Refused by the policy, a mode, or a person."""
+
+
+class Expired(Refused, frozen=True, kw_only=True):
+    """Nobody decided before the deadline, and the policy denies on timeout."""
+
+
+class Cancelled(Refused, frozen=True, kw_only=True):
+    """The approval was withdrawn before anyone decided."""
+
+
+class Pending(msgspec.Struct, frozen=True):
+    """Deferred: the run should end here, and resume with the same call once the approval is decided."""
+
+    approval: Approval
+
+
+Outcome = Allowed | Denied | Expired | Cancelled | Pending
+
+_REFUSALS: dict[State, type[Denied] | type[Expired] | type[Cancelled]] = {
+    State.DENIED: Denied,
+    State.EXPIRED: Expired,
+    State.CANCELLED: Cancelled,
+}
+
+# asyncio's timers may fire a hair before the wall clock the ledger checks deadlines against.
+_CLOCK_SLACK = 0.005
+
+
+class Gate:
+    def __init__(
+        self,
+        ledger: Ledger,
+        policy: Policy | None = None,
+        approvers: Sequence[Approver] = (),
+        *,
+        actor: str = "signoff:gate",
+    ) -> None:
+        self.ledger = ledger
+        self.policy = policy or Policy()
+        self.approvers = tuple(approvers)
+        self.actor = actor
+
+    async def authorize(
+        self,
+        call: ToolCall,
+        *,
+        chat_id: str,
+        wait: Wait = "blocking",
+        approvers: Sequence[Approver] | None = None,
+    ) -> Outcome:
+        ruling = self.policy.evaluate(call)
+        if ruling.action == "allow":
+            via: Literal["policy", "mode"] = "mode" if ruling.rule.startswith("mode:") else "policy"
+            return Allowed(call=call, via=via, by=ruling.rule)
+        if ruling.action == "deny":
+            return Denied(call=call, by=ruling.rule, reason=ruling.reason)
+
+        approval = await self.ledger.find(chat_id, call.call_id)
+        if approval is None:
+            if grant := await self.ledger.match_grant(call, chat_id):
+                await self.ledger.record(
+                    AuditEvent(
+                        at=self.ledger.clock(),
+                        actor=self.actor,
+                        action="use",
+                        subject=grant.id,
+                        detail={
+                            "chat": chat_id,
+                            "call": call.call_id,
+                            "tool": call.tool,
+                            "digest": call.digest,
+                        },
+                    )
+                )
+                return Allowed(call=call, via="grant", by=grant.created_by)
+            approval = await self.ledger.open(
+                call,
+                chat_id=chat_id,
+                description=ruling.description,
+                rule=ruling.rule,
+                deadline=ruling.deadline,
+                on_timeout=ruling.on_timeout,
+                actor=self.actor,
+            )
+        elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
+            await self._refuse_mismatch(approval, call)
+
+        if approval.state is State.PENDING and wait == "blocking":
+            approval = await self._block(approval, ruling, self.approvers if approvers is None else approvers)
+        return await self._settle(approval)
+
+    async def run(
+        self,
+        call: ToolCall,
+        fn: Callable[..., T | Awaitable[T]],
+        *,
+        chat_id: str,
+        wait: Wait = "blocking",
+        approvers: Sequence[Approver] | None = None,
+    ) -> T | Refused | Pending:
+        """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
+
+        A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
+        deferred run should end and be resumed later with the same call.
+        """
+        outcome = await self.authorize(call, chat_id=chat_id, wait=wait, approvers=approvers)
+        if not isinstance(outcome, Allowed):
+            return outcome
+        if outcome.approval_id is not None:
+            await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)
+        if inspect.iscoroutinefunction(fn):
+            result: Any = await fn(**outcome.call.args)
+        else:
+            result = await asyncio.to_thread(fn, **outcome.call.args)
+            if inspect.isawaitable(result):
+                result = await result
+        return result  # type: ignore[no-any-return]
+
+    # -- waiting ------------------------------------------------------------------------------------------
+
+    async def _block(self, approval: Approval, ruling: Ruling, approvers: Sequence[Approver]) -> Approval:
+        """Wait for the first decision from any channel, honouring the deadline.
+
+        If the awaiting task is cancelled, the approval stays pending for another channel or a later
+        resume, unless the policy's `on_abandon` says to cancel it.
+        """
+        timeout = (
+            None if approval.deadline is None else approval.deadline - self.ledger.clock() + _CLOCK_SLACK
+        )
+        asks = [asyncio.ensure_future(self._ask(a, approval)) for a in approvers]
+        try:
+            async with asyncio.timeout(timeout):
+                return await (self._race(approval, asks) if asks else self.ledger.wait(approval.id))
+        except TimeoutError:
+            return await self._expire(approval)
+        except asyncio.CancelledError:
+            if ruling.on_abandon == "cancel":
+                with contextlib.suppress(AlreadyDecided):
+                    await asyncio.shield(
+                        self.ledger.cancel(approval.id, self.actor, "the waiting caller went away")
+                    )
+            raise
+        finally:
+            for ask in asks:
+                ask.cancel()
+            await asyncio.gather(*asks, return_exceptions=True)
+
+    async def _race(self, approval: Approval, asks: Sequence[asyncio.Future[Approval | None]]) -> Approval:
+        """The first approver to decide wins; one that abstains or fails leaves the others (and the ledger's
+        other channels) in the race."""
+        settled = asyncio.ensure_future(self.ledger.wait(approval.id))
+        racing: set[asyncio.Future[Any]] = {settled, *asks}
+        try:
+            while True:
+                done, racing = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    if (result := future.result()) is not None:
+                        return result  # type: ignore[no-any-return]
+        finally:
+            settled.cancel()
+
+    async def _ask(self, approver: Approver, approval: Approval) -> Approval | None:
+        try:
+            decision = await call_approver(approver, approval)
+        except ApproverFailed as exc:
+            await self.ledger.record(
+                AuditEvent(
+                    at=self.ledger.clock(),
+                    actor=approver_name(approver),
+                    action="approver-failed",
+                    subject=approval.id,
+                    detail={"error": str(exc)},
+                )
+            )
+            return None
+        if decision is None:
+            return None
+        try:
+            return await self.ledger.decide(approval.id, decision)
+        except AlreadyDecided as lost:
+            return lost.winner
+
+    async def _expire(self, approval: Approval) -> Approval:
+        try:
+            return await self.ledger.expire(approval.id)
+        except AlreadyDecided as lost:
+            return lost.winner
+
+    # -- outcomes -----------------------------------------------------------------------------------------
+
+    async def _settle(self, approval: Approval) -> Outcome:
+        if approval.is_due(self.ledger.clock()):
+            approval = await self._expire(approval)
+        match approval.state:
+            case State.PENDING:
+                return Pending(approval)
+            case State.APPROVED:
+                return Allowed(
+                    call=approval.approved_call, via="approval", by=approval.by, approval_id=approval.id
+                )
+            case State.CONSUMED:
+                raise AlreadyConsumed(approval)
+            case state:
+                by = approval.by or TIMEOUT_ACTOR
+                return _REFUSALS[state](
+                    call=approval.call, by=by, reason=approval.reason, approval_id=approval.id
+                )
+
+    async def _refuse_mismatch(self, approval: Approval, call: ToolCall) -> None:
+        """A call id reused with other arguments is a forgery or a bug: audit it and refuse loudly."""
+        await self.ledger.record(
+            AuditEvent(
+                at=self.ledger.clock(),
+                actor=self.actor,
+                action="refuse",
+                subject=approval.id,
+                detail={"why": "call mismatch", "tool": call.tool, "digest": call.digest},
+            )
+        )
+        asked = approval.call.tool
+        raise CallMismatch(
+            f"call {call.call_id} in chat {approval.chat_id} was asked as {asked} with other args"
+        )
+
+
+__all__ = ["Allowed", "Cancelled", "Denied", "Expired", "Gate", "Outcome", "Pending", "Refused"]

@@ -1,0 +1,263 @@
+"""The ledger interface: durable approvals, first-wins decisions, single-use claims, grants and audit.
+
+All the rules live in the base class and in the core; a backend supplies only a few atomic primitives.
+`_mutate` is the one that matters: read a record, apply a pure step, write the result and its audit
+entries, all-or-nothing and serialized against every other writer of that record and of the audit chain.
+SQLite does it in a `BEGIN IMMEDIATE` transaction; PostgreSQL would use `SELECT … FOR UPDATE`; Redis an
+optimistic compare-and-set that retries.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from signoff.core import approval as machine
+from signoff.core.approval import Approval, OnTimeout, State
+from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck
+from signoff.core.call import ToolCall
+from signoff.core.decision import Decision
+from signoff.core.errors import AlreadyDecided, CallMismatch, NotFound
+from signoff.core.grant import Grant, grant_for, revoke
+from signoff.ledger.notifier import Notifier
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one atomic step writes: the new approval and/or grant, and the audit events that record it."""
+
+    approval: Approval | None = None
+    grant: Grant | None = None
+    events: tuple[AuditEvent, ...] = ()
+
+
+Clock = Callable[[], float]
+
+
+class Ledger(ABC):
+    """One async interface over every backend. Use as `async with ledger:` or `start()` / `close()`."""
+
+    def __init__(self, *, clock: Clock = time.time) -> None:
+        self.clock = clock
+        self.notifier = Notifier()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:  # noqa: B027 - a backend with nothing to connect keeps this
+        """Connect and create or migrate the schema."""
+
+    async def close(self) -> None:  # noqa: B027
+        """Release connections; waiters in this process stop being woken by other processes."""
+
+    # -- backend primitives -------------------------------------------------------------------------------
+
+    @abstractmethod
+    async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
+        """Store a new approval, or return the existing one for the same chat and call id."""
+
+    @abstractmethod
+    async def _load(self, approval_id: str) -> Approval | None: ...
+
+    @abstractmethod
+    async def _find(self, chat_id: str, call_id: str) -> Approval | None: ...
+
+    @abstractmethod
+    async def _query(
+        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
+    ) -> list[Approval]: ...
+
+    @abstractmethod
+    async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
+        """Atomically load the approval, apply `step`, and persist its `Change`. NotFound if absent."""
+
+    @abstractmethod
+    async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change: ...
+
+    @abstractmethod
+    async def _append(self, events: Sequence[AuditEvent]) -> None: ...
+
+    @abstractmethod
+    async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]: ...
+
+    @abstractmethod
+    async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]: ...
+
+    def _watch(self) -> None:  # noqa: B027 - in-process backends learn of every decision directly
+        """Called when someone starts waiting: a backend shared between processes starts watching them."""
+
+    # -- approvals ----------------------------------------------------------------------------------------
+
+    async def open(
+        self,
+        call: ToolCall,
+        *,
+        chat_id: str,
+        description: str,
+        rule: str,
+        deadline: float | None = None,
+        on_timeout: OnTimeout = "deny",
+        actor: str = "signoff:gate",
+    ) -> Approval:
+        """Open a pending approval for `call`. Opening the same chat and call id again returns the first one,
+        as long as the arguments are the same: a retried request never asks twice."""
+        approval, event = machine.open_approval(
+            call,
+            chat_id=chat_id,
+            description=description,
+            rule=rule,
+            now=self.clock(),
+            deadline=deadline,
+            on_timeout=on_timeout,
+            actor=actor,
+        )
+        stored = await self._insert(approval, event)
+        if stored.digest != approval.digest or stored.call.tool != call.tool:
+            raise CallMismatch(
+                f"call {call.call_id} in chat {chat_id} was already asked with other arguments"
+            )
+        return stored
+
+    async def get(self, approval_id: str) -> Approval:
+        approval = await self._load(approval_id)
+        if approval is None:
+            raise NotFound(f"no approval {approval_id}")
+        return approval
+
+    async def find(self, chat_id: str, call_id: str) -> Approval | None:
+        return await self._find(chat_id, call_id)
+
+    async def approvals(
+        self, *, chat_id: str | None = None, state: State | str | None = None, limit: int | None = None
+    ) -> list[Approval]:
+        """Approvals oldest first, optionally of one chat and/or in one state."""
+        return await self._query(
+            chat_id=chat_id, state=None if state is None else State(state), due_by=None, limit=limit
+        )
+
+    async def decide(self, approval_id: str, decision: Decision) -> Approval:
+        """Record a decision if it is the first. A loser gets `AlreadyDecided` carrying the winner."""
+        current = await self.get(approval_id)
+        if current.state is not State.PENDING:
+            raise AlreadyDecided(current)
+
+        def step(approval: Approval) -> Change:
+            now = self.clock()
+            after, event = machine.decide(approval, decision, now)
+            remembered = grant_for(after, now)
+            if remembered is None:
+                return Change(approval=after, events=(event,))
+            grant, grant_event = remembered
+            return Change(approval=after, grant=grant, events=(event, grant_event))
+
+        change = await self._mutate(approval_id, step)
+        assert change.approval is not None
+        self.notifier.notify(change.approval)
+        if change.events[0].action == "expire":
+            raise AlreadyDecided(change.approval)
+        return change.approval
+
+    async def consume(self, approval_id: str, call: ToolCall, actor: str) -> Approval:
+        """Take the single-use claim to run `call` now. A second claim raises `AlreadyConsumed`."""
+        return await self._apply(
+            approval_id, lambda approval: self._one(*machine.consume(approval, call, actor, self.clock()))
+        )
+
+    async def cancel(self, approval_id: str, actor: str, reason: str = "") -> Approval:
+        return await self._apply(
+            approval_id, lambda approval: self._one(*machine.cancel(approval, actor, reason, self.clock()))
+        )
+
+    async def expire(self, approval_id: str) -> Approval:
+        """Apply the deadline of one approval now; raises `IllegalTransition` if it is not due."""
+        return await self._apply(
+            approval_id, lambda approval: self._one(*machine.expire(approval, self.clock()))
+        )
+
+    async def expire_due(self) -> list[Approval]:
+        """Expire every pending approval whose deadline has passed, applying each one's on_timeout."""
+        expired = []
+        for approval in await self._query(chat_id=None, state=State.PENDING, due_by=self.clock(), limit=None):
+            try:
+                expired.append(await self.expire(approval.id))
+            except AlreadyDecided:
+                continue
+        return expired
+
+    async def wait(self, approval_id: str) -> Approval:
+        """Wait until the approval leaves `pending`. Bound it with `asyncio.timeout`.
+
+        The waiter subscribes before it reads, so a decision landing in between is never missed.
+        """
+        future = self.notifier.subscribe(approval_id)
+        try:
+            current = await self.get(approval_id)
+            if current.state is not State.PENDING:
+                return current
+            self._watch()
+            return await future
+        finally:
+            self.notifier.unsubscribe(approval_id, future)
+
+    async def record(self, event: AuditEvent) -> None:
+        """Append an event that changes no state: a failed approver, a refused forgery, a grant used."""
+        await self._append((event,))
+
+    # -- grants -------------------------------------------------------------------------------------------
+
+    async def grants(
+        self, *, chat_id: str | None = None, tool: str | None = None, active: bool = True
+    ) -> list[Grant]:
+        return await self._grants(chat_id=chat_id, tool=tool, active=active)
+
+    async def match_grant(self, call: ToolCall, chat_id: str) -> Grant | None:
+        """The first active grant that covers this call in this chat (its own or a global one)."""
+        for grant in await self._grants(chat_id=chat_id, tool=call.tool, active=True):
+            if grant.matches(call, chat_id):
+                return grant
+        return None
+
+    async def revoke_grant(self, grant_id: str, actor: str) -> Grant:
+        def step(grant: Grant) -> Change:
+            after, event = revoke(grant, actor, self.clock())
+            return Change(grant=after, events=(event,))
+
+        change = await self._mutate_grant(grant_id, step)
+        assert change.grant is not None
+        return change.grant
+
+    # -- audit --------------------------------------------------------------------------------------------
+
+    async def audit(self, after_seq: int = 0, limit: int = 1000) -> list[AuditEntry]:
+        return await self._audit(after_seq, limit)
+
+    async def verify_audit(self) -> tuple[int, BrokenLink | None]:
+        """Check the whole chain, a page at a time, and report the first broken link."""
+        check, after = ChainCheck(), 0
+        while page := await self._audit(after, 5000):
+            if broken := check.feed(page):
+                return check.count, broken
+            after = page[-1].seq
+        return check.count, None
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _one(approval: Approval, event: AuditEvent) -> Change:
+        return Change(approval=approval, events=(event,))
+
+    async def _apply(self, approval_id: str, step: Callable[[Approval], Change]) -> Approval:
+        change = await self._mutate(approval_id, step)
+        assert change.approval is not None
+        self.notifier.notify(change.approval)
+        return change.approval

@@ -1,0 +1,93 @@
+"""The in-memory ledger, for tests and single-process experiments.
+
+Every primitive runs without awaiting between its read and its write, so on one event loop each is atomic
+by construction, and a decision wakes its waiters synchronously through the notifier: nothing polls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from signoff.core.approval import Approval, State
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
+from signoff.core.errors import NotFound
+from signoff.core.grant import Grant
+from signoff.ledger.base import Change, Clock, Ledger
+
+
+class MemoryLedger(Ledger):
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        super().__init__(**({"clock": clock} if clock else {}))
+        self._approvals: dict[str, Approval] = {}
+        self._by_call: dict[tuple[str, str], str] = {}
+        self._grant_records: dict[str, Grant] = {}
+        self._log: list[AuditEntry] = []
+
+    def _head(self) -> Head:
+        return self._log[-1].head if self._log else GENESIS_HEAD
+
+    def _commit(self, change: Change) -> Change:
+        if change.approval is not None:
+            self._approvals[change.approval.id] = change.approval
+        if change.grant is not None:
+            self._grant_records[change.grant.id] = change.grant
+        self._write(change.events)
+        return change
+
+    def _write(self, events: Sequence[AuditEvent]) -> None:
+        for event in events:
+            self._log.append(chain(event, self._head()))
+
+    async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
+        key = (approval.chat_id, approval.call.call_id)
+        if key in self._by_call:
+            return self._approvals[self._by_call[key]]
+        self._by_call[key] = approval.id
+        self._commit(Change(approval=approval, events=(event,)))
+        return approval
+
+    async def _load(self, approval_id: str) -> Approval | None:
+        return self._approvals.get(approval_id)
+
+    async def _find(self, chat_id: str, call_id: str) -> Approval | None:
+        approval_id = self._by_call.get((chat_id, call_id))
+        return None if approval_id is None else self._approvals[approval_id]
+
+    async def _query(
+        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
+    ) -> list[Approval]:
+        found = [
+            a
+            for a in self._approvals.values()
+            if (chat_id is None or a.chat_id == chat_id)
+            and (state is None or a.state is state)
+            and (due_by is None or (a.deadline is not None and a.deadline <= due_by))
+        ]
+        return found[:limit]
+
+    async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
+        approval = self._approvals.get(approval_id)
+        if approval is None:
+            raise NotFound(f"no approval {approval_id}")
+        return self._commit(step(approval))
+
+    async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
+        grant = self._grant_records.get(grant_id)
+        if grant is None:
+            raise NotFound(f"no grant {grant_id}")
+        return self._commit(step(grant))
+
+    async def _append(self, events: Sequence[AuditEvent]) -> None:
+        self._write(events)
+
+    async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
+        return [
+            g
+            for g in self._grant_records.values()
+            if (tool is None or g.tool == tool)
+            and (chat_id is None or g.chat_id is None or g.chat_id == chat_id)
+            and (not active or g.active)
+        ]
+
+    async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
+        return self._log[after_seq : after_seq + limit]

@@ -1,0 +1,44 @@
+"""One URL picks the ledger everywhere: the library, the CLI and the server."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, urlsplit
+
+from signoff.core.errors import LedgerUnavailable
+from signoff.ledger.base import Ledger
+from signoff.ledger.memory import MemoryLedger
+from signoff.ledger.sqlite import SqliteLedger
+
+DEFAULT_URL = "sqlite:///signoff.db"
+ENV_VAR = "SIGNOFF_LEDGER"
+
+
+def ledger_url(url: str | None = None) -> str:
+    """The URL given, else `$SIGNOFF_LEDGER`, else `signoff.db` in the working directory."""
+    return url or os.environ.get(ENV_VAR) or DEFAULT_URL
+
+
+def open_ledger(url: str | None = None) -> Ledger:
+    """A ledger for `memory://` or `sqlite:///relative.db` / `sqlite:////absolute.db`, not yet started.
+
+    Use it as `async with open_ledger(url) as ledger:`.
+    """
+    url = ledger_url(url)
+    parts = urlsplit(url)
+    options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    if parts.scheme == "memory":
+        return MemoryLedger()
+    if parts.scheme == "sqlite":
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if parts.netloc or not path:
+            raise LedgerUnavailable(
+                f"bad SQLite ledger URL {url!r}: use sqlite:///relative.db or sqlite:////abs.db"
+            )
+        synchronous = options.pop("synchronous", "normal")
+        if synchronous not in ("normal", "full"):
+            raise LedgerUnavailable(f"bad SQLite ledger URL {url!r}: synchronous must be normal or full")
+        if options:
+            raise LedgerUnavailable(f"bad SQLite ledger URL {url!r}: unknown option {next(iter(options))!r}")
+        return SqliteLedger(path, synchronous=synchronous)  # type: ignore[arg-type]
+    raise LedgerUnavailable(f"unsupported ledger URL {url!r}: expected memory:// or sqlite:///path")
