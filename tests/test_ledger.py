@@ -1,0 +1,266 @@
+"""The ledger contract: the same behaviour from every backend."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from signoff.core.approval import State
+from signoff.core.call import ToolCall
+from signoff.core.decision import Decision
+from signoff.core.errors import (
+    AlreadyConsumed,
+    AlreadyDecided,
+    AlreadyRevoked,
+    CallMismatch,
+    IllegalTransition,
+    LedgerUnavailable,
+    NotFound,
+)
+from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
+from tests.conftest import FakeClock
+
+PAY = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
+
+
+async def ask(ledger: Ledger, call: ToolCall = PAY, chat_id: str = "chat-1", deadline: float | None = None):  # type: ignore[no-untyped-def]
+    return await ledger.open(call, chat_id=chat_id, description="Pay 50 USD to Hanako", rule="r0", deadline=deadline)
+
+
+async def test_open_get_find_and_list(ledger: Ledger) -> None:
+    first = await ask(ledger)
+    other = await ask(ledger, ToolCall("call_2", "get_location", {}), chat_id="chat-2")
+    assert first.state is State.PENDING and first.digest == PAY.digest
+    assert await ledger.get(first.id) == first
+    assert await ledger.find("chat-1", "call_1") == first
+    assert await ledger.find("chat-2", "call_1") is None
+    assert [a.id for a in await ledger.approvals()] == [first.id, other.id]
+    assert [a.id for a in await ledger.approvals(chat_id="chat-2")] == [other.id]
+    await ledger.decide(first.id, Decision.approve("alice"))
+    assert [a.id for a in await ledger.approvals(state="pending")] == [other.id]
+    assert [a.id for a in await ledger.approvals(state=State.APPROVED)] == [first.id]
+    with pytest.raises(NotFound):
+        await ledger.get("apr_nope")
+
+
+async def test_opening_the_same_call_again_returns_the_first_approval(ledger: Ledger) -> None:
+    first = await ask(ledger)
+    assert await ask(ledger) == first
+    with pytest.raises(CallMismatch):
+        await ask(ledger, PAY.with_args({"amount": 5000, "currency": "USD", "recipient": "Mallory"}))
+    assert len(await ledger.approvals()) == 1
+
+
+async def test_first_decision_wins(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    won = await ledger.decide(approval.id, Decision.deny("bob", "over budget"))
+    assert won.state is State.DENIED and won.by == "bob" and won.reason == "over budget"
+    with pytest.raises(AlreadyDecided) as lost:
+        await ledger.decide(approval.id, Decision.approve("alice"))
+    assert lost.value.winner.by == "bob" and lost.value.winner.state is State.DENIED
+    assert (await ledger.get(approval.id)).state is State.DENIED
+
+
+async def test_consume_is_single_use_and_bound_to_the_call(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    with pytest.raises(IllegalTransition):
+        await ledger.consume(approval.id, PAY, "runner")
+    await ledger.decide(approval.id, Decision.approve("alice"))
+    with pytest.raises(CallMismatch):
+        await ledger.consume(approval.id, PAY.with_args({"amount": 5000}), "runner")
+    consumed = await ledger.consume(approval.id, PAY, "runner")
+    assert consumed.state is State.CONSUMED and consumed.consumed_by == "runner"
+    with pytest.raises(AlreadyConsumed):
+        await ledger.consume(approval.id, PAY, "runner")
+
+
+async def test_concurrent_consumes_have_one_winner(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    await ledger.decide(approval.id, Decision.approve("alice"))
+    results = await asyncio.gather(
+        *(ledger.consume(approval.id, PAY, f"r{i}") for i in range(20)), return_exceptions=True
+    )
+    assert sum(not isinstance(r, BaseException) for r in results) == 1
+    assert all(isinstance(r, AlreadyConsumed) for r in results if isinstance(r, BaseException))
+
+
+async def test_edit_re_digests_and_only_the_edited_call_runs(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    edited = await ledger.decide(approval.id, Decision.edit({"amount": 20, "currency": "USD"}, "alice"))
+    assert edited.approved_call.args == {"amount": 20, "currency": "USD"}
+    with pytest.raises(CallMismatch):
+        await ledger.consume(approval.id, PAY, "runner")
+    assert (await ledger.consume(approval.id, edited.approved_call, "runner")).state is State.CONSUMED
+
+
+async def test_cancel(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    cancelled = await ledger.cancel(approval.id, "ops", "chat closed")
+    assert (cancelled.state, cancelled.by, cancelled.reason) == (State.CANCELLED, "ops", "chat closed")
+    with pytest.raises(AlreadyDecided):
+        await ledger.decide(approval.id, Decision.approve("alice"))
+    with pytest.raises(AlreadyDecided):
+        await ledger.cancel(approval.id, "ops")
+
+
+async def test_expire_due_applies_each_on_timeout(clocked_ledger: Ledger, clock: FakeClock) -> None:
+    ledger = clocked_ledger
+    deny = await ask(ledger, deadline=5)
+    allow = await ledger.open(
+        ToolCall("call_2", "t", {}), chat_id="c", description="d", rule="r", deadline=5, on_timeout="allow"
+    )
+    later = await ask(ledger, ToolCall("call_3", "t", {}), deadline=60)
+    never = await ask(ledger, ToolCall("call_4", "t", {}))
+    clock.advance(4.9)
+    assert await ledger.expire_due() == []
+    clock.advance(0.2)
+    expired = {a.id: a for a in await ledger.expire_due()}
+    assert set(expired) == {deny.id, allow.id}
+    assert expired[deny.id].state is State.EXPIRED
+    assert expired[allow.id].state is State.APPROVED and expired[allow.id].by == "signoff:timeout"
+    assert (await ledger.get(later.id)).state is State.PENDING
+    assert (await ledger.get(never.id)).state is State.PENDING
+
+
+async def test_a_late_decision_loses_to_the_deadline(clocked_ledger: Ledger, clock: FakeClock) -> None:
+    approval = await ask(clocked_ledger, deadline=5)
+    clock.advance(6)
+    with pytest.raises(AlreadyDecided) as lost:
+        await clocked_ledger.decide(approval.id, Decision.approve("alice"))
+    assert lost.value.winner.state is State.EXPIRED
+    assert (await clocked_ledger.get(approval.id)).state is State.EXPIRED
+
+
+async def test_remembered_decisions_become_grants(ledger: Ledger) -> None:
+    session = await ask(ledger)
+    await ledger.decide(session.id, Decision.approve("alice", remember="session"))
+    anywhere = await ask(ledger, ToolCall("call_2", "get_weather", {"city": "Tokyo"}))
+    await ledger.decide(anywhere.id, Decision.approve("bob", remember="always", any_args=True))
+    once = await ask(ledger, ToolCall("call_3", "get_location", {}))
+    await ledger.decide(once.id, Decision.approve("carol"))
+
+    grants = await ledger.grants()
+    assert [(g.tool, g.scope, g.chat_id) for g in grants] == [
+        ("process_payment", "session", "chat-1"),
+        ("get_weather", "always", None),
+    ]
+    assert grants[0].digest == PAY.digest and grants[1].digest is None
+    same_args_other_id = ToolCall("call_9", "process_payment", dict(PAY.args))
+    assert (await ledger.match_grant(same_args_other_id, "chat-1")) == grants[0]
+    assert await ledger.match_grant(same_args_other_id, "chat-2") is None
+    assert await ledger.match_grant(same_args_other_id.with_args({"amount": 51}), "chat-1") is None
+    assert await ledger.match_grant(ToolCall("c", "get_weather", {"city": "Oslo"}), "chat-7") == grants[1]
+    assert [g.id for g in await ledger.grants(chat_id="chat-2")] == [grants[1].id]
+
+    revoked = await ledger.revoke_grant(grants[0].id, "alice")
+    assert not revoked.active and revoked.revoked_by == "alice"
+    assert await ledger.match_grant(same_args_other_id, "chat-1") is None
+    assert [g.id for g in await ledger.grants()] == [grants[1].id]
+    assert len(await ledger.grants(active=False)) == 2
+    with pytest.raises(AlreadyRevoked):
+        await ledger.revoke_grant(grants[0].id, "alice")
+    with pytest.raises(NotFound):
+        await ledger.revoke_grant("grt_nope", "alice")
+
+
+async def test_every_transition_is_audited_in_a_verifiable_chain(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    await ledger.decide(approval.id, Decision.approve("alice", remember="session"))
+    await ledger.consume(approval.id, PAY, "runner")
+    entries = await ledger.audit()
+    assert [(e.seq, e.action, e.actor, e.before, e.after) for e in entries] == [
+        (1, "open", "signoff:gate", None, "pending"),
+        (2, "approve", "alice", "pending", "approved"),
+        (3, "grant", "alice", None, "active"),
+        (4, "consume", "runner", "approved", "consumed"),
+    ]
+    assert entries[0].prev == "0" * 64
+    assert all(b.prev == a.hash for a, b in zip(entries, entries[1:], strict=False))
+    assert await ledger.verify_audit() == (4, None)
+    assert [e.seq for e in await ledger.audit(after_seq=2, limit=1)] == [3]
+
+
+async def test_a_waiter_wakes_when_the_decision_lands(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    waiter = asyncio.create_task(ledger.wait(approval.id))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    await ledger.decide(approval.id, Decision.approve("alice"))
+    woken = await asyncio.wait_for(waiter, 1)
+    assert woken.state is State.APPROVED and woken.by == "alice"
+
+
+async def test_a_decision_before_the_wait_is_not_lost(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    await ledger.decide(approval.id, Decision.deny("bob", "no"))
+    assert (await asyncio.wait_for(ledger.wait(approval.id), 1)).state is State.DENIED
+
+
+async def test_a_cancelled_wait_leaves_the_approval_pending(ledger: Ledger) -> None:
+    approval = await ask(ledger)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await ledger.wait(approval.id)
+    assert (await ledger.get(approval.id)).state is State.PENDING
+    assert ledger.notifier.watched() == []
+
+
+async def test_memory_waiters_wake_without_polling() -> None:
+    """The memory ledger resolves the waiter's future inside decide(): no timer, no poll."""
+    ledger = MemoryLedger()
+    approval = await ask(ledger)
+    waiter = asyncio.create_task(ledger.wait(approval.id))
+    await asyncio.sleep(0)
+    await ledger.decide(approval.id, Decision.approve("alice"))
+    await asyncio.sleep(0)
+    assert waiter.done()
+
+
+async def test_sqlite_waiters_wake_for_decisions_from_another_connection(tmp_path: Path) -> None:
+    async with SqliteLedger(tmp_path / "s.db") as waiting, SqliteLedger(tmp_path / "s.db") as deciding:
+        approval = await ask(waiting)
+        waiter = asyncio.create_task(waiting.wait(approval.id))
+        await asyncio.sleep(0.1)
+        await deciding.decide(approval.id, Decision.approve("alice"))
+        woken = await asyncio.wait_for(waiter, 1)
+        assert woken.by == "alice"
+
+
+async def test_sqlite_keeps_everything_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteLedger(path) as ledger:
+        approval = await ask(ledger)
+    async with SqliteLedger(path) as ledger:
+        assert (await ledger.get(approval.id)).state is State.PENDING
+        await ledger.decide(approval.id, Decision.approve("alice"))
+    async with open_ledger(f"sqlite:///{path}") as ledger:
+        assert (await ledger.get(approval.id)).state is State.APPROVED
+        assert await ledger.verify_audit() == (2, None)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("postgres://x", "unsupported ledger URL"),
+        ("sqlite://", "bad SQLite ledger URL"),
+        ("sqlite://host/x.db", "bad SQLite ledger URL"),
+        ("sqlite:///x.db?synchronous=sometimes", "synchronous must be normal or full"),
+        ("sqlite:///x.db?colour=blue", "unknown option 'colour'"),
+    ],
+)
+def test_bad_urls_are_clear_errors(url: str, message: str) -> None:
+    with pytest.raises(LedgerUnavailable, match=message):
+        open_ledger(url)
+
+
+async def test_an_unopenable_sqlite_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(LedgerUnavailable, match="cannot open SQLite ledger"):
+        async with open_ledger(f"sqlite:///{tmp_path}/missing/dir/x.db"):
+            pass
+
+
+async def test_an_unstarted_sqlite_ledger_says_so(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="not started"):
+        await SqliteLedger(tmp_path / "x.db").get("apr_x")
