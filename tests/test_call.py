@@ -19,7 +19,9 @@ from signoff.core.errors import InvalidCall
 json_scalars = st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.text(max_size=20)
 json_values = st.recursive(
     json_scalars | st.floats(allow_nan=False, allow_infinity=False),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 json_objects = st.dictionaries(st.text(max_size=10), json_values, max_size=8)

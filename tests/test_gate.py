@@ -107,7 +107,9 @@ async def test_an_approver_that_raises_is_a_failure_not_an_approval(ledger: Ledg
 
 
 async def test_an_approver_returning_junk_is_a_failure(ledger: Ledger) -> None:
-    gate = Gate(ledger, Policy.from_dict({"tools": {"process_payment": [{"action": "ask", "deadline": 0.2}]}}))
+    gate = Gate(
+        ledger, Policy.from_dict({"tools": {"process_payment": [{"action": "ask", "deadline": 0.2}]}})
+    )
     outcome = await gate.authorize(PAY, chat_id="chat", approvers=[lambda a: True])  # type: ignore[list-item,return-value]
     assert isinstance(outcome, Expired)
     assert any(e.action == "approver-failed" and "bool" in e.detail["error"] for e in await ledger.audit())
@@ -252,7 +254,9 @@ async def test_grants_skip_the_question_within_their_scope(ledger: Ledger) -> No
     assert isinstance(await gate.authorize(PAY, chat_id="chat-1"), Allowed)
     again = await gate.authorize(ToolCall("call_2", PAY.tool, dict(PAY.args)), chat_id="chat-1")
     assert isinstance(again, Allowed) and again.via == "grant" and again.by == "alice"
-    assert isinstance(await gate.authorize(ToolCall("call_3", PAY.tool, dict(PAY.args)), chat_id="chat-2"), Allowed)
+    assert isinstance(
+        await gate.authorize(ToolCall("call_3", PAY.tool, dict(PAY.args)), chat_id="chat-2"), Allowed
+    )
     assert asked == ["call_1", "call_3"]
     assert [e.action for e in await ledger.audit()].count("use") == 1
 

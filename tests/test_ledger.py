@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,9 @@ PAY = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "r
 
 
 async def ask(ledger: Ledger, call: ToolCall = PAY, chat_id: str = "chat-1", deadline: float | None = None):  # type: ignore[no-untyped-def]
-    return await ledger.open(call, chat_id=chat_id, description="Pay 50 USD to Hanako", rule="r0", deadline=deadline)
+    return await ledger.open(
+        call, chat_id=chat_id, description="Pay 50 USD to Hanako", rule="r0", deadline=deadline
+    )
 
 
 async def test_open_get_find_and_list(ledger: Ledger) -> None:
@@ -177,7 +180,7 @@ async def test_every_transition_is_audited_in_a_verifiable_chain(ledger: Ledger)
         (4, "consume", "runner", "approved", "consumed"),
     ]
     assert entries[0].prev == "0" * 64
-    assert all(b.prev == a.hash for a, b in zip(entries, entries[1:], strict=False))
+    assert all(b.prev == a.hash for a, b in itertools.pairwise(entries))
     assert await ledger.verify_audit() == (4, None)
     assert [e.seq for e in await ledger.audit(after_seq=2, limit=1)] == [3]
 

@@ -155,7 +155,9 @@ OPS = st.lists(st.sampled_from(["approve", "deny", "consume", "cancel", "expire"
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
-def test_concurrent_interleavings_never_give_two_winners_or_two_consumes(backend: str, ops: list[str]) -> None:
+def test_concurrent_interleavings_never_give_two_winners_or_two_consumes(
+    backend: str, ops: list[str]
+) -> None:
     """Every op races every other one on a real ledger; exactly the legal ones succeed."""
 
     async def scenario(directory: Path) -> None:

@@ -1,1 +1,53 @@
-"""signoff."""
+"""signoff: make AI agents ask a person before their tool calls do something that matters."""
+
+from signoff.approvers import Approver, TerminalApprover
+from signoff.core.approval import Approval, State
+from signoff.core.call import ToolCall
+from signoff.core.decision import Decision
+from signoff.core.errors import (
+    AlreadyConsumed,
+    AlreadyDecided,
+    CallMismatch,
+    IllegalTransition,
+    LedgerUnavailable,
+    NotFound,
+    PolicyError,
+    SignoffError,
+)
+from signoff.core.grant import Grant
+from signoff.core.policy import Policy, Rule, Ruling
+from signoff.gate import Allowed, Cancelled, Denied, Expired, Gate, Outcome, Pending, Refused
+from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
+
+__all__ = [
+    "AlreadyConsumed",
+    "AlreadyDecided",
+    "Allowed",
+    "Approval",
+    "Approver",
+    "CallMismatch",
+    "Cancelled",
+    "Decision",
+    "Denied",
+    "Expired",
+    "Gate",
+    "Grant",
+    "IllegalTransition",
+    "Ledger",
+    "LedgerUnavailable",
+    "MemoryLedger",
+    "NotFound",
+    "Outcome",
+    "Pending",
+    "Policy",
+    "PolicyError",
+    "Refused",
+    "Rule",
+    "Ruling",
+    "SignoffError",
+    "SqliteLedger",
+    "State",
+    "TerminalApprover",
+    "ToolCall",
+    "open_ledger",
+]

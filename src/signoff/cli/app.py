@@ -35,7 +35,7 @@ app.add_typer(grants_app, name="grants")
 app.add_typer(audit_app, name="audit")
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 LedgerOption = Annotated[
     str | None, typer.Option("--ledger", envvar=ENV_VAR, help="Ledger URL (default sqlite:///signoff.db).")

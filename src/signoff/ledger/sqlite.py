@@ -90,6 +90,13 @@ class SqliteLedger(Ledger):
         self._watcher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        # Checked here, not left to connect(): aiosqlite leaks its worker thread when connecting fails.
+        if not self.path.parent.is_dir():
+            raise LedgerUnavailable(
+                f"cannot open SQLite ledger {self.path}: {self.path.parent} is not a directory"
+            )
+        if self.path.is_dir():
+            raise LedgerUnavailable(f"cannot open SQLite ledger {self.path}: it is a directory")
         try:
             self._db = await aiosqlite.connect(self.path, isolation_level=None)
             await self._db.execute("PRAGMA busy_timeout = 30000")

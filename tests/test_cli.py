@@ -1,0 +1,137 @@
+"""The CLI against a real SQLite ledger, run as the `signoff` program a person would type."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from signoff.core.approval import State
+from signoff.ledger import SqliteLedger
+from tests.conftest import SIGNOFF
+from tests.workers import payment
+
+
+def signoff(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SIGNOFF, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def db_of(env: dict[str, str]) -> Path:
+    return Path(env["SIGNOFF_LEDGER"].removeprefix("sqlite:///"))
+
+
+def seed(env: dict[str, str], count: int) -> list[str]:
+    async def go() -> list[str]:
+        async with SqliteLedger(db_of(env)) as ledger:
+            return [
+                (
+                    await ledger.open(
+                        payment(i), chat_id=f"chat-{i % 2}", description=f"Pay {i + 1}", rule="r"
+                    )
+                ).id
+                for i in range(count)
+            ]
+
+    return asyncio.run(go())
+
+
+def state(env: dict[str, str], approval_id: str) -> State:
+    async def go() -> State:
+        async with SqliteLedger(db_of(env)) as ledger:
+            return (await ledger.get(approval_id)).state
+
+    return asyncio.run(go())
+
+
+def test_list_show_approve_deny(cli_env: dict[str, str]) -> None:
+    first, second, third = seed(cli_env, 3)
+    listed = signoff(cli_env, "approvals", "list", "--state", "pending")
+    assert listed.returncode == 0 and all(i in listed.stdout for i in (first, second, third))
+    assert second not in signoff(cli_env, "approvals", "list", "--chat", "chat-0").stdout
+    shown = signoff(cli_env, "approvals", "show", first)
+    assert shown.returncode == 0 and '"recipient": "r0"' in shown.stdout
+
+    approved = signoff(cli_env, "approvals", "approve", first, "--by", "alice", "--remember", "session")
+    assert approved.returncode == 0 and f"{first} approved by alice" in approved.stdout
+    denied = signoff(cli_env, "approvals", "deny", second, "--reason", "no", "--by", "bob")
+    assert denied.returncode == 0 and "denied by bob" in denied.stdout
+    edited = signoff(cli_env, "approvals", "approve", third, "--args", '{"amount": 1}')
+    assert edited.returncode == 0 and "approved by cli:" in edited.stdout
+    assert [state(cli_env, i) for i in (first, second, third)] == [
+        State.APPROVED,
+        State.DENIED,
+        State.APPROVED,
+    ]
+
+    lost = signoff(cli_env, "approvals", "approve", second)
+    assert lost.returncode == 1 and "already decided: denied by bob" in lost.stderr
+
+    grants = signoff(cli_env, "grants", "list")
+    assert grants.returncode == 0 and "process_payment" in grants.stdout and "session" in grants.stdout
+    grant_id = next(word for word in grants.stdout.split() if word.startswith("grt_"))
+    assert signoff(cli_env, "grants", "revoke", grant_id).returncode == 0
+    assert "no grants" in signoff(cli_env, "grants", "list").stdout
+    again = signoff(cli_env, "grants", "revoke", grant_id)
+    assert again.returncode == 1 and "already revoked" in again.stderr
+
+    verified = signoff(cli_env, "audit", "verify")
+    assert verified.returncode == 0 and "audit ok: 8 entries" in verified.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (["approvals", "show", "apr_missing"], "error: no approval apr_missing", 1),
+        (["approvals", "approve", "apr_x", "--remember", "forever"], "must be once, session or always", 2),
+        (["approvals", "approve", "apr_x", "--args", "{nope"], "not JSON", 2),
+        (["approvals", "approve", "apr_x", "--args", "[1]"], "must be a JSON object", 2),
+        (["approvals", "list", "--ledger", "mysql://x"], "unsupported ledger URL 'mysql://x'", 1),
+        (
+            ["approvals", "list", "--ledger", "sqlite:////nonexistent/dir/x.db"],
+            "cannot open SQLite ledger",
+            1,
+        ),
+        (["grants", "revoke", "grt_missing"], "no grant grt_missing", 1),
+    ],
+)
+def test_errors_are_one_clear_line(cli_env: dict[str, str], args: list[str], message: str, code: int) -> None:
+    result = signoff(cli_env, *args)
+    assert result.returncode == code
+    assert message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_tampered_audit_row_is_named(cli_env: dict[str, str]) -> None:
+    ids = seed(cli_env, 3)
+    assert signoff(cli_env, "approvals", "deny", ids[1], "--by", "bob").returncode == 0
+    assert signoff(cli_env, "audit", "verify").returncode == 0
+    with sqlite3.connect(db_of(cli_env)) as db:
+        db.execute("UPDATE audit SET actor = 'alice' WHERE seq = 4")
+    result = signoff(cli_env, "audit", "verify")
+    assert result.returncode == 1
+    assert "audit broken at entry 4" in result.stderr and "edited" in result.stderr
+
+
+def test_a_deleted_audit_row_is_named(cli_env: dict[str, str]) -> None:
+    seed(cli_env, 3)
+    with sqlite3.connect(db_of(cli_env)) as db:
+        db.execute("DELETE FROM audit WHERE seq = 2")
+    result = signoff(cli_env, "audit", "verify")
+    assert (
+        result.returncode == 1 and "audit broken at entry 2" in result.stderr and "missing" in result.stderr
+    )
+
+
+def test_expire_sweeps_due_approvals(cli_env: dict[str, str]) -> None:
+    async def go() -> str:
+        async with SqliteLedger(db_of(cli_env)) as ledger:
+            approval = await ledger.open(payment(0), chat_id="c", description="d", rule="r", deadline=0.01)
+            return approval.id
+
+    approval_id = asyncio.run(go())
+    result = signoff(cli_env, "approvals", "expire")
+    assert result.returncode == 0 and "1 expired" in result.stdout
+    assert state(cli_env, approval_id) is State.EXPIRED
