@@ -147,10 +147,20 @@ async def test_on_timeout_allow_lets_the_call_run(ledger: Ledger) -> None:
 @pytest.mark.parametrize(("mode", "expected"), [("approve_all", Allowed), ("strict", Denied)])
 async def test_modes_never_call_the_approvers(ledger: Ledger, mode: str, expected: type) -> None:
     called: list[Approval] = []
-    policy = Policy.from_dict({"mode": mode, "tools": {"delete_everything": [{"action": "deny"}]}})
+    policy = Policy.from_dict(
+        {
+            "mode": mode,
+            "tools": {
+                "delete_everything": [{"action": "deny"}],
+                "transfer": [{"action": "deny", "when": "amount > 10"}, {"action": "allow"}],
+            },
+        }
+    )
     gate = Gate(ledger, policy, [called.append])  # type: ignore[list-item]
     assert isinstance(await gate.authorize(PAY, chat_id="chat"), expected)
     assert isinstance(await gate.authorize(ToolCall("c2", "delete_everything", {}), chat_id="chat"), Denied)
+    broken_condition = ToolCall("c3", "transfer", {"amount": "lots"})
+    assert isinstance(await gate.authorize(broken_condition, chat_id="chat"), Denied)
     assert called == [] and await ledger.approvals() == []
 
 

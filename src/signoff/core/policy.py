@@ -1,0 +1,452 @@
+"""The policy: ordered rules per tool that say whether a call runs, is refused, or waits for a person.
+
+Secure by default: a tool the policy does not list, a listed tool that no rule matches, and a rule whose
+condition cannot be decided all come out as `ask`. A policy never turns an error into `allow`.
+
+Everything here is pure: `from_toml` takes text, not a path, so the core stays sans-I/O and a loader can
+name the source (`policy.toml`) in every error it reports.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final, Literal, cast
+
+import msgspec
+
+from signoff.core.call import ToolCall
+from signoff.core.errors import PolicyError
+from signoff.core.expr import Condition, EvalError, ExprError, compile_condition
+
+__all__ = [
+    "Action",
+    "Mode",
+    "OnAbandon",
+    "OnTimeout",
+    "Policy",
+    "Rule",
+    "Ruling",
+    "describe_call",
+    "parse_duration",
+    "render_description",
+    "rule",
+]
+
+Action = Literal["allow", "ask", "deny"]
+Mode = Literal["interactive", "approve_all", "strict"]
+OnTimeout = Literal["deny", "allow"]
+OnAbandon = Literal["keep", "cancel"]
+Predicate = Callable[[Mapping[str, Any]], bool]
+
+ACTIONS: Final[tuple[Action, ...]] = ("allow", "ask", "deny")
+MODES: Final[tuple[Mode, ...]] = ("interactive", "approve_all", "strict")
+ON_TIMEOUT: Final[tuple[OnTimeout, ...]] = ("deny", "allow")
+ON_ABANDON: Final[tuple[OnAbandon, ...]] = ("keep", "cancel")
+_RULE_KEYS: Final = ("action", "when", "deadline", "on_timeout", "on_abandon", "description")
+_DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*")
+_UNIT: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PLACEHOLDER: Final = re.compile(r"\{(\w+(?:\.\w+)*)\}")
+
+
+class _Invalid(Exception):
+    """A fault in one value; the caller knows the key path and turns it into a `PolicyError`."""
+
+
+def _one_of(value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise _Invalid(f"must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def _duration(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _Invalid(f"must be a number of seconds or a duration like '30s', not {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value) if isinstance(value, float) or abs(value) < 2**53 else math.inf
+    elif isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if match is None:
+            wanted = "a number of seconds or a duration like '250ms', '30s', '5m', '1h'"
+            raise _Invalid(f"must be {wanted}, not {value!r}")
+        seconds = float(match[1]) * _UNIT[match[2]]
+    else:
+        raise _Invalid(f"must be a number of seconds or a duration like '30s', not {type(value).__name__}")
+    if not math.isfinite(seconds):
+        raise _Invalid("must be a finite number of seconds")
+    if seconds <= 0:
+        raise _Invalid(f"must be more than 0 seconds, not {value!r}")
+    return seconds
+
+
+def _deadline(value: Any) -> float | None:
+    return None if value is None else _duration(value)
+
+
+def _seconds(value: Any) -> float | None:
+    """A `Rule` holds seconds; durations written as text are parsed by `rule()` and the loaders."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return _deadline(value)
+    raise _Invalid(f"must be a number of seconds or None, not {value!r} (rule() parses durations like '30s')")
+
+
+def _when(value: Any, allow_text: bool, allow_callable: bool) -> Condition | Predicate | None:
+    if value is None or isinstance(value, Condition):
+        return value
+    if isinstance(value, str) and allow_text:
+        return compile_condition(value)  # ExprError passes through: the caller adds the key path
+    if callable(value) and allow_callable:
+        return cast(Predicate, value)
+    wanted = "a condition string" if allow_text else "a Condition (see compile_condition)"
+    if allow_callable:
+        wanted += " or a callable"
+    raise _Invalid(f"must be {wanted}, not {type(value).__name__}")
+
+
+def _description(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _Invalid(f"must be a string, not {type(value).__name__}")
+
+
+def parse_duration(value: float | str) -> float:
+    """Seconds from a number of seconds or a string with a unit: `"250ms"`, `"30s"`, `"5m"`, `"1h"`.
+
+    A bare numeric string is refused: `"30"` could mean seconds or milliseconds, and a deadline is not a
+    place to guess.
+    """
+    try:
+        return _duration(value)
+    except _Invalid as exc:
+        raise PolicyError(f"duration: {exc}") from None
+
+
+class Rule(msgspec.Struct, frozen=True, kw_only=True):
+    """One rule: `action` for calls whose arguments satisfy `when` (or for every call when `when` is None).
+
+    `deadline` (seconds) and `on_timeout` only matter for `ask`: an unanswered approval becomes `on_timeout`
+    when the deadline passes, and deny is the default so that silence never runs a tool. `on_abandon` says
+    what happens to a pending approval whose blocking waiter went away: kept (someone can still decide and
+    resume) or cancelled. Build rules with `rule()`, which compiles condition strings and parses durations.
+    """
+
+    action: Action
+    when: Condition | Predicate | None = None
+    deadline: float | None = None
+    on_timeout: OnTimeout = "deny"
+    on_abandon: OnAbandon = "keep"
+    description: str | None = None
+
+    def __post_init__(self) -> None:
+        # Rules are built in Python as well as loaded from TOML; the same checks keep both paths honest.
+        checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+            ("action", lambda v: _one_of(v, ACTIONS)),
+            ("when", lambda v: _when(v, allow_text=False, allow_callable=True)),
+            ("deadline", _seconds),
+            ("on_timeout", lambda v: _one_of(v, ON_TIMEOUT)),
+            ("on_abandon", lambda v: _one_of(v, ON_ABANDON)),
+            ("description", _description),
+        )
+        for name, check in checks:
+            try:
+                msgspec.structs.force_setattr(self, name, check(getattr(self, name)))
+            except _Invalid as exc:
+                raise PolicyError(f"{name}: {exc}") from None
+
+    @property
+    def condition_text(self) -> str | None:
+        """The condition as a person reads it: its source, or the name of the Python callable."""
+        if self.when is None:
+            return None
+        if isinstance(self.when, Condition):
+            return self.when.source
+        return getattr(self.when, "__qualname__", None) or repr(self.when)
+
+
+def rule(
+    action: Action,
+    when: str | Condition | Predicate | None = None,
+    *,
+    deadline: float | str | None = None,
+    on_timeout: OnTimeout = "deny",
+    on_abandon: OnAbandon = "keep",
+    description: str | None = None,
+) -> Rule:
+    """Build a `Rule`, compiling a condition string and parsing a duration such as `"30s"`.
+
+    Faults raise `PolicyError` (an `ExprError` for a bad condition) naming the argument, as a loader would.
+    """
+    try:
+        compiled = _when(when, allow_text=True, allow_callable=True)
+    except ExprError as exc:
+        raise ExprError(f"when: {exc.detail}", exc.column, exc.line) from None
+    except _Invalid as exc:
+        raise PolicyError(f"when: {exc}") from None
+    try:
+        seconds = _deadline(deadline)
+    except _Invalid as exc:
+        raise PolicyError(f"deadline: {exc}") from None
+    return Rule(
+        action=action,
+        when=compiled,
+        deadline=seconds,
+        on_timeout=on_timeout,
+        on_abandon=on_abandon,
+        description=description,
+    )
+
+
+class Ruling(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What the policy decided for one call, and why, in words a person and an audit log can use.
+
+    `rule` is a stable label (`process_payment[0]`, `default`, `mode:strict`) so that approvals and audit
+    entries can say which rule asked; `reason` is the sentence that explains it.
+    """
+
+    action: Action
+    rule: str
+    reason: str
+    description: str
+    deadline: float | None = None
+    on_timeout: OnTimeout = "deny"
+    on_abandon: OnAbandon = "keep"
+
+
+def _lookup(args: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    value: Any = args
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def _show(value: Any) -> str:
+    """A value as a person should read it inside a sentence.
+
+    Plain strings appear as they are. Anything else, and strings with control characters (a newline could
+    forge a second line of the approval prompt), appear as JSON, so what the person reads is what was sent.
+    """
+    if isinstance(value, str) and value.isprintable():
+        return value
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return repr(value)
+
+
+def render_description(template: str, args: Mapping[str, Any]) -> str:
+    """Fill `{name}` and `{a.b}` placeholders from the arguments; anything else is left as written.
+
+    Not `str.format`: a format string can reach attributes and items (`{amount.__class__}`), and the template
+    comes from a policy file. Here a placeholder only walks dict keys, and a miss leaves the text literally,
+    so a typo is visible in the prompt instead of failing the call.
+    """
+
+    def substitute(match: re.Match[str]) -> str:
+        found, value = _lookup(args, match[1])
+        return _show(value) if found else match[0]
+
+    return _PLACEHOLDER.sub(substitute, template)
+
+
+def describe_call(call: ToolCall) -> str:
+    """The default description: `process_payment(amount=50, currency='USD', recipient='Hanako')`."""
+    return f"{call.tool}({', '.join(f'{key}={value!r}' for key, value in call.args.items())})"
+
+
+class Policy:
+    """Ordered rules per tool, and a mode. Immutable once built; `evaluate` is pure and cheap.
+
+    The mode applies after a rule is chosen and only to `ask`: `approve_all` turns it into allow (but a
+    call whose condition failed into deny, see `evaluate`), `strict` into deny. Explicit allow and deny
+    rules never change with the mode: they are the policy's own answer, not a request for a person.
+    """
+
+    __slots__ = ("_mode", "_rules")
+
+    def __init__(self, rules: Mapping[str, Sequence[Rule]] | None = None, mode: Mode = "interactive") -> None:
+        try:
+            self._mode: Mode = cast(Mode, _one_of(mode, MODES))
+        except _Invalid as exc:
+            raise PolicyError(f"mode: {exc}") from None
+        table: dict[str, tuple[Rule, ...]] = {}
+        for tool, tool_rules in (rules or {}).items():
+            if not isinstance(tool, str) or not tool:
+                raise PolicyError(f"tool names must be non-empty strings, not {tool!r}")
+            if isinstance(tool_rules, str | bytes) or not isinstance(tool_rules, Sequence):
+                kind = type(tool_rules).__name__
+                raise PolicyError(f"{tool}: rules must be a sequence of Rule, not {kind}")
+            for index, item in enumerate(tool_rules):
+                if not isinstance(item, Rule):
+                    raise PolicyError(f"{tool}[{index}]: must be a Rule, not {type(item).__name__}")
+            table[tool] = tuple(tool_rules)
+        self._rules: Mapping[str, tuple[Rule, ...]] = MappingProxyType(table)
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    @property
+    def rules(self) -> Mapping[str, tuple[Rule, ...]]:
+        """The rules per tool, read-only."""
+        return self._rules
+
+    def __repr__(self) -> str:
+        return f"Policy(tools={list(self._rules)!r}, mode={self._mode!r})"
+
+    def evaluate(self, call: ToolCall) -> Ruling:
+        """The ruling for one call: the first rule whose condition holds, then the mode.
+
+        A condition that cannot be decided (a missing argument, a string where a number belongs, an exception
+        from a Python predicate) asks a person rather than skipping to the next rule: a later rule may be
+        `allow`, and a broken condition must never become a silent allow. The modes ask nobody, so under
+        `approve_all` as under `strict` such a call is denied.
+        """
+        ruling, failed = self._select(call)
+        if ruling.action != "ask" or self._mode == "interactive":
+            return ruling
+        if self._mode == "strict":
+            return msgspec.structs.replace(
+                ruling,
+                action="deny",
+                rule="mode:strict",
+                reason=f"strict mode: {call.tool} requires approval ({ruling.reason})",
+            )
+        if failed:
+            return msgspec.structs.replace(
+                ruling,
+                action="deny",
+                rule="mode:approve_all",
+                reason=f"approve_all mode asks nobody, and {ruling.reason}",
+            )
+        return msgspec.structs.replace(
+            ruling,
+            action="allow",
+            rule="mode:approve_all",
+            reason=f"approve_all mode: {call.tool} runs without approval ({ruling.reason})",
+        )
+
+    def _select(self, call: ToolCall) -> tuple[Ruling, bool]:
+        rules = self._rules.get(call.tool)
+        if rules is None:
+            return self._default(call, f"{call.tool} is not in the policy"), False
+        for index, candidate in enumerate(rules):
+            label = f"{call.tool}[{index}]"
+            if candidate.when is not None:
+                try:
+                    holds = candidate.when(call.args)
+                    if not isinstance(holds, bool):
+                        raise EvalError(f"returned {type(holds).__name__}, not a bool")
+                except EvalError as exc:
+                    return self._failed(call, candidate, label, str(exc)), True
+                except Exception as exc:  # a Python predicate may raise anything; it must not allow or skip
+                    return self._failed(call, candidate, label, f"{type(exc).__name__}: {exc}"), True
+                if not holds:
+                    continue
+            reason = f"rule {label}"
+            if candidate.condition_text is not None:
+                reason += f" ({candidate.condition_text})"
+            return self._ruling(call, candidate, candidate.action, label, reason), False
+        return self._default(call, f"no rule of {call.tool} matched"), False
+
+    @staticmethod
+    def _ruling(call: ToolCall, chosen: Rule, action: Action, label: str, reason: str) -> Ruling:
+        template = chosen.description
+        return Ruling(
+            action=action,
+            rule=label,
+            reason=reason,
+            description=render_description(template, call.args) if template else describe_call(call),
+            deadline=chosen.deadline,
+            on_timeout=chosen.on_timeout,
+            on_abandon=chosen.on_abandon,
+        )
+
+    def _failed(self, call: ToolCall, chosen: Rule, label: str, why: str) -> Ruling:
+        return self._ruling(call, chosen, "ask", label, f"condition of {label} failed: {why}")
+
+    @staticmethod
+    def _default(call: ToolCall, reason: str) -> Ruling:
+        return Ruling(action="ask", rule="default", reason=reason, description=describe_call(call))
+
+    # --- loading ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "<string>") -> Policy:
+        """Load a policy from TOML text; `source` (usually the file name) starts every error message."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"{source}: invalid TOML: {exc}") from None
+        return cls._load(data, source, allow_callable=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> Policy:
+        """Load a policy from the shape TOML parses to; here a `when` may also be a Python callable."""
+        return cls._load(data, source, allow_callable=True)
+
+    @classmethod
+    def _load(cls, data: Any, source: str, allow_callable: bool) -> Policy:
+        def fail(path: str, message: str) -> PolicyError:
+            return PolicyError(f"{source}: {path}: {message}" if path else f"{source}: {message}")
+
+        if not isinstance(data, Mapping):
+            raise fail("", f"a policy must be a table, not {type(data).__name__}")
+        for key in data:
+            if key not in ("mode", "tools"):
+                raise fail(str(key), "unknown key (expected mode, tools)")
+        try:
+            mode = cast(Mode, _one_of(data.get("mode", "interactive"), MODES))
+        except _Invalid as exc:
+            raise fail("mode", str(exc)) from None
+        tools = data.get("tools", {})
+        if not isinstance(tools, Mapping):
+            raise fail("tools", f"must be a table of tools, not {type(tools).__name__}")
+        rules: dict[str, list[Rule]] = {}
+        for tool, entries in tools.items():
+            path = f"tools.{tool}"
+            if not isinstance(tool, str) or not tool:
+                raise fail(path, "a tool name must be a non-empty string")
+            if isinstance(entries, Mapping):
+                raise fail(path, f"must be a list of tables ([[{path}]]), not a single table")
+            if not isinstance(entries, list | tuple):
+                raise fail(path, f"must be a list of tables ([[{path}]]), not {type(entries).__name__}")
+            rules[tool] = [
+                cls._load_rule(entry, f"{path}[{index}]", fail, allow_callable)
+                for index, entry in enumerate(entries)
+            ]
+        return cls(rules, mode)
+
+    @staticmethod
+    def _load_rule(
+        entry: Any, path: str, fail: Callable[[str, str], PolicyError], allow_callable: bool
+    ) -> Rule:
+        if not isinstance(entry, Mapping):
+            raise fail(path, f"must be a table, not {type(entry).__name__}")
+        for key in entry:
+            if key not in _RULE_KEYS:
+                raise fail(f"{path}.{key}", f"unknown key (expected {', '.join(_RULE_KEYS)})")
+        if "action" not in entry:
+            raise fail(f"{path}.action", "is required")
+        checks: dict[str, Callable[[Any], Any]] = {
+            "action": lambda v: _one_of(v, ACTIONS),
+            "when": lambda v: _when(v, allow_text=True, allow_callable=allow_callable),
+            "deadline": _deadline,
+            "on_timeout": lambda v: _one_of(v, ON_TIMEOUT),
+            "on_abandon": lambda v: _one_of(v, ON_ABANDON),
+            "description": _description,
+        }
+        values: dict[str, Any] = {}
+        for key, value in entry.items():
+            try:
+                values[key] = checks[key](value)
+            except ExprError as exc:
+                # Still an ExprError, so a caller can read the column; the message gains source and path.
+                raise ExprError(f"{fail(f'{path}.{key}', exc.detail)}", exc.column, exc.line) from None
+            except _Invalid as exc:
+                raise fail(f"{path}.{key}", str(exc)) from None
+        return Rule(**values)
