@@ -164,14 +164,20 @@ async def test_modes_never_call_the_approvers(ledger: Ledger, mode: str, expecte
     assert called == [] and await ledger.approvals() == []
 
 
-async def test_cancelling_the_waiter_leaves_the_approval_pending_for_a_later_resume(ledger: Ledger) -> None:
-    gate = Gate(ledger, POLICY)
+async def abandon(gate: Gate) -> Approval:
+    """Start a blocking wait, let it park, cancel the waiting task; return the approval it left behind."""
     task = asyncio.create_task(gate.authorize(PAY, chat_id="chat"))
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    (approval,) = await ledger.approvals()
+    (approval,) = await gate.ledger.approvals()
+    return approval
+
+
+async def test_cancelling_the_waiter_leaves_the_approval_pending_for_a_later_resume(ledger: Ledger) -> None:
+    gate = Gate(ledger, POLICY)
+    approval = await abandon(gate)
     assert approval.state is State.PENDING
     await ledger.decide(approval.id, Decision.approve("alice"))
     resumed = await gate.authorize(PAY, chat_id="chat", wait="deferred")
@@ -180,12 +186,7 @@ async def test_cancelling_the_waiter_leaves_the_approval_pending_for_a_later_res
 
 async def test_on_abandon_cancel_withdraws_the_approval(ledger: Ledger) -> None:
     policy = Policy.from_dict({"tools": {"process_payment": [{"action": "ask", "on_abandon": "cancel"}]}})
-    task = asyncio.create_task(Gate(ledger, policy).authorize(PAY, chat_id="chat"))
-    await asyncio.sleep(0.05)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    (approval,) = await ledger.approvals()
+    approval = await abandon(Gate(ledger, policy))
     assert approval.state is State.CANCELLED
     assert isinstance(await Gate(ledger, policy).authorize(PAY, chat_id="chat", wait="deferred"), Cancelled)
 
