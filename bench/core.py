@@ -631,7 +631,7 @@ def bench_memory(report: Report, scale: float) -> None:
     report.line(
         "  entries, the notifier's future and list, the asyncio Task, the coroutine frames authorize ->"
     )
-    report.line("  _block -> wait, asyncio.timeout's Timeout, the Ruling, and the caller's ToolCall and ids.")
+    report.line("  ledger.wait (no approvers, no deadline), the Ruling, and the caller's ToolCall and ids.")
     report.line("  breakdown (tracemalloc / RSS per waiter):")
     rows = [
         ("approval record + audit entry + indexes", bare_tm["records"], bare_rss["records"]),
@@ -684,7 +684,7 @@ def yardstick() -> float:
 def header(report: Report, scale: float) -> None:
     report.line(
         f"signoff core benchmarks: Python {platform.python_version()}, {os.cpu_count()} CPUs,"
-        f" SQLite {sqlite3.sqlite_version}, aiosqlite {version('aiosqlite')}, msgspec {version('msgspec')},"
+        f" SQLite {sqlite3.sqlite_version}, msgspec {version('msgspec')},"
         f" scale {scale:g}"
     )
     report.line(f"machine yardstick at start: {fmt_time(yardstick())} per unit (lower is faster)")

@@ -267,3 +267,22 @@ async def test_an_unopenable_sqlite_file_is_a_clear_error(tmp_path: Path) -> Non
 async def test_an_unstarted_sqlite_ledger_says_so(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="not started"):
         await SqliteLedger(tmp_path / "x.db").get("apr_x")
+
+
+async def test_callers_cancelled_mid_write_leave_no_transaction_open(tmp_path: Path) -> None:
+    async with SqliteLedger(tmp_path / "s.db") as ledger:
+        approvals = [await ask(ledger, ToolCall(f"c{i}", "t", {"i": i})) for i in range(30)]
+        tasks = [asyncio.create_task(ledger.decide(a.id, Decision.approve("alice"))) for a in approvals]
+        await asyncio.sleep(0)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        async with SqliteLedger(
+            tmp_path / "s.db"
+        ) as other:  # another connection can still take the write lock
+            late = await ask(other, ToolCall("late", "t", {}))
+            assert (await other.decide(late.id, Decision.deny("bob"))).state is State.DENIED
+        states = [(await ledger.get(a.id)).state for a in approvals]
+        assert set(states) <= {State.PENDING, State.APPROVED}
+        count, broken = await ledger.verify_audit()
+        assert broken is None and count == 30 + states.count(State.APPROVED) + 2

@@ -143,7 +143,11 @@ class Gate:
             await self._refuse_mismatch(approval, call)
 
         if approval.state is State.PENDING and wait == "blocking":
-            approval = await self._block(approval, ruling, self.approvers if approvers is None else approvers)
+            chosen = self.approvers if approvers is None else approvers
+            if chosen or approval.deadline is not None or ruling.on_abandon == "cancel":
+                approval = await self._block(approval, ruling, chosen)
+            else:  # nothing to race, time or clean up: the lightest wait, for the many-waiters case
+                approval = await self.ledger.wait(approval.id)
         return await self._settle(approval)
 
     async def run(

@@ -14,35 +14,68 @@ from signoff.core.errors import InvalidCall
 JSON = dict[str, Any]
 
 
-def _normalize(value: Any, path: str) -> Any:
+class _Fault(Exception):
+    """A value JSON cannot say; `path` is filled in on the way out, so the common case never formats one."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        self.path: list[str] = []
+
+    def where(self) -> str:
+        return (
+            "".join(part if part.startswith("[") else f".{part}" for part in self.path).lstrip(".") or "args"
+        )
+
+
+def _normalize(value: Any) -> Any:
     """Reduce a value to the JSON data model, so that equal JSON gives equal bytes.
 
     Integral floats become ints because JavaScript, where most tool arguments are produced, has one number
-    type: `50` and `50.0` are the same amount and must not digest differently.
+    type: `50` and `50.0` are the same amount and must not digest differently. This runs on every digest
+    and audit hash, so exact types are checked first and an error's path is only built when there is one.
     """
-    if value is None or isinstance(value, bool | str):
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
         return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
+    if kind is float or isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidCall(f"{path or 'args'}: {value} is not a JSON number")
-        return int(value) if value.is_integer() and abs(value) < 2**53 else value
-    if isinstance(value, Mapping):
+            raise _Fault(f"{value} is not a JSON number")
+        return int(value) if value.is_integer() and abs(value) < 2**53 else float(value)
+    if kind is dict or isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidCall(f"{path or 'args'}: key {key!r} is not a string")
-            out[key] = _normalize(item, f"{path}.{key}" if path else key)
+            if type(key) is not str:
+                raise _Fault(f"key {key!r} is not a string")
+            try:
+                out[key] = _normalize(item)
+            except _Fault as fault:
+                fault.path.insert(0, key)
+                raise
         return out
-    if isinstance(value, list | tuple):
-        return [_normalize(item, f"{path}[{i}]") for i, item in enumerate(value)]
-    raise InvalidCall(f"{path or 'args'}: {type(value).__name__} is not JSON")
+    if kind is list or isinstance(value, list | tuple):
+        items = []
+        for index, item in enumerate(value):
+            try:
+                items.append(_normalize(item))
+            except _Fault as fault:
+                fault.path.insert(0, f"[{index}]")
+                raise
+        return items
+    if isinstance(value, str | int):  # subclasses such as StrEnum and IntEnum are their JSON values
+        return str(value) if isinstance(value, str) else int(value)
+    raise _Fault(f"{kind.__name__} is not JSON")
+
+
+def normalize(value: Any) -> Any:
+    try:
+        return _normalize(value)
+    except _Fault as fault:
+        raise InvalidCall(f"{fault.where()}: {fault.problem}") from None
 
 
 def canonical_json(value: Any) -> bytes:
     """Canonical JSON: sorted keys, no whitespace, UTF-8."""
-    return msgspec.json.encode(_normalize(value, ""), order="sorted")
+    return msgspec.json.encode(normalize(value), order="sorted")
 
 
 def digest(args: Mapping[str, Any]) -> str:
@@ -67,7 +100,7 @@ class ToolCall(msgspec.Struct, frozen=True, gc=False):
             raise InvalidCall("tool must not be empty")
         if not isinstance(self.args, Mapping):
             raise InvalidCall(f"args must be an object, not {type(self.args).__name__}")
-        msgspec.structs.force_setattr(self, "args", _normalize(self.args, ""))
+        msgspec.structs.force_setattr(self, "args", normalize(self.args))
 
     @property
     def digest(self) -> str:

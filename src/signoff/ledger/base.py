@@ -147,9 +147,6 @@ class Ledger(ABC):
 
     async def decide(self, approval_id: str, decision: Decision) -> Approval:
         """Record a decision if it is the first. A loser gets `AlreadyDecided` carrying the winner."""
-        current = await self.get(approval_id)
-        if current.state is not State.PENDING:
-            raise AlreadyDecided(current)
 
         def step(approval: Approval) -> Change:
             now = self.clock()

@@ -1,22 +1,27 @@
 """The SQLite ledger: the embedded default, one file in WAL mode, safe across processes.
 
-Writes run in `BEGIN IMMEDIATE` transactions, which take SQLite's single write lock up front: reading a
-record, applying the core step and appending its audit entries can then never interleave with another
-writer, in this process or any other. A process learns of decisions made elsewhere (the CLI, another
-worker) by watching `PRAGMA data_version`, which SQLite bumps whenever another connection commits; it
-polls only while someone in this process is waiting.
+Each operation is one plain function run on a thread the ledger owns, holding its own `sqlite3`
+connection. A write is a whole `BEGIN IMMEDIATE … COMMIT` inside that one function: SQLite's write lock is
+taken up front, so reading a record, applying the core step and appending its audit entries never
+interleave with another writer, in this process or any other; and because the function runs to its end on
+the thread, a caller cancelled halfway can never leave a transaction open. This is why aiosqlite is not
+used: it hands every statement to its thread separately (six hops per decision, ~110 µs each here, against
+~15 µs of SQLite work) and has no public way to run a transaction as one unit.
+
+A process learns of decisions made elsewhere (the CLI, another worker) by watching `PRAGMA data_version`,
+which SQLite bumps whenever another connection commits; it polls only while someone here is waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-import aiosqlite
 import msgspec
 
 from signoff.core.approval import Approval, State
@@ -26,6 +31,7 @@ from signoff.core.grant import Grant
 from signoff.ledger.base import Change, Clock, Ledger
 
 Synchronous = Literal["normal", "full"]
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -62,6 +68,7 @@ CREATE TABLE IF NOT EXISTS audit (
     hash TEXT NOT NULL
 );
 """
+AUDIT_COLUMNS = "seq, at, actor, action, subject, before, after, detail, prev, hash"
 
 _encode = msgspec.json.Encoder().encode
 _approval = msgspec.json.Decoder(Approval).decode
@@ -85,94 +92,86 @@ class SqliteLedger(Ledger):
         self.path = Path(path)
         self.synchronous = synchronous
         self.poll_interval = poll_interval
-        self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
         self._watcher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        # Checked here, not left to connect(): aiosqlite leaks its worker thread when connecting fails.
-        if not self.path.parent.is_dir():
-            raise LedgerUnavailable(
-                f"cannot open SQLite ledger {self.path}: {self.path.parent} is not a directory"
-            )
-        if self.path.is_dir():
-            raise LedgerUnavailable(f"cannot open SQLite ledger {self.path}: it is a directory")
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signoff-sqlite")
         try:
-            self._db = await aiosqlite.connect(self.path, isolation_level=None)
-            await self._db.execute("PRAGMA busy_timeout = 30000")
-            await self._db.execute("PRAGMA journal_mode = WAL")
-            await self._db.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-            async with self._write() as db:
-                version = next(iter(await db.execute_fetchall("PRAGMA user_version")))[0]
+            await self._run(self._connect)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _connect(self) -> None:
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            with self._transaction() as db:
+                (version,) = db.execute("PRAGMA user_version").fetchone()
                 if version > SCHEMA_VERSION:
                     raise LedgerUnavailable(
                         f"{self.path} has ledger schema {version}, newer than this signoff's {SCHEMA_VERSION}"
                     )
                 for statement in filter(str.strip, SCHEMA.split(";")):
-                    await db.execute(statement)
-                await db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as exc:
-            await self.close()
             raise LedgerUnavailable(f"cannot open SQLite ledger {self.path}: {exc}") from exc
 
     async def close(self) -> None:
         if self._watcher is not None:
             self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
+            await asyncio.gather(self._watcher, return_exceptions=True)
             self._watcher = None
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        if self._thread is not None:
+            if self._db is not None:
+                await self._run(self._db.close)
+                self._db = None
+            self._thread.shutdown()
+            self._thread = None
 
-    @property
-    def db(self) -> aiosqlite.Connection:
-        if self._db is None:
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._thread is None:
             raise RuntimeError(
                 "the SQLite ledger is not started: use `async with ledger:` or `await ledger.start()`"
             )
-        return self._db
+        return await asyncio.get_running_loop().run_in_executor(self._thread, partial(fn, *args))
 
-    @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            db = self.db
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                with contextlib.suppress(sqlite3.OperationalError):
-                    await db.execute("ROLLBACK")
-                raise
-            await db.execute("COMMIT")
+    def _transaction(self) -> _Transaction:
+        assert self._db is not None
+        return _Transaction(self._db)
 
-    async def _rows(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
-        async with self._lock:
-            return list(await self.db.execute_fetchall(sql, params))
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        assert self._db is not None
+        return self._db.execute(sql, params).fetchall()
 
-    # -- primitives ---------------------------------------------------------------------------------------
+    # -- primitives: each runs as one function on the ledger's thread -------------------------------------
 
     async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
-        async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT record FROM approvals WHERE chat_id = ? AND call_id = ?",
-                    (approval.chat_id, approval.call.call_id),
-                )
-            )
-            if rows:
-                return _approval(rows[0][0])
-            await self._put(db, Change(approval=approval, events=(event,)), new=True)
+        return await self._run(self._insert_sync, approval, event)
+
+    def _insert_sync(self, approval: Approval, event: AuditEvent) -> Approval:
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT record FROM approvals WHERE chat_id = ? AND call_id = ?",
+                (approval.chat_id, approval.call.call_id),
+            ).fetchone()
+            if row is not None:
+                return _approval(row[0])
+            _put(db, Change(approval=approval, events=(event,)), new=True)
         return approval
 
     async def _load(self, approval_id: str) -> Approval | None:
-        rows = await self._rows("SELECT record FROM approvals WHERE id = ?", (approval_id,))
+        rows = await self._run(self._rows, "SELECT record FROM approvals WHERE id = ?", (approval_id,))
         return _approval(rows[0][0]) if rows else None
 
     async def _find(self, chat_id: str, call_id: str) -> Approval | None:
-        rows = await self._rows(
-            "SELECT record FROM approvals WHERE chat_id = ? AND call_id = ?", (chat_id, call_id)
-        )
+        sql = "SELECT record FROM approvals WHERE chat_id = ? AND call_id = ?"
+        rows = await self._run(self._rows, sql, (chat_id, call_id))
         return _approval(rows[0][0]) if rows else None
 
     async def _query(
@@ -183,32 +182,32 @@ class SqliteLedger(Ledger):
             where += " AND deadline IS NOT NULL AND deadline <= ?"
             params.append(due_by)
         sql = f"SELECT record FROM approvals WHERE {where} ORDER BY created_at, rowid LIMIT ?"
-        rows = await self._rows(sql, [*params, -1 if limit is None else limit])
+        rows = await self._run(self._rows, sql, [*params, -1 if limit is None else limit])
         return [_approval(record) for (record,) in rows]
 
     async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
-        async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall("SELECT record FROM approvals WHERE id = ?", (approval_id,))
-            )
-            if not rows:
-                raise NotFound(f"no approval {approval_id}")
-            change = step(_approval(rows[0][0]))
-            await self._put(db, change)
-        return change
+        return await self._run(self._mutate_sync, "approvals", approval_id, _approval, step)
 
     async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
-        async with self._write() as db:
-            rows = list(await db.execute_fetchall("SELECT record FROM grants WHERE id = ?", (grant_id,)))
-            if not rows:
-                raise NotFound(f"no grant {grant_id}")
-            change = step(_grant(rows[0][0]))
-            await self._put(db, change)
+        return await self._run(self._mutate_sync, "grants", grant_id, _grant, step)
+
+    def _mutate_sync(
+        self, table: str, key: str, decode: Callable[[str], T], step: Callable[[T], Change]
+    ) -> Change:
+        with self._transaction() as db:
+            row = db.execute(f"SELECT record FROM {table} WHERE id = ?", (key,)).fetchone()
+            if row is None:
+                raise NotFound(f"no {table[:-1]} {key}")
+            change = step(decode(row[0]))
+            _put(db, change)
         return change
 
     async def _append(self, events: Sequence[AuditEvent]) -> None:
-        async with self._write() as db:
-            await self._chain(db, events)
+        def append() -> None:
+            with self._transaction() as db:
+                _chain(db, events)
+
+        await self._run(append)
 
     async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
         where, params = _where(tool=tool)
@@ -217,84 +216,19 @@ class SqliteLedger(Ledger):
             params.append(chat_id)
         if active:
             where += " AND active = 1"
-        rows = await self._rows(f"SELECT record FROM grants WHERE {where} ORDER BY created_at, rowid", params)
-        return [_grant(record) for (record,) in rows]
+        sql = f"SELECT record FROM grants WHERE {where} ORDER BY created_at, rowid"
+        return [_grant(record) for (record,) in await self._run(self._rows, sql, params)]
 
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
-        rows = await self._rows(
-            "SELECT seq, at, actor, action, subject, before, after, detail, prev, hash FROM audit"
-            " WHERE seq > ? ORDER BY seq LIMIT ?",
-            (after_seq, limit),
-        )
+        sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
+        rows = await self._run(self._rows, sql, (after_seq, limit))
+        names = AUDIT_COLUMNS.split(", ")
         return [
             AuditEntry(
-                seq=seq,
-                at=at,
-                actor=actor,
-                action=action,
-                subject=subject,
-                before=before,
-                after=after,
-                detail=_detail(detail),
-                prev=prev,
-                hash=hash_,
+                **{**dict(zip(names, row, strict=True)), "detail": _detail(row[names.index("detail")])}
             )
-            for (seq, at, actor, action, subject, before, after, detail, prev, hash_) in rows
+            for row in rows
         ]
-
-    # -- writing, inside a transaction --------------------------------------------------------------------
-
-    async def _put(self, db: aiosqlite.Connection, change: Change, *, new: bool = False) -> None:
-        if (a := change.approval) is not None:
-            if new:
-                await db.execute(
-                    "INSERT INTO approvals (id, chat_id, call_id, state, deadline, created_at, record)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        a.id,
-                        a.chat_id,
-                        a.call.call_id,
-                        str(a.state),
-                        a.deadline,
-                        a.created_at,
-                        _encode(a).decode(),
-                    ),
-                )
-            else:
-                await db.execute(
-                    "UPDATE approvals SET state = ?, record = ? WHERE id = ?",
-                    (str(a.state), _encode(a).decode(), a.id),
-                )
-        if (g := change.grant) is not None:
-            await db.execute(
-                "INSERT INTO grants (id, tool, chat_id, active, created_at, record) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET active = excluded.active, record = excluded.record",
-                (g.id, g.tool, g.chat_id, int(g.active), g.created_at, _encode(g).decode()),
-            )
-        await self._chain(db, change.events)
-
-    async def _chain(self, db: aiosqlite.Connection, events: Iterable[AuditEvent]) -> None:
-        rows = list(await db.execute_fetchall("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"))
-        head: Head = (rows[0][0], rows[0][1]) if rows else GENESIS_HEAD
-        for event in events:
-            entry = chain(event, head)
-            await db.execute(
-                "INSERT INTO audit (seq, at, actor, action, subject, before, after, detail, prev, hash)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    entry.seq,
-                    entry.at,
-                    entry.actor,
-                    entry.action,
-                    entry.subject,
-                    entry.before,
-                    entry.after,
-                    _encode(entry.detail).decode(),
-                    entry.prev,
-                    entry.hash,
-                ),
-            )
-            head = entry.head
 
     # -- decisions made by other processes ----------------------------------------------------------------
 
@@ -305,18 +239,82 @@ class SqliteLedger(Ledger):
     async def _watch_others(self) -> None:
         version = None  # so the first pass looks: a decision may have landed before the watcher started
         while ids := self.notifier.watched():
-            rows = await self._rows("PRAGMA data_version")
-            if rows[0][0] != version:
-                for start in range(0, len(ids), 500):
-                    chunk = ids[start : start + 500]
-                    marks = ",".join("?" * len(chunk))
-                    decided = await self._rows(
-                        f"SELECT record FROM approvals WHERE state != 'pending' AND id IN ({marks})", chunk
-                    )
-                    for (record,) in decided:
-                        self.notifier.notify(_approval(record))
-            version = rows[0][0]
+            latest, decided = await self._run(self._decided_since, version, ids)
+            for approval in decided:
+                self.notifier.notify(approval)
+            version = latest
             await asyncio.sleep(self.poll_interval)
+
+    def _decided_since(self, version: int | None, ids: list[str]) -> tuple[int, list[Approval]]:
+        (latest,) = self._rows("PRAGMA data_version")[0]
+        if latest == version:
+            return latest, []
+        decided = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT record FROM approvals WHERE state != 'pending' AND id IN ({marks})"
+            decided += [_approval(record) for (record,) in self._rows(sql, chunk)]
+        return latest, decided
+
+
+class _Transaction:
+    """`BEGIN IMMEDIATE` … `COMMIT`, or `ROLLBACK` if the body raised."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _put(db: sqlite3.Connection, change: Change, *, new: bool = False) -> None:
+    if (a := change.approval) is not None:
+        record = _encode(a).decode()
+        if new:
+            db.execute(
+                "INSERT INTO approvals (id, chat_id, call_id, state, deadline, created_at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (a.id, a.chat_id, a.call.call_id, str(a.state), a.deadline, a.created_at, record),
+            )
+        else:
+            db.execute(
+                "UPDATE approvals SET state = ?, record = ? WHERE id = ?", (str(a.state), record, a.id)
+            )
+    if (g := change.grant) is not None:
+        db.execute(
+            "INSERT INTO grants (id, tool, chat_id, active, created_at, record) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET active = excluded.active, record = excluded.record",
+            (g.id, g.tool, g.chat_id, int(g.active), g.created_at, _encode(g).decode()),
+        )
+    _chain(db, change.events)
+
+
+def _chain(db: sqlite3.Connection, events: Iterable[AuditEvent]) -> None:
+    row = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+    head: Head = (row[0], row[1]) if row else GENESIS_HEAD
+    for event in events:
+        entry = chain(event, head)
+        db.execute(
+            f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.seq,
+                entry.at,
+                entry.actor,
+                entry.action,
+                entry.subject,
+                entry.before,
+                entry.after,
+                _encode(entry.detail).decode(),
+                entry.prev,
+                entry.hash,
+            ),
+        )
+        head = entry.head
 
 
 def _where(**equal: str | None) -> tuple[str, list[object]]:
