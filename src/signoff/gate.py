@@ -21,6 +21,7 @@ from signoff.core.approval import TIMEOUT_ACTOR, Approval, State
 from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, AlreadyDecided, CallMismatch
+from signoff.core.grant import Grant
 from signoff.core.policy import Policy, Ruling
 from signoff.ledger.base import Ledger
 
@@ -115,21 +116,7 @@ class Gate:
         approval = await self.ledger.find(chat_id, call.call_id)
         if approval is None:
             if grant := await self.ledger.match_grant(call, chat_id):
-                await self.ledger.record(
-                    AuditEvent(
-                        at=self.ledger.clock(),
-                        actor=self.actor,
-                        action="use",
-                        subject=grant.id,
-                        detail={
-                            "chat": chat_id,
-                            "call": call.call_id,
-                            "tool": call.tool,
-                            "digest": call.digest,
-                        },
-                    )
-                )
-                return Allowed(call=call, via="grant", by=grant.created_by)
+                return await self._use(grant, call, chat_id)
             approval = await self.ledger.open(
                 call,
                 chat_id=chat_id,
@@ -266,6 +253,16 @@ class Gate:
                 return _REFUSALS[state](
                     call=approval.call, by=by, reason=approval.reason, approval_id=approval.id
                 )
+
+    async def _use(self, grant: Grant, call: ToolCall, chat_id: str) -> Allowed:
+        """A remembered approval covers this call: record that it was used, so the audit shows every run."""
+        detail = {"chat": chat_id, "call": call.call_id, "tool": call.tool, "digest": call.digest}
+        await self.ledger.record(
+            AuditEvent(
+                at=self.ledger.clock(), actor=self.actor, action="use", subject=grant.id, detail=detail
+            )
+        )
+        return Allowed(call=call, via="grant", by=grant.created_by)
 
     async def _refuse_mismatch(self, approval: Approval, call: ToolCall) -> None:
         """A call id reused with other arguments is a forgery or a bug: audit it and refuse loudly."""

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from signoff.core.approval import Approval, State
+from signoff.core.approval import State
 from signoff.core.decision import Decision, Remember
 from signoff.core.errors import SignoffError
 from signoff.ledger import Ledger, open_ledger
@@ -83,7 +83,7 @@ def approvals_list(
 def approvals_show(approval_id: str, ledger: LedgerOption = None) -> None:
     """Show one approval in full, as JSON."""
     approval = _with_ledger(ledger, lambda lg: lg.get(approval_id))
-    out.print_json(data=_as_json(approval))
+    out.print_json(data=msgspec.to_builtins(approval))
 
 
 def _decide(url: str | None, approval_id: str, decision: Decision) -> None:
@@ -233,10 +233,6 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise typer.BadParameter("must be a JSON object", param_hint="--args")
     return value
-
-
-def _as_json(approval: Approval) -> Any:
-    return msgspec.to_builtins(approval)
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.demo.script import plan
 from signoff.demo.tools import Wallets, get_weather
-from signoff.gate import Gate, Pending, Refused
+from signoff.gate import Gate, Refused
 from signoff.ledger import open_ledger
 from signoff.ledger.url import ledger_url
 
@@ -79,8 +79,6 @@ async def walkthrough(url: str | None = None, interactive: bool | None = None) -
                 result = await gate.run(call, tools[tool], chat_id=chat_id)
                 if isinstance(result, Refused):
                     console.print(f"[bold]agent:[/] I did not run {tool}: {result.message}")
-                elif isinstance(result, Pending):
-                    console.print(f"[bold]agent:[/] waiting for approval {result.approval.id}")
                 else:
                     console.print(f"[bold]agent:[/] {tool} returned {result}")
     console.print(
