@@ -146,23 +146,27 @@ class Ledger(ABC):
         )
 
     async def decide(self, approval_id: str, decision: Decision) -> Approval:
-        """Record a decision if it is the first. A loser gets `AlreadyDecided` carrying the winner."""
+        """Record a decision if it is the first. A loser gets `AlreadyDecided` carrying the winner.
+
+        A decision arriving after the deadline loses to it: the step writes the expiry instead.
+        """
+        late = False
 
         def step(approval: Approval) -> Change:
+            nonlocal late
             now = self.clock()
             after, event = machine.decide(approval, decision, now)
+            late = event.action == "expire"
             remembered = grant_for(after, now)
             if remembered is None:
                 return Change(approval=after, events=(event,))
             grant, grant_event = remembered
             return Change(approval=after, grant=grant, events=(event, grant_event))
 
-        change = await self._mutate(approval_id, step)
-        assert change.approval is not None
-        self.notifier.notify(change.approval)
-        if change.events[0].action == "expire":
-            raise AlreadyDecided(change.approval)
-        return change.approval
+        after = await self._apply(approval_id, step)
+        if late:
+            raise AlreadyDecided(after)
+        return after
 
     async def consume(self, approval_id: str, call: ToolCall, actor: str) -> Approval:
         """Take the single-use claim to run `call` now. A second claim raises `AlreadyConsumed`."""
