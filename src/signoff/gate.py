@@ -18,7 +18,6 @@ import msgspec
 
 from signoff.approvers.callback import Approver, ApproverFailed, approver_name, call_approver
 from signoff.core.approval import TIMEOUT_ACTOR, Approval, State
-from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, AlreadyDecided, CallMismatch
 from signoff.core.grant import Grant
@@ -211,15 +210,7 @@ class Gate:
         try:
             decision = await call_approver(approver, approval)
         except ApproverFailed as exc:
-            await self.ledger.record(
-                AuditEvent(
-                    at=self.ledger.clock(),
-                    actor=approver_name(approver),
-                    action="approver-failed",
-                    subject=approval.id,
-                    detail={"error": str(exc)},
-                )
-            )
+            await self.ledger.record("approver-failed", approval.id, approver_name(approver), error=str(exc))
             return None
         if decision is None:
             return None
@@ -256,24 +247,15 @@ class Gate:
 
     async def _use(self, grant: Grant, call: ToolCall, chat_id: str) -> Allowed:
         """A remembered approval covers this call: record that it was used, so the audit shows every run."""
-        detail = {"chat": chat_id, "call": call.call_id, "tool": call.tool, "digest": call.digest}
         await self.ledger.record(
-            AuditEvent(
-                at=self.ledger.clock(), actor=self.actor, action="use", subject=grant.id, detail=detail
-            )
+            "use", grant.id, self.actor, chat=chat_id, call=call.call_id, tool=call.tool, digest=call.digest
         )
         return Allowed(call=call, via="grant", by=grant.created_by)
 
     async def _refuse_mismatch(self, approval: Approval, call: ToolCall) -> None:
         """A call id reused with other arguments is a forgery or a bug: audit it and refuse loudly."""
         await self.ledger.record(
-            AuditEvent(
-                at=self.ledger.clock(),
-                actor=self.actor,
-                action="refuse",
-                subject=approval.id,
-                detail={"why": "call mismatch", "tool": call.tool, "digest": call.digest},
-            )
+            "refuse", approval.id, self.actor, why="call mismatch", tool=call.tool, digest=call.digest
         )
         asked = approval.call.tool
         raise CallMismatch(

@@ -210,8 +210,10 @@ class Ledger(ABC):
         finally:
             self.notifier.unsubscribe(approval_id, future)
 
-    async def record(self, event: AuditEvent) -> None:
-        """Append an event that changes no state: a failed approver, a refused forgery, a grant used."""
+    async def record(self, action: str, subject: str, actor: str, **detail: object) -> None:
+        """Append an event that changes no state (a failed approver, a refused forgery, a grant used),
+        stamped with the ledger's clock like every transition."""
+        event = AuditEvent(at=self.clock(), actor=actor, action=action, subject=subject, detail=detail)
         await self._append((event,))
 
     # -- grants -------------------------------------------------------------------------------------------

@@ -221,14 +221,7 @@ class SqliteLedger(Ledger):
 
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
         sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
-        rows = await self._run(self._rows, sql, (after_seq, limit))
-        names = AUDIT_COLUMNS.split(", ")
-        return [
-            AuditEntry(
-                **{**dict(zip(names, row, strict=True)), "detail": _detail(row[names.index("detail")])}
-            )
-            for row in rows
-        ]
+        return [_entry(row) for row in await self._run(self._rows, sql, (after_seq, limit))]
 
     # -- decisions made by other processes ----------------------------------------------------------------
 
@@ -315,6 +308,12 @@ def _chain(db: sqlite3.Connection, events: Iterable[AuditEvent]) -> None:
             ),
         )
         head = entry.head
+
+
+def _entry(row: Sequence[Any]) -> AuditEntry:
+    fields = dict(zip(AUDIT_COLUMNS.split(", "), row, strict=True))
+    fields["detail"] = _detail(fields["detail"])
+    return AuditEntry(**fields)
 
 
 def _where(**equal: str | None) -> tuple[str, list[object]]:
