@@ -19,6 +19,7 @@ from signoff.core.errors import (
     IllegalTransition,
     LedgerUnavailable,
     NotFound,
+    StaleChat,
 )
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from tests.conftest import FakeClock
@@ -286,3 +287,17 @@ async def test_callers_cancelled_mid_write_leave_no_transaction_open(tmp_path: P
         assert set(states) <= {State.PENDING, State.APPROVED}
         count, broken = await ledger.verify_audit()
         assert broken is None and count == 30 + states.count(State.APPROVED) + 2
+
+
+async def test_chat_state_saves_only_over_the_version_it_read(ledger: Ledger) -> None:
+    assert await ledger.load_chat("c1") is None
+    first = await ledger.save_chat("c1", b"one", version=0)
+    assert (first.version, first.state) == (1, b"one")
+    with pytest.raises(StaleChat):
+        await ledger.save_chat("c1", b"lost", version=0)
+    second = await ledger.save_chat("c1", b"two", version=1)
+    with pytest.raises(StaleChat):
+        await ledger.save_chat("c1", b"stale", version=1)
+    loaded = await ledger.load_chat("c1")
+    assert loaded is not None and (loaded.version, loaded.state) == (second.version, b"two")
+    assert await ledger.load_chat("c2") is None

@@ -13,6 +13,7 @@ from signoff.core.errors import (
     NotFound,
     PolicyError,
     SignoffError,
+    StaleChat,
 )
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy, Rule, Ruling
@@ -46,6 +47,7 @@ __all__ = [
     "Ruling",
     "SignoffError",
     "SqliteLedger",
+    "StaleChat",
     "State",
     "TerminalApprover",
     "ToolCall",

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import msgspec
 
@@ -43,6 +43,7 @@ class Allowed(msgspec.Struct, frozen=True, kw_only=True):
 class Refused(msgspec.Struct, frozen=True, kw_only=True):
     """The call must not run. `message` is what an adapter hands to the model in place of a result."""
 
+    status: ClassVar[str] = "refused"
     call: ToolCall
     by: str
     reason: str = ""
@@ -52,17 +53,27 @@ class Refused(msgspec.Struct, frozen=True, kw_only=True):
     def message(self) -> str:
         return f"refused by {self.by}: {self.reason or 'no reason given'}"
 
+    def to_result(self) -> dict[str, str]:
+        """The typed tool result a model gets instead of the tool's: it can tell why, and react."""
+        return {"status": self.status, "by": self.by, "reason": self.reason, "message": self.message}
+
 
 class Denied(Refused, frozen=True, kw_only=True):
     """Refused by the policy, a mode, or a person."""
+
+    status = "denied"
 
 
 class Expired(Refused, frozen=True, kw_only=True):
     """Nobody decided before the deadline, and the policy denies on timeout."""
 
+    status = "expired"
+
 
 class Cancelled(Refused, frozen=True, kw_only=True):
     """The approval was withdrawn before anyone decided."""
+
+    status = "cancelled"
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -104,7 +115,10 @@ class Gate:
         chat_id: str,
         wait: Wait = "blocking",
         approvers: Sequence[Approver] | None = None,
+        on_pending: Callable[[Approval], None] | None = None,
     ) -> Outcome:
+        """`on_pending` hears of the approval before any wait starts, so a transport can show the
+        question while the caller blocks on the answer."""
         ruling = self.policy.evaluate(call)
         if ruling.action == "allow":
             via: Literal["policy", "mode"] = "mode" if ruling.rule.startswith("mode:") else "policy"
@@ -128,6 +142,8 @@ class Gate:
         elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
             await self._refuse_mismatch(approval, call)
 
+        if approval.state is State.PENDING and on_pending is not None:
+            on_pending(approval)
         if approval.state is State.PENDING and wait == "blocking":
             chosen = self.approvers if approvers is None else approvers
             if chosen or approval.deadline is not None or ruling.on_abandon == "cancel":
@@ -144,13 +160,16 @@ class Gate:
         chat_id: str,
         wait: Wait = "blocking",
         approvers: Sequence[Approver] | None = None,
+        on_pending: Callable[[Approval], None] | None = None,
     ) -> T | Refused | Pending:
         """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
 
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
         deferred run should end and be resumed later with the same call.
         """
-        outcome = await self.authorize(call, chat_id=chat_id, wait=wait, approvers=approvers)
+        outcome = await self.authorize(
+            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending
+        )
         if not isinstance(outcome, Allowed):
             return outcome
         if outcome.approval_id is not None:

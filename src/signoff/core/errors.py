@@ -69,3 +69,7 @@ class AlreadyRevoked(SignoffError):
 
 class CallMismatch(SignoffError):
     """A call presented for an approval differs from the call that was approved (other tool, id or args)."""
+
+
+class StaleChat(SignoffError):
+    """A chat's stored state changed after it was read: another request for the same chat saved first."""

@@ -21,7 +21,7 @@ from signoff.core.approval import Approval, OnTimeout, State
 from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.errors import AlreadyDecided, CallMismatch, NotFound
+from signoff.core.errors import AlreadyDecided, CallMismatch, NotFound, StaleChat
 from signoff.core.grant import Grant, grant_for, revoke
 from signoff.ledger.notifier import Notifier
 
@@ -36,6 +36,17 @@ class Change:
 
 
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChat:
+    """A chat's server-side state, opaque to the ledger. `version` counts saves, so a writer that read an
+    older version cannot overwrite a newer one."""
+
+    chat_id: str
+    version: int
+    state: bytes
+    updated_at: float
 
 
 class Ledger(ABC):
@@ -92,6 +103,13 @@ class Ledger(ABC):
 
     @abstractmethod
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]: ...
+
+    @abstractmethod
+    async def _load_chat(self, chat_id: str) -> StoredChat | None: ...
+
+    @abstractmethod
+    async def _save_chat(self, chat: StoredChat) -> bool:
+        """Store `chat` if the stored version is `chat.version - 1` (or absent when it is 1); else False."""
 
     def _watch(self) -> None:  # noqa: B027 - in-process backends learn of every decision directly
         """Called when someone starts waiting: a backend shared between processes starts watching them."""
@@ -238,6 +256,22 @@ class Ledger(ABC):
         change = await self._mutate_grant(grant_id, step)
         assert change.grant is not None
         return change.grant
+
+    # -- chats --------------------------------------------------------------------------------------------
+
+    async def load_chat(self, chat_id: str) -> StoredChat | None:
+        return await self._load_chat(chat_id)
+
+    async def save_chat(self, chat_id: str, state: bytes, *, version: int) -> StoredChat:
+        """Save a chat's state over the `version` that was read (0 for a new chat).
+
+        Raises `StaleChat` when someone else saved in between, so two requests racing on one chat can never
+        silently lose one's history.
+        """
+        chat = StoredChat(chat_id=chat_id, version=version + 1, state=state, updated_at=self.clock())
+        if not await self._save_chat(chat):
+            raise StaleChat(f"chat {chat_id} changed while this request was running; reload it and retry")
+        return chat
 
     # -- audit --------------------------------------------------------------------------------------------
 

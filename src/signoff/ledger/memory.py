@@ -12,7 +12,7 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
 from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
-from signoff.ledger.base import Change, Clock, Ledger
+from signoff.ledger.base import Change, Clock, Ledger, StoredChat
 
 
 class MemoryLedger(Ledger):
@@ -22,6 +22,7 @@ class MemoryLedger(Ledger):
         self._by_call: dict[tuple[str, str], str] = {}
         self._grant_records: dict[str, Grant] = {}
         self._log: list[AuditEntry] = []
+        self._chats: dict[str, StoredChat] = {}
 
     def _head(self) -> Head:
         return self._log[-1].head if self._log else GENESIS_HEAD
@@ -91,3 +92,13 @@ class MemoryLedger(Ledger):
 
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
         return self._log[after_seq : after_seq + limit]
+
+    async def _load_chat(self, chat_id: str) -> StoredChat | None:
+        return self._chats.get(chat_id)
+
+    async def _save_chat(self, chat: StoredChat) -> bool:
+        current = self._chats.get(chat.chat_id)
+        if (0 if current is None else current.version) != chat.version - 1:
+            return False
+        self._chats[chat.chat_id] = chat
+        return True

@@ -28,12 +28,12 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
-from signoff.ledger.base import Change, Clock, Ledger
+from signoff.ledger.base import Change, Clock, Ledger, StoredChat
 
 Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
@@ -55,6 +55,12 @@ CREATE TABLE IF NOT EXISTS grants (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS grants_by_tool ON grants (tool, active);
+CREATE TABLE IF NOT EXISTS chats (
+    chat_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    updated_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY,
     at REAL NOT NULL,
@@ -222,6 +228,27 @@ class SqliteLedger(Ledger):
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
         sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
         return [_entry(row) for row in await self._run(self._rows, sql, (after_seq, limit))]
+
+    async def _load_chat(self, chat_id: str) -> StoredChat | None:
+        sql = "SELECT chat_id, version, state, updated_at FROM chats WHERE chat_id = ?"
+        rows = await self._run(self._rows, sql, (chat_id,))
+        return StoredChat(*rows[0]) if rows else None
+
+    async def _save_chat(self, chat: StoredChat) -> bool:
+        return await self._run(self._save_chat_sync, chat)
+
+    def _save_chat_sync(self, chat: StoredChat) -> bool:
+        with self._transaction() as db:
+            if chat.version == 1:
+                sql = "INSERT INTO chats VALUES (?, ?, ?, ?) ON CONFLICT (chat_id) DO NOTHING"
+                params: tuple[object, ...] = (chat.chat_id, chat.version, chat.state, chat.updated_at)
+            else:
+                sql = (
+                    "UPDATE chats SET version = ?, state = ?, updated_at = ?"
+                    " WHERE chat_id = ? AND version = ?"
+                )
+                params = (chat.version, chat.state, chat.updated_at, chat.chat_id, chat.version - 1)
+            return db.execute(sql, params).rowcount == 1
 
     # -- decisions made by other processes ----------------------------------------------------------------
 
