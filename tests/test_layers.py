@@ -11,7 +11,18 @@ from tests.conftest import ROOT
 
 PACKAGE = ROOT / "src" / "signoff"
 # Lower number = lower layer. A module may import its own layer and anything below it.
-LAYERS = {"core": 0, "ledger": 1, "approvers": 1, "gate": 2, "cli": 3, "demo": 3}
+LAYERS = {
+    "core": 0,
+    "ledger": 1,
+    "approvers": 1,
+    "gate": 2,
+    "protocol": 2,
+    "integrations": 3,
+    "pydantic_ai": 3,
+    "server": 4,
+    "demo": 4,
+    "cli": 5,
+}
 IO_MODULES = {"asyncio", "aiosqlite", "sqlite3", "socket", "subprocess", "os", "pathlib", "io", "threading"}
 
 
@@ -49,3 +60,11 @@ def test_imports_point_downward(path: Path) -> None:
 def test_the_core_is_sans_io(path: Path) -> None:
     for module in imports(path):
         assert module.split(".")[0] not in IO_MODULES, f"core/{path.name} imports {module}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "protocol").glob("*.py")), ids=lambda p: p.name)
+def test_the_protocol_is_pure(path: Path) -> None:
+    """The protocol shares the gate's layer but needs none of it: only the core, and no I/O."""
+    for module in imports(path):
+        assert module.split(".")[0] not in IO_MODULES, f"protocol/{path.name} imports {module}"
+        assert layer_of(module) in {None, "core", "protocol"}, f"protocol/{path.name} imports {module}"

@@ -289,6 +289,14 @@ async def test_callers_cancelled_mid_write_leave_no_transaction_open(tmp_path: P
         assert broken is None and count == 30 + states.count(State.APPROVED) + 2
 
 
+async def test_last_seq_is_where_a_feed_of_new_entries_starts(ledger: Ledger) -> None:
+    assert await ledger.last_seq() == 0
+    approval = await ask(ledger)
+    await ledger.decide(approval.id, Decision.approve("alice"))
+    entries = await ledger.audit()
+    assert await ledger.last_seq() == entries[-1].seq == 2
+
+
 async def test_chat_state_saves_only_over_the_version_it_read(ledger: Ledger) -> None:
     assert await ledger.load_chat("c1") is None
     first = await ledger.save_chat("c1", b"one", version=0)

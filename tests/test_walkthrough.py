@@ -13,7 +13,7 @@ from tests.conftest import SIGNOFF
 
 def run_walkthrough(env: dict[str, str], decide: list[str]) -> str:
     demo = subprocess.Popen(
-        [SIGNOFF, "demo"],
+        [SIGNOFF, "walkthrough"],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -49,7 +49,7 @@ def test_deny_from_a_second_terminal_tells_the_agent_why(cli_env: dict[str, str]
     assert "process_payment ran 0 time(s)" in output
 
 
-def test_the_readme_demo_command_is_the_walkthrough() -> None:
+def test_the_readme_demo_command_serves_the_demo() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert "scripts/demo" in readme and "scripts/test" in readme
     script = (Path(__file__).parent.parent / "scripts" / "demo").read_text()

@@ -1,4 +1,4 @@
-"""`signoff approvals|grants|audit|demo`: decide and inspect from a terminal, against any ledger URL.
+"""`signoff`: serve agents, and decide and inspect approvals from a terminal, against any ledger URL.
 
 Every failure is one line on stderr and a non-zero exit: a person at a terminal needs the reason, not a
 traceback.
@@ -204,9 +204,9 @@ def audit_list(
     out.print(table if entries else "no audit entries")
 
 
-@app.command("demo")
-def demo(ledger: LedgerOption = None) -> None:
-    """Walk through one approval: the agent asks, you decide from another terminal, the tool runs once."""
+@app.command("walkthrough")
+def walkthrough_command(ledger: LedgerOption = None) -> None:
+    """Walk through one approval in the terminal: the agent asks, you decide from another terminal."""
     from signoff.demo.walkthrough import walkthrough
 
     try:
@@ -215,8 +215,106 @@ def demo(ledger: LedgerOption = None) -> None:
         err.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        err.print("interrupted: the approval stays pending; resume with `signoff demo`")
+        err.print("interrupted: the approval stays pending; resume with `signoff walkthrough`")
         raise typer.Exit(130) from None
+
+
+HostOption = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
+PortOption = Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).")]
+WaitOption = Annotated[
+    str,
+    typer.Option("--wait", help="How tools wait for a person, unless a request says: deferred or blocking."),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="A pydantic-ai model string, e.g. openai:gpt-5.2 (needs its key)."),
+]
+KeepaliveOption = Annotated[
+    float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.")
+]
+
+
+@app.command("demo")
+def demo(
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    ledger: LedgerOption = None,
+    wait: WaitOption = "deferred",
+    model: ModelOption = None,
+    keepalive: KeepaliveOption = 15.0,
+) -> None:
+    """Serve the demo chat offline: a scripted model, payments that need approval, and the approvals API."""
+    from signoff.demo.agent import demo_agent
+    from signoff.demo.walkthrough import demo_policy
+
+    _serve("demo", demo_agent(model), demo_policy(), host, port, ledger, wait, keepalive)
+
+
+@app.command("serve")
+def serve_command(
+    agent: Annotated[
+        str, typer.Option("--agent", help="The pydantic-ai Agent to serve, as module:attribute.")
+    ],
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    ledger: LedgerOption = None,
+    wait: WaitOption = "deferred",
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="A policy TOML file (default: ask for every tool).")
+    ] = None,
+    model: ModelOption = None,
+    keepalive: KeepaliveOption = 15.0,
+) -> None:
+    """Serve an agent as an AI SDK chat with every tool call gated."""
+    from pathlib import Path
+
+    from signoff.core.policy import Policy
+    from signoff.server.loading import load_agent
+
+    try:
+        rules = Policy() if policy is None else Policy.from_toml(Path(policy).read_text(), source=policy)
+        served = load_agent(agent)
+    except (SignoffError, OSError) as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    _serve("serve", served, rules, host, port, ledger, wait, keepalive, model)
+
+
+def _serve(
+    name: str,
+    agent: Any,
+    policy: Any,
+    host: str,
+    port: int,
+    ledger: str | None,
+    wait: str,
+    keepalive: float,
+    model: str | None = None,
+) -> None:
+    import os
+
+    from signoff.server.app import Settings, create_app
+    from signoff.server.auth import new_token
+    from signoff.server.run import serve
+
+    if wait not in ("deferred", "blocking"):
+        raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
+    token = os.environ.get("SIGNOFF_API_TOKEN") or new_token()
+    settings = Settings(token=token, wait=wait, keepalive=keepalive)  # type: ignore[arg-type]
+
+    def ready(url: str) -> None:
+        out.print(f"signoff {name}: {url}", highlight=False, soft_wrap=True)
+        out.print(f"approvals API token: {token}", highlight=False, soft_wrap=True)
+        out.print("Ctrl-C to stop", highlight=False)
+
+    try:
+        app_ = create_app(agent, open_ledger(ledger), settings, policy=policy, model=model)
+        asyncio.run(serve(app_, host, port, ready))
+    except (SignoffError, OSError) as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("stopped: pending approvals stay in the ledger")
 
 
 def _remember(value: str) -> Remember:

@@ -34,7 +34,7 @@ class Wallets:
 
 
 def get_weather(city: str) -> dict[str, Any]:
-    """Deterministic weather, so the demo needs no network."""
+    """The weather in `city` now. (Deterministic, so the demo needs no network.)"""
     temperature = 12 + sum(map(ord, city.lower())) % 15
     return {
         "city": city,

@@ -105,6 +105,9 @@ class Ledger(ABC):
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]: ...
 
     @abstractmethod
+    async def _last_seq(self) -> int: ...
+
+    @abstractmethod
     async def _load_chat(self, chat_id: str) -> StoredChat | None: ...
 
     @abstractmethod
@@ -277,6 +280,10 @@ class Ledger(ABC):
 
     async def audit(self, after_seq: int = 0, limit: int = 1000) -> list[AuditEntry]:
         return await self._audit(after_seq, limit)
+
+    async def last_seq(self) -> int:
+        """The newest audit entry's number: where a feed that only wants what happens next starts."""
+        return await self._last_seq()
 
     async def verify_audit(self) -> tuple[int, BrokenLink | None]:
         """Check the whole chain, a page at a time, and report the first broken link."""

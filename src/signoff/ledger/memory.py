@@ -93,6 +93,9 @@ class MemoryLedger(Ledger):
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
         return self._log[after_seq : after_seq + limit]
 
+    async def _last_seq(self) -> int:
+        return len(self._log)
+
     async def _load_chat(self, chat_id: str) -> StoredChat | None:
         return self._chats.get(chat_id)
 

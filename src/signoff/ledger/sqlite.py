@@ -229,6 +229,10 @@ class SqliteLedger(Ledger):
         sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
         return [_entry(row) for row in await self._run(self._rows, sql, (after_seq, limit))]
 
+    async def _last_seq(self) -> int:
+        rows = await self._run(self._rows, "SELECT coalesce(max(seq), 0) FROM audit")
+        return int(rows[0][0])
+
     async def _load_chat(self, chat_id: str) -> StoredChat | None:
         sql = "SELECT chat_id, version, state, updated_at FROM chats WHERE chat_id = ?"
         rows = await self._run(self._rows, sql, (chat_id,))

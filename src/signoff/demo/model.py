@@ -1,0 +1,111 @@
+"""The scripted model: a pydantic-ai model that follows the demo grammar (`script.plan`), offline.
+
+It is a real `FunctionModel`, so everything around it (the agent loop, deferred tools, streaming) is
+pydantic-ai's own code path, the same one a hosted model takes. After tool results it answers with one
+short sentence per result, quoting the reason of any refusal, so tests can check what the model was told.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+from signoff.demo.script import plan
+
+HELP = (
+    "I can pay (pay 50 USD to Hanako), check the weather (weather in Tokyo), find you (where am I)"
+    " or play music (play <track>)."
+)
+REFUSED = {"denied", "expired", "cancelled", "error"}
+
+
+def scripted_model() -> FunctionModel:
+    return FunctionModel(_reply, stream_function=_stream, model_name="signoff-scripted")
+
+
+def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=_parts(messages))
+
+
+async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    for index, part in enumerate(_parts(messages)):
+        if isinstance(part, TextPart):
+            first, *rest = part.content.split(" ")  # word by word, so clients see real streaming
+            yield first
+            for word in rest:
+                yield " " + word
+        elif isinstance(part, ToolCallPart):
+            yield {
+                index: DeltaToolCall(
+                    name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
+                )
+            }
+
+
+def _parts(messages: list[ModelMessage]) -> list[TextPart | ToolCallPart]:
+    last = messages[-1]
+    assert isinstance(last, ModelRequest)
+    results = [p for p in last.parts if isinstance(p, ToolReturnPart | RetryPromptPart) and p.tool_name]
+    prompt = " ".join(
+        p.content for p in last.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)
+    )
+    sentences = [_sentence(part, _args_of(messages, part.tool_call_id)) for part in results]
+    if prompt and not (calls := plan(prompt)):
+        sentences.append(HELP)
+    elif prompt:
+        return [ToolCallPart(tool, args, "call_" + secrets.token_hex(8)) for tool, args in calls]
+    return [TextPart(" ".join(sentences) or HELP)]
+
+
+def _args_of(messages: Iterable[ModelMessage], call_id: str) -> dict[str, Any]:
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart) and part.tool_call_id == call_id:
+                return part.args_as_dict()
+    return {}
+
+
+def _sentence(part: ToolReturnPart | RetryPromptPart, args: dict[str, Any]) -> str:
+    tool = part.tool_name or "the tool"
+    if isinstance(part, RetryPromptPart):
+        return f"{tool} failed: {part.model_response()}"
+    result = part.content
+    if isinstance(result, dict) and result.get("status") in REFUSED:
+        return f"I did not {_doing(tool, args)}: {result.get('message', result['status'])}."
+    if isinstance(result, dict) and result.get("success") is False:
+        return f"I could not {_doing(tool, args)}: {result.get('error', 'it failed')}."
+    match tool, result:
+        case "process_payment", {"amount": amount, "currency": currency, "recipient": to, "balance": left}:
+            return f"Paid {amount} {currency} to {to}; the balance is {left} {currency}."
+        case "get_weather", {"city": city, "temperature_c": degrees, "conditions": conditions}:
+            return f"It is {degrees} °C and {conditions} in {city}."
+        case "get_location", {"latitude": lat, "longitude": lon}:
+            return f"You are at {lat}, {lon}."
+        case "change_bgm", _:
+            return f"Now playing {args.get('track', 'the track')}."
+    return f"{tool} returned {json.dumps(result, default=str)}."
+
+
+def _doing(tool: str, args: dict[str, Any]) -> str:
+    match tool:
+        case "process_payment":
+            return f"pay {args.get('amount')} {args.get('currency')} to {args.get('recipient')}"
+        case "get_location":
+            return "look up your location"
+        case "change_bgm":
+            return f"play {args.get('track')}"
+    return f"run {tool}"

@@ -1,0 +1,173 @@
+"""A pydantic-ai agent as a chat: one request in, one reply of chunks out, state kept in the ledger.
+
+The server owns the conversation. The client's copy of it supplies only the new user message, approval
+responses and frontend tool outputs, each checked by `signoff.integrations.trust` before anything runs.
+Everything else is read from the chat's stored state: pydantic-ai's own message history, the assistant
+message a deferred reply continues, and the calls the chat is waiting on.
+
+A reply is prepared in two halves. `prepare` checks and records everything the request claims, and fails
+with a typed error before a byte is streamed; `Reply.chunks` then runs the agent and saves the new state.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model
+
+from signoff.core.errors import SignoffError, StaleChat
+from signoff.gate import Gate, Wait
+from signoff.integrations.pydantic_ai.stream import Translator, translate
+from signoff.integrations.pydantic_ai.toolset import Signoff
+from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, chat_actor
+from signoff.integrations.turn import Turn
+from signoff.ledger.base import StoredChat
+from signoff.protocol import ChatRequest, Chunk, Error, Start
+
+SUPERSEDED = "the user sent a new message instead"
+
+
+class ChatState(msgspec.Struct, kw_only=True):
+    """What the server remembers of a chat between requests."""
+
+    history: msgspec.Raw = msgspec.Raw(b"[]")
+    assistant_id: str | None = None
+    """The assistant message a deferred reply left open; its continuation streams into the same id."""
+    approvals: dict[str, str] = {}
+    """Calls waiting on a person: call id to approval id."""
+    frontend: dict[str, str] = {}
+    """Calls waiting on the browser for a result: call id to tool name."""
+
+
+_decode_state = msgspec.json.Decoder(ChatState).decode
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class Reply:
+    """A checked request, ready to run. `message_id` is the assistant message it streams into."""
+
+    chat: AgentChat
+    chat_id: str
+    wait: Wait
+    stored: StoredChat | None
+    state: ChatState
+    message_id: str
+    continues: bool
+    """It streams into the assistant message a deferred reply left open, resolving that message's calls."""
+    run: dict[str, Any] = field(default_factory=dict)
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        turn = Turn(chat_id=self.chat_id, wait=self.wait)
+        translator = Translator(
+            turn,
+            self.message_id,
+            visible=[*self.state.approvals, *self.state.frontend] if self.continues else (),
+        )
+        yield Start(message_id=self.message_id)
+        agent = self.chat.agent
+        try:
+            async for chunk in translate(lambda: _events(agent, self.run, self.chat), translator):
+                yield chunk
+            assert translator.result is not None
+            await self._save(translator.result.all_messages(), translator.result.output)
+        except SignoffError as exc:
+            yield Error(error_text=str(exc))
+        except Exception as exc:  # a model or tool failure ends this reply, not the server
+            yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
+
+    async def _save(self, messages: list[ModelMessage], output: object) -> None:
+        state = ChatState(
+            history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(messages)), assistant_id=self.message_id
+        )
+        if isinstance(output, DeferredToolRequests):
+            state.approvals = {
+                c.tool_call_id: output.metadata.get(c.tool_call_id, {}).get("approval_id", "")
+                for c in output.approvals
+            }
+            state.frontend = {c.tool_call_id: c.tool_name for c in output.calls}
+        version = self.stored.version if self.stored else 0
+        await self.chat.gate.ledger.save_chat(self.chat_id, _encode(state), version=version)
+
+
+async def _events(agent: AbstractAgent[Any, Any], run: dict[str, Any], chat: AgentChat) -> AsyncIterator[Any]:
+    async with agent.run_stream_events(**run, capabilities=[Signoff(chat.gate)], model=chat.model) as events:
+        async for event in events:
+            yield event
+
+
+class AgentChat:
+    """Serve `agent` as a chat whose every tool call passes `gate`."""
+
+    def __init__(
+        self, agent: AbstractAgent[Any, Any], gate: Gate, *, model: Model | str | None = None
+    ) -> None:
+        self.agent = agent
+        self.gate = gate
+        self.model = model
+
+    async def prepare(self, request: ChatRequest, wait: Wait) -> Reply:
+        """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
+        ledger = self.gate.ledger
+        stored = await ledger.load_chat(request.chat_id)
+        state = _decode_state(stored.state) if stored else ChatState()
+        history = ModelMessagesTypeAdapter.validate_json(bytes(state.history))
+        made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
+        await accept_responses(ledger, request.chat_id, state.approvals, request.approvals)
+        outputs = accept_outputs(state.frontend, made, request.outputs)
+        results = DeferredToolResults(
+            approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
+            calls={call_id: output.output for call_id, output in outputs.items()},
+        )
+        run: dict[str, Any] = {"message_history": history}
+        if request.trigger == "regenerate-message":
+            history, prompt = _before_last_prompt(history)
+            run = {"message_history": history, "user_prompt": prompt}
+            await self._withdraw(request.chat_id, state)
+            state = ChatState(history=state.history)
+        elif request.user_message is not None:
+            run["user_prompt"] = request.user_message.text
+            if state.approvals or state.frontend:  # the user moved on: the open calls end as cancelled
+                await self._withdraw(request.chat_id, state)
+                cancelled = {"status": "cancelled", "message": SUPERSEDED}
+                results.calls.update(dict.fromkeys(state.frontend, cancelled))
+                run["deferred_tool_results"] = results
+        elif state.approvals or state.frontend:
+            run["deferred_tool_results"] = results
+        else:
+            raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
+        continues = request.user_message is None and request.trigger != "regenerate-message"
+        message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
+        return Reply(self, request.chat_id, wait, stored, state, message_id, continues, run)
+
+    async def _withdraw(self, chat_id: str, state: ChatState) -> None:
+        for approval_id in state.approvals.values():
+            approval = await self.gate.ledger.get(approval_id)
+            if approval.state == "pending":
+                await self.gate.ledger.cancel(approval_id, chat_actor(chat_id), SUPERSEDED)
+
+
+def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage], str]:
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, ModelRequest):
+            prompts = [p.content for p in message.parts if isinstance(p, UserPromptPart)]
+            if prompts and isinstance(prompts[-1], str):
+                return history[:index], prompts[-1]
+    raise Untrusted(409, "trigger", "there is no earlier user message to regenerate a reply to")
+
+
+__all__ = ["AgentChat", "ChatState", "Reply", "StaleChat"]

@@ -1,0 +1,208 @@
+"""The run driver: a pydantic-ai run, as UI message stream chunks.
+
+Two sources feed one reply. pydantic-ai's event stream says what the model writes and what tools return;
+the gate says, through the turn, when a call starts waiting for a person. A blocked tool stops pydantic-ai's
+stream, so the approval request has to travel beside it: both go into one queue, in the order they happen,
+and `Translator` turns each item into chunks.
+
+`Translator` is sans-I/O (an item in, chunks out) and keeps the stream rules of DESIGN.md:
+- a step opens at the first part of a model response and closes before the next response or at the end;
+- tool results of a resumed run come out before any step opens;
+- no chunk is sent for a call that is not part of the message being streamed, which the client would
+  reject ("no tool invocation found").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from pydantic_ai import DeferredToolRequests
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    PartDeltaEvent,
+    PartEndEvent,
+    PartStartEvent,
+    RetryPromptPart,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolCallPart,
+    ToolCallPartDelta,
+)
+from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
+from pydantic_core import to_jsonable_python
+
+from signoff.core.approval import Approval
+from signoff.integrations.turn import Turn, current_turn
+from signoff.protocol import (
+    Chunk,
+    Finish,
+    FinishStep,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    StartStep,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolApprovalRequest,
+    ToolInputAvailable,
+    ToolInputDelta,
+    ToolInputStart,
+    ToolOutputAvailable,
+    ToolOutputDenied,
+    ToolOutputError,
+)
+
+Item = AgentStreamEvent | AgentRunResultEvent[Any] | Approval
+
+
+class Translator:
+    def __init__(self, turn: Turn, message_id: str, visible: Iterable[str] = ()) -> None:
+        self.turn = turn
+        self.message_id = message_id
+        self.visible = set(visible)
+        self.step_open = False
+        self.responding = False
+        self.part_ids: dict[int, str] = {}
+        self.tool_ids: dict[int, str] = {}
+        self.count = 0
+        self.result: AgentRunResult[Any] | None = None
+
+    def feed(self, item: Item) -> list[Chunk]:
+        match item:
+            case Approval() if item.call.call_id in self.visible:
+                return [ToolApprovalRequest(approval_id=item.id, tool_call_id=item.call.call_id)]
+            case PartStartEvent():
+                return [*self._open_step(), *self._start(item)]
+            case PartDeltaEvent():
+                return self._delta(item)
+            case PartEndEvent():
+                return self._end(item)
+            case FunctionToolCallEvent():
+                self.responding = False
+            case FunctionToolResultEvent():
+                self.responding = False
+                return self._result(item)
+            case AgentRunResultEvent():
+                self.result = item.result
+                deferred = isinstance(item.result.output, DeferredToolRequests)
+                return [*self._close_step(), Finish(finish_reason="tool-calls" if deferred else "stop")]
+        return []
+
+    def _open_step(self) -> list[Chunk]:
+        if self.responding:
+            return []
+        closing = self._close_step()
+        self.responding, self.step_open, self.part_ids, self.tool_ids = True, True, {}, {}
+        return [*closing, StartStep()]
+
+    def _close_step(self) -> list[Chunk]:
+        if not self.step_open:
+            return []
+        self.step_open = False
+        return [FinishStep()]
+
+    def _new_id(self, index: int) -> str:
+        self.count += 1
+        self.part_ids[index] = f"{self.message_id}-{self.count}"
+        return self.part_ids[index]
+
+    def _start(self, event: PartStartEvent) -> list[Chunk]:
+        part = event.part
+        if isinstance(part, TextPart):
+            part_id = self._new_id(event.index)
+            return [
+                TextStart(id=part_id),
+                *([TextDelta(id=part_id, delta=part.content)] if part.content else []),
+            ]
+        if isinstance(part, ThinkingPart):
+            part_id = self._new_id(event.index)
+            opening: list[Chunk] = [ReasoningStart(id=part_id)]
+            return opening + ([ReasoningDelta(id=part_id, delta=part.content)] if part.content else [])
+        if isinstance(part, ToolCallPart):
+            self.tool_ids[event.index] = part.tool_call_id
+            self.visible.add(part.tool_call_id)
+            return [ToolInputStart(tool_call_id=part.tool_call_id, tool_name=part.tool_name)]
+        return []
+
+    def _delta(self, event: PartDeltaEvent) -> list[Chunk]:
+        delta = event.delta
+        part_id = self.part_ids.get(event.index)
+        if isinstance(delta, TextPartDelta) and part_id and delta.content_delta:
+            return [TextDelta(id=part_id, delta=delta.content_delta)]
+        if isinstance(delta, ThinkingPartDelta) and part_id and delta.content_delta:
+            return [ReasoningDelta(id=part_id, delta=delta.content_delta)]
+        call_id = self.tool_ids.get(event.index)
+        if isinstance(delta, ToolCallPartDelta) and call_id and isinstance(delta.args_delta, str):
+            return [ToolInputDelta(tool_call_id=call_id, input_text_delta=delta.args_delta)]
+        return []
+
+    def _end(self, event: PartEndEvent) -> list[Chunk]:
+        part = event.part
+        part_id = self.part_ids.get(event.index, "")
+        if isinstance(part, TextPart):
+            return [TextEnd(id=part_id)]
+        if isinstance(part, ThinkingPart):
+            return [ReasoningEnd(id=part_id)]
+        if isinstance(part, ToolCallPart):
+            return [
+                ToolInputAvailable(
+                    tool_call_id=part.tool_call_id, tool_name=part.tool_name, input=part.args_as_dict()
+                )
+            ]
+        return []
+
+    def _result(self, event: FunctionToolResultEvent) -> list[Chunk]:
+        part = event.part
+        call_id = part.tool_call_id
+        if call_id not in self.visible:
+            return []
+        if call_id in self.turn.refused:
+            return [ToolOutputDenied(tool_call_id=call_id)]
+        if isinstance(part, RetryPromptPart):
+            return [ToolOutputError(tool_call_id=call_id, error_text=part.model_response())]
+        return [ToolOutputAvailable(tool_call_id=call_id, output=to_jsonable_python(part.content))]
+
+
+_END = object()
+
+
+async def translate(
+    events: Callable[[], AsyncIterator[AgentStreamEvent | AgentRunResultEvent[Any]]], translator: Translator
+) -> AsyncIterator[Chunk]:
+    """Run the agent's event stream under the translator's turn and yield chunks as items arrive.
+
+    `events` is called inside a task that carries the turn, so every tool the run calls sees it.
+    """
+    queue: asyncio.Queue[Item | object] = asyncio.Queue()
+    translator.turn.asked = queue.put_nowait
+
+    async def produce() -> None:
+        try:
+            async for event in events():
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(_END)
+
+    token = current_turn.set(translator.turn)
+    try:
+        producer = asyncio.get_running_loop().create_task(produce(), name="signoff-run")
+    finally:
+        current_turn.reset(token)
+    try:
+        while (item := await queue.get()) is not _END:
+            for chunk in translator.feed(item):  # type: ignore[arg-type]
+                yield chunk
+        await producer  # raises what the run raised
+    finally:
+        if not producer.done():
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer

@@ -1,0 +1,79 @@
+"""The native toolset: every call of the wrapped toolset goes through the gate.
+
+A refusal never raises into the agent loop: the model gets a typed result with the reason (see
+`Refused.to_result`), so it can tell the person what happened and carry on. A deferred wait raises
+pydantic-ai's own `ApprovalRequired`, so the run ends with `DeferredToolRequests` exactly as pydantic-ai
+users expect, and resuming it with the same call ids picks the ledger's decision up again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import ApprovalRequired, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_core import to_jsonable_python
+
+from signoff.core.call import ToolCall
+from signoff.core.errors import AlreadyConsumed, CallMismatch
+from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.integrations.turn import current_turn
+
+
+@dataclass
+class SignoffToolset(WrapperToolset[AgentDepsT]):
+    """Wrap any toolset so the gate rules on each call.
+
+    Outside a signoff server the chat id and wait mode come from here; inside one, the request's turn
+    supplies them.
+    """
+
+    gate: Gate = field(kw_only=True)
+    chat_id: str = field(default="default", kw_only=True)
+    wait: Wait = field(default="blocking", kw_only=True)
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        turn = current_turn.get()
+        chat_id, wait = (turn.chat_id, turn.wait) if turn else (self.chat_id, self.wait)
+        call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
+
+        async def run(**args: Any) -> Any:
+            if args != call.args:  # a person edited the arguments: they must pass the tool's schema too
+                return await self.wrapped.call_tool(
+                    name, tool.args_validator.validate_python(args), ctx, tool
+                )
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+
+        try:
+            result = await self.gate.run(
+                call, run, chat_id=chat_id, wait=wait, on_pending=turn.asked if turn else None
+            )
+        except (AlreadyConsumed, CallMismatch) as exc:
+            return {"status": "error", "message": str(exc)}
+        if isinstance(result, Pending):
+            raise ApprovalRequired(metadata={"approval_id": result.approval.id})
+        if isinstance(result, Refused):
+            if turn is not None:
+                turn.refused[call.call_id] = result
+            return result.to_result()
+        return result
+
+
+@dataclass
+class Signoff(AbstractCapability[AgentDepsT]):
+    """Gate every tool of an agent, whatever toolsets it was built with.
+
+    `Agent(..., capabilities=[Signoff(gate)])`, or per run: `agent.run(..., capabilities=[Signoff(gate)])`.
+    """
+
+    gate: Gate
+    chat_id: str = "default"
+    wait: Wait = "blocking"
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
+        return SignoffToolset(toolset, gate=self.gate, chat_id=self.chat_id, wait=self.wait)

@@ -1,0 +1,117 @@
+"""The server is the authority: what a client may claim about approvals and tool results, and nothing more.
+
+A chat client resends the whole conversation on every request, and any of it can be forged. Only three
+things are taken from it: the new user message, approval responses, and outputs of frontend tools. Each
+response must name an approval that this chat is waiting on, for the same call and the same arguments;
+each output must answer a frontend call this chat is waiting on. Anything else is refused before anything
+runs, and the refusal is audited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from signoff.core.approval import Approval, State
+from signoff.core.call import digest
+from signoff.core.decision import Decision
+from signoff.core.errors import AlreadyDecided, InvalidCall, NotFound, SignoffError
+from signoff.ledger.base import Ledger
+from signoff.protocol import ApprovalResponse, ToolOutput
+
+
+class Untrusted(SignoffError):
+    """A client claim the server will not honour. `status` is the HTTP status that says why."""
+
+    def __init__(self, status: int, field: str, message: str) -> None:
+        self.status = status
+        self.field = field
+        super().__init__(message)
+
+
+def chat_actor(chat_id: str) -> str:
+    """Who decides when a response arrives through a chat: the person using that chat."""
+    return f"chat:{chat_id}"
+
+
+async def accept_responses(
+    ledger: Ledger, chat_id: str, waiting: Mapping[str, str], responses: Sequence[ApprovalResponse]
+) -> list[Approval]:
+    """Check every response against the ledger first, then record the decisions, so one bad response in a
+    request means none of its responses takes effect.
+
+    `waiting` maps the call ids this chat is waiting on to their approval ids.
+    """
+    checked = [await _check(ledger, chat_id, waiting, response) for response in responses]
+    decided = []
+    for approval, response in zip(checked, responses, strict=True):
+        if approval.state is State.PENDING:
+            verdict = Decision.approve if response.approved else Decision.deny
+            try:
+                approval = await ledger.decide(
+                    approval.id, verdict(chat_actor(chat_id), response.reason or "")
+                )
+            except AlreadyDecided as lost:  # the inbox or the CLI was quicker; its decision stands
+                approval = lost.winner
+        decided.append(approval)
+    return decided
+
+
+async def _check(
+    ledger: Ledger, chat_id: str, waiting: Mapping[str, str], response: ApprovalResponse
+) -> Approval:
+    field = f"approval {response.approval_id}"
+
+    async def refuse(status: int, why: str) -> Untrusted:
+        await ledger.record(
+            "refuse",
+            response.approval_id,
+            chat_actor(chat_id),
+            why=why,
+            chat=chat_id,
+            call=response.call_id,
+            tool=response.tool,
+        )
+        return Untrusted(status, field, f"{field} refused: {why}")
+
+    try:
+        approval = await ledger.get(response.approval_id)
+    except NotFound:
+        raise await refuse(404, "no such approval") from None
+    if approval.chat_id != chat_id:
+        raise await refuse(403, "it belongs to another chat")
+    if (approval.call.call_id, approval.call.tool) != (response.call_id, response.tool):
+        raise await refuse(403, f"it was asked for another call than {response.tool} {response.call_id}")
+    if _digest(response.input) != approval.digest:
+        raise await refuse(403, "the arguments differ from the ones that were asked")
+    if waiting.get(response.call_id) != approval.id:
+        raise await refuse(409, f"this chat is not waiting on it: it is {approval.state}")
+    return approval
+
+
+def accept_outputs(
+    waiting: Mapping[str, str], made: Collection[str], outputs: Sequence[ToolOutput]
+) -> dict[str, ToolOutput]:
+    """The outputs that answer frontend calls this chat is waiting on (`waiting`: call id to tool name).
+
+    Outputs of other calls the server `made` are the client echoing history, and are skipped; an output for
+    a call the server never made is refused.
+    """
+    accepted: dict[str, ToolOutput] = {}
+    for output in outputs:
+        if output.call_id not in made:
+            raise Untrusted(
+                409, f"output {output.call_id}", f"no call {output.call_id} was made in this chat"
+            )
+        if waiting.get(output.call_id) == output.tool:
+            if output.call_id in accepted:
+                raise Untrusted(409, f"output {output.call_id}", f"two outputs for call {output.call_id}")
+            accepted[output.call_id] = output
+    return accepted
+
+
+def _digest(args: Mapping[str, Any]) -> str:
+    try:
+        return digest(args)
+    except InvalidCall as exc:
+        raise Untrusted(400, "input", f"the call's input is not valid JSON arguments: {exc}") from exc

@@ -1,0 +1,28 @@
+"""What one chat request shares with the tools it runs: the chat, the wait mode, and a way to report back.
+
+An agent framework calls tools deep inside its own loop, with no handle on the HTTP request that started
+the run. A context variable carries the request's `Turn` down to them: it is copied into every task the run
+spawns, and two concurrent runs never see each other's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from signoff.core.approval import Approval
+from signoff.gate import Refused, Wait
+
+
+@dataclass
+class Turn:
+    chat_id: str
+    wait: Wait
+    asked: Callable[[Approval], None] = lambda approval: None
+    """Called when a call of this turn waits for a person, before the wait starts."""
+    refused: dict[str, Refused] = field(default_factory=dict)
+    """Calls of this turn the gate refused, by call id: a transport shows them as denied, not as output."""
+
+
+current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)

@@ -1,0 +1,27 @@
+"""Server-sent-event framing of the UI message stream, as the client's `parseJsonEventStream` reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+DONE = b"data: [DONE]\n\n"
+KEEP_ALIVE = b": keep-alive\n\n"
+"""A comment line: the client's event parser skips it, while proxies and browsers see the stream is alive."""
+
+HEADERS: Mapping[str, str] = MappingProxyType(
+    {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+        "x-vercel-ai-ui-message-stream": "v1",
+        "x-accel-buffering": "no",
+    }
+)
+"""The ai package's UI_MESSAGE_STREAM_HEADERS, minus `connection: keep-alive`: that header is hop-by-hop,
+belongs to the HTTP server, and is illegal in HTTP/2. `x-accel-buffering: no` stops nginx from holding the
+stream back, which would freeze a blocking approval."""
+
+
+def frame(data: bytes) -> bytes:
+    """One event: encoded JSON never holds a raw newline, so a single `data:` line carries the chunk."""
+    return b"data: " + data + b"\n\n"

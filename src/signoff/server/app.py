@@ -1,0 +1,94 @@
+"""The Starlette app: chat, approvals API, live feed, and the page.
+
+The app owns the ledger's lifetime, the approval feed, the replies still running, and a sweeper that
+expires approvals past their deadline even when no waiter is alive to notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.models import Model
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from signoff.approvers.callback import Approver
+from signoff.core.policy import Policy
+from signoff.gate import Gate, Wait
+from signoff.integrations.pydantic_ai.chat import AgentChat
+from signoff.ledger.base import Ledger
+from signoff.server.approvals import ApprovalsAPI
+from signoff.server.chat import ChatAPI
+from signoff.server.feed import ApprovalFeed
+from signoff.server.streams import Streams
+
+log = logging.getLogger("signoff.server")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """How a server runs. `wait` is the default for requests that don't choose."""
+
+    token: str
+    wait: Wait = "deferred"
+    keepalive: float = 15.0
+    sweep: float = 1.0
+    feed_interval: float = 0.2
+
+
+def create_app(
+    agent: AbstractAgent[Any, Any],
+    ledger: Ledger,
+    settings: Settings,
+    *,
+    policy: Policy | None = None,
+    approvers: Sequence[Approver] = (),
+    model: Model | str | None = None,
+) -> Starlette:
+    """Serve `agent` with every tool call gated. The app starts and closes `ledger` itself."""
+    gate = Gate(ledger, policy, approvers, actor="signoff:server")
+    feed = ApprovalFeed(ledger, interval=settings.feed_interval)
+    streams = Streams()
+    chat = ChatAPI(
+        AgentChat(agent, gate, model=model), streams, wait=settings.wait, keepalive=settings.keepalive
+    )
+    approvals = ApprovalsAPI(ledger, settings.token, feed, ping=settings.keepalive)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with ledger:
+            await feed.start()
+            sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, settings.sweep))
+            try:
+                yield
+            finally:
+                sweeper.cancel()
+                await streams.close()
+                await feed.close()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
+
+    routes = [*chat.routes(), *approvals.routes(), Route("/", _page, methods=["GET"])]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _sweep(ledger: Ledger, every: float) -> None:
+    while True:
+        try:
+            await ledger.expire_due()
+        except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
+            log.exception("expiring due approvals failed")
+        await asyncio.sleep(every)
+
+
+async def _page(request: Request) -> Response:
+    return HTMLResponse(resources.files("signoff.server").joinpath("page.html").read_text())

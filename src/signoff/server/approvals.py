@@ -1,0 +1,179 @@
+"""`/api/approvals` and `/api/grants`: list, get and decide approvals, follow them live, revoke grants.
+
+Every route needs the bearer token. A decision here is the same ledger call as one from the CLI or a chat,
+so the first decision wins whatever channel it came from, and a waiting tool wakes on any worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal
+
+import msgspec
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from signoff.core.approval import Approval, State
+from signoff.core.decision import Decision
+from signoff.core.errors import AlreadyDecided, AlreadyRevoked, InvalidCall, InvalidDecision, NotFound
+from signoff.core.grant import Grant
+from signoff.ledger.base import Ledger
+from signoff.server.auth import refuse_without_token
+from signoff.server.feed import ApprovalFeed
+from signoff.server.http import error, json_response
+
+Handler = Callable[[Request], Awaitable[Response]]
+MAX_BODY = 64 * 1024
+
+
+class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
+    approved: bool
+    reason: str = ""
+    args: dict[str, Any] | None = None
+    remember: Literal["once", "session", "always"] = "once"
+    by: str = ""
+
+    def decision(self) -> Decision:
+        by = f"api:{self.by}" if self.by else "api"
+        if not self.approved:
+            return Decision.deny(by, self.reason) if self.remember == "once" else _deny_remembered()
+        if self.args is not None:
+            return Decision.edit(self.args, by, self.reason, self.remember)
+        return Decision.approve(by, self.reason, self.remember)
+
+
+def _deny_remembered() -> Decision:
+    raise InvalidDecision("only approvals can be remembered; a standing refusal belongs in the policy")
+
+
+def approval_json(approval: Approval) -> dict[str, Any]:
+    """The approval as API clients see it: no nulls, and only what a person deciding needs."""
+    call = approval.call
+    out: dict[str, Any] = {
+        "id": approval.id,
+        "chat_id": approval.chat_id,
+        "state": str(approval.state),
+        "call": {"call_id": call.call_id, "tool": call.tool, "args": call.args},
+        "digest": approval.digest,
+        "description": approval.description,
+        "rule": approval.rule,
+        "created_at": approval.created_at,
+    }
+    if approval.deadline is not None:
+        out["deadline"] = approval.deadline
+    if (d := approval.decision) is not None:
+        decision: dict[str, Any] = {
+            "verdict": d.verdict,
+            "by": d.by,
+            "reason": d.reason,
+            "remember": d.remember,
+        }
+        if d.args is not None:
+            decision["args"] = d.args
+        out["decision"] = decision
+    if approval.closed_by:
+        out["closed"] = {"by": approval.closed_by, "reason": approval.closed_reason}
+    if approval.consumed_at is not None:
+        out["consumed_at"] = approval.consumed_at
+    return out
+
+
+def grant_json(grant: Grant) -> dict[str, Any]:
+    return msgspec.to_builtins(grant)  # type: ignore[no-any-return]
+
+
+class ApprovalsAPI:
+    def __init__(self, ledger: Ledger, token: str, feed: ApprovalFeed, *, ping: float = 15) -> None:
+        self.ledger = ledger
+        self.token = token
+        self.feed = feed
+        self.ping = ping
+
+    def routes(self) -> list[BaseRoute]:
+        guard = self._guarded
+        return [
+            Route("/api/approvals", guard(self.list), methods=["GET"]),
+            Route("/api/approvals/feed", guard(self.follow), methods=["GET"]),
+            Route("/api/approvals/{id}", guard(self.get), methods=["GET"]),
+            Route("/api/approvals/{id}/decision", guard(self.decide), methods=["POST"]),
+            Route("/api/grants", guard(self.grants), methods=["GET"]),
+            Route("/api/grants/{id}", guard(self.revoke), methods=["DELETE"]),
+        ]
+
+    def _guarded(self, handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            return await refuse_without_token(request, self.token, self.ledger) or await handler(request)
+
+        return guarded
+
+    async def list(self, request: Request) -> Response:
+        query = request.query_params
+        state = query.get("state")
+        if state is not None and state not in State.__members__.values():
+            return error(422, f"state must be one of {', '.join(State)}, not {state!r}", "state")
+        limit = query.get("limit", "")
+        if limit and not limit.isdigit():
+            return error(422, f"limit must be a whole number, not {limit!r}", "limit")
+        found = await self.ledger.approvals(
+            chat_id=query.get("chat"), state=state, limit=int(limit) if limit else None
+        )
+        return json_response({"approvals": [approval_json(a) for a in found]})
+
+    async def get(self, request: Request) -> Response:
+        try:
+            return json_response(approval_json(await self.ledger.get(request.path_params["id"])))
+        except NotFound as exc:
+            return error(404, str(exc))
+
+    async def decide(self, request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return error(413, f"the decision body is over {MAX_BODY} bytes")
+        try:
+            decision = msgspec.json.decode(body, type=DecisionBody).decision()
+            approval = await self.ledger.decide(request.path_params["id"], decision)
+        except msgspec.ValidationError as exc:
+            return error(422, f"invalid decision: {exc}", _field_of(exc))
+        except msgspec.DecodeError as exc:
+            return error(422, f"the decision body is not JSON: {exc}")
+        except (InvalidDecision, InvalidCall) as exc:
+            return error(422, str(exc))
+        except NotFound as exc:
+            return error(404, str(exc))
+        except AlreadyDecided as lost:
+            return error(409, str(lost), approval=approval_json(lost.winner))
+        return json_response(approval_json(approval))
+
+    async def follow(self, request: Request) -> Response:
+        async def events() -> AsyncIterator[ServerSentEvent]:
+            async for approval in self.feed.follow():
+                yield ServerSentEvent(msgspec.json.encode(approval_json(approval)).decode(), event="approval")
+
+        return EventSourceResponse(
+            events(), ping=self.ping, ping_message_factory=lambda: ServerSentEvent(comment="keep-alive")
+        )
+
+    async def grants(self, request: Request) -> Response:
+        active = request.query_params.get("active", "true") != "false"
+        found = await self.ledger.grants(
+            chat_id=request.query_params.get("chat"), tool=request.query_params.get("tool"), active=active
+        )
+        return json_response({"grants": [grant_json(g) for g in found]})
+
+    async def revoke(self, request: Request) -> Response:
+        try:
+            grant = await self.ledger.revoke_grant(request.path_params["id"], "api")
+        except NotFound as exc:
+            return error(404, str(exc))
+        except AlreadyRevoked as exc:
+            return error(409, str(exc))
+        return json_response(grant_json(grant))
+
+
+def _field_of(exc: msgspec.ValidationError) -> str | None:
+    """msgspec names the path as `$.field`; the API names it without the `$.`."""
+    message = str(exc)
+    _, found, path = message.partition("at `$.")
+    return path.split("`", 1)[0] if found else None

@@ -1,0 +1,28 @@
+"""`--agent module:attribute`: find the agent a user wants served."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pydantic_ai.agent import AbstractAgent
+
+from signoff.core.errors import SignoffError
+
+
+class AgentNotFound(SignoffError):
+    """The `module:attribute` given does not name an agent."""
+
+
+def load_agent(spec: str) -> AbstractAgent[Any, Any]:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise AgentNotFound(f"--agent must look like module:attribute, not {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AgentNotFound(f"cannot import {module_name!r} for --agent: {exc}") from exc
+    agent = getattr(module, attribute, None)
+    if not isinstance(agent, AbstractAgent):
+        raise AgentNotFound(f"{spec} is {type(agent).__name__}, not a pydantic-ai Agent")
+    return agent
