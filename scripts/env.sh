@@ -16,4 +16,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     "$venv/bin/python" -m pip install --quiet -e ".[dev]"
     echo "$want" > "$stamp"
 fi
+if ! command -v node >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "signoff: installing Node.js from Debian's packages" >&2
+    apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+fi
 export PATH="$venv/bin:$PATH"

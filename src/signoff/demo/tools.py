@@ -15,6 +15,7 @@ class Wallets:
         self.payments: list[dict[str, Any]] = []
 
     def pay(self, chat_id: str, amount: float, currency: str, recipient: str) -> dict[str, Any]:
+        amount = int(amount) if float(amount).is_integer() else amount  # 50, not 50.0, in replies
         balance = self.balances[chat_id]
         if amount <= 0:
             return {"success": False, "error": f"amount must be positive, not {amount}"}

@@ -1,0 +1,492 @@
+"""Parsing the `DefaultChatTransport` body: real client bodies in, three facts out, BadRequest on any fault.
+
+The bodies below were captured from the `ai` package's own `AbstractChat` + `DefaultChatTransport` (6.0.0 and
+7.0.173, in Node with a stub fetch) driving `sendMessage`, `addToolApprovalResponse` and `addToolOutput`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from signoff.core.errors import SignoffError
+from signoff.protocol import ApprovalResponse, BadRequest, ChatRequest, ToolOutput, parse_chat_request
+from signoff.protocol.request import MAX_ID, MAX_MESSAGES, MAX_TEXT
+
+USER_TURN: dict[str, Any] = {
+    "parts": [{"type": "text", "text": "pay 10 USD to Jiro and 20 USD to Saburo"}],
+    "id": "gen_1",
+    "role": "user",
+}
+FIRST: dict[str, Any] = {
+    "wait": "deferred",
+    "id": "chat_1",
+    "messages": [USER_TURN],
+    "trigger": "submit-message",
+}
+PAY_10 = {"amount": 10, "currency": "USD", "recipient": "Jiro"}
+PAY_20 = {"amount": 20, "currency": "USD", "recipient": "Saburo"}
+# After addToolApprovalResponse x3 (approve, deny with a reason, approve a dynamic tool), ai 6.0.0.
+APPROVALS_V6: dict[str, Any] = {
+    "wait": "deferred",
+    "id": "chat_1",
+    "messages": [
+        USER_TURN,
+        {
+            "id": "msg_a",
+            "role": "assistant",
+            "parts": [
+                {"type": "step-start"},
+                {"type": "text", "text": "Paying.", "state": "done"},
+                {
+                    "type": "tool-process_payment",
+                    "toolCallId": "call_1",
+                    "state": "approval-responded",
+                    "input": PAY_10,
+                    "approval": {"id": "apr_1", "approved": True},
+                },
+                {
+                    "type": "tool-process_payment",
+                    "toolCallId": "call_2",
+                    "state": "approval-responded",
+                    "input": PAY_20,
+                    "approval": {"id": "apr_2", "approved": False, "reason": "too much"},
+                },
+                {
+                    "type": "dynamic-tool",
+                    "toolName": "lookup",
+                    "toolCallId": "call_3",
+                    "state": "approval-responded",
+                    "input": {"q": "x"},
+                    "approval": {"id": "apr_3", "approved": True},
+                },
+            ],
+        },
+    ],
+    "trigger": "submit-message",
+    "messageId": "msg_a",
+}
+# ai 7.0.173 sends the same, except that the approval keeps the signature the server put on the request.
+APPROVALS_V7 = copy.deepcopy(APPROVALS_V6)
+for _index, _part in enumerate(APPROVALS_V7["messages"][1]["parts"][2:], start=1):
+    _part["approval"] = {"id": f"apr_{_index}", "signature": f"sig_apr_{_index}", **_part["approval"]}
+# The next turn: the earlier tool parts were resolved by the server, then the browser ran get_location.
+FRONTEND_OUTPUT: dict[str, Any] = {
+    "wait": "deferred",
+    "id": "chat_1",
+    "messages": [
+        USER_TURN,
+        {
+            "id": "msg_a",
+            "role": "assistant",
+            "parts": [
+                {"type": "step-start"},
+                {
+                    "type": "tool-process_payment",
+                    "toolCallId": "call_1",
+                    "state": "output-available",
+                    "input": PAY_10,
+                    "output": {"success": True},
+                    "approval": {"id": "apr_1", "approved": True},
+                },
+                {
+                    "type": "tool-process_payment",
+                    "toolCallId": "call_2",
+                    "state": "output-denied",
+                    "input": PAY_20,
+                    "approval": {"id": "apr_2", "approved": False, "reason": "too much"},
+                },
+                {"type": "step-start"},
+                {"type": "text", "text": "Done.", "state": "done"},
+            ],
+        },
+        {"parts": [{"type": "text", "text": "where am I"}], "id": "gen_4", "role": "user"},
+        {
+            "id": "msg_b",
+            "role": "assistant",
+            "parts": [
+                {"type": "step-start"},
+                {
+                    "type": "tool-get_location",
+                    "toolCallId": "call_4",
+                    "state": "output-available",
+                    "input": {},
+                    "output": {"city": "Tokyo"},
+                },
+            ],
+        },
+    ],
+    "trigger": "submit-message",
+    "messageId": "msg_b",
+}
+VALID = [FIRST, APPROVALS_V6, APPROVALS_V7, FRONTEND_OUTPUT]
+
+
+def parse(body: Any) -> ChatRequest:
+    return parse_chat_request(msgspec.json.encode(body))
+
+
+def with_last(body: dict[str, Any], *parts: dict[str, Any], role: str = "assistant") -> dict[str, Any]:
+    changed = copy.deepcopy(body)
+    changed["messages"][-1] = {"id": "msg_x", "role": role, "parts": list(parts)}
+    return changed
+
+
+def tool_part(**fields: Any) -> dict[str, Any]:
+    return {"type": "tool-pay", "toolCallId": "call_9", "state": "approval-responded", "input": {}} | fields
+
+
+def test_a_first_user_message() -> None:
+    request = parse(FIRST)
+    assert request.chat_id == "chat_1"
+    assert request.trigger == "submit-message"
+    assert request.wait == "deferred"
+    assert request.message_id is None
+    assert request.user_message is not None
+    assert request.user_message.id == "gen_1"
+    assert request.user_message.text == "pay 10 USD to Jiro and 20 USD to Saburo"
+    assert request.user_message.parts == tuple(USER_TURN["parts"])
+    assert (request.last_assistant_id, request.approvals, request.outputs) == (None, (), ())
+    assert request.client_hint is None
+
+
+def test_approval_responses_approved_denied_and_dynamic() -> None:
+    request = parse(APPROVALS_V6)
+    assert request.user_message is None
+    assert request.last_assistant_id == "msg_a"
+    assert request.message_id == "msg_a"
+    assert request.approvals == (
+        ApprovalResponse(
+            approval_id="apr_1", call_id="call_1", tool="process_payment", input=PAY_10, approved=True
+        ),
+        ApprovalResponse(
+            approval_id="apr_2",
+            call_id="call_2",
+            tool="process_payment",
+            input=PAY_20,
+            approved=False,
+            reason="too much",
+        ),
+        ApprovalResponse(
+            approval_id="apr_3", call_id="call_3", tool="lookup", input={"q": "x"}, approved=True
+        ),
+    )
+    assert request.outputs == ()
+
+
+def test_v7_approval_responses_carry_the_signature_back() -> None:
+    request = parse(APPROVALS_V7)
+    assert [approval.signature for approval in request.approvals] == ["sig_apr_1", "sig_apr_2", "sig_apr_3"]
+    assert [approval.approved for approval in request.approvals] == [True, False, True]
+    assert request.client_hint is None
+
+
+def test_a_frontend_tool_output_and_no_replayed_approvals() -> None:
+    request = parse(FRONTEND_OUTPUT)
+    assert request.last_assistant_id == "msg_b"
+    assert request.approvals == ()
+    assert request.outputs == (ToolOutput(call_id="call_4", tool="get_location", output={"city": "Tokyo"}),)
+
+
+def test_resolved_parts_with_an_approval_are_not_responses() -> None:
+    request = parse(with_last(FIRST, *FRONTEND_OUTPUT["messages"][1]["parts"]))
+    assert request.approvals == ()
+    assert request.outputs == (
+        ToolOutput(call_id="call_1", tool="process_payment", output={"success": True}),
+    )
+
+
+def test_a_frontend_tool_error_and_a_dynamic_output() -> None:
+    request = parse(
+        with_last(
+            FIRST,
+            tool_part(state="output-error", errorText="permission denied", toolCallId="c1"),
+            {
+                "type": "dynamic-tool",
+                "toolName": "mcp.search",
+                "toolCallId": "c2",
+                "state": "output-available",
+            },
+            tool_part(state="input-streaming", toolCallId="c3"),
+        )
+    )
+    assert request.outputs == (
+        ToolOutput(call_id="c1", tool="pay", error_text="permission denied"),
+        ToolOutput(call_id="c2", tool="mcp.search", output=None),
+    )
+
+
+def test_text_parts_join_and_other_parts_are_kept() -> None:
+    parts = [
+        {"type": "text", "text": "look"},
+        {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA=="},
+        {"type": "text", "text": "at this"},
+    ]
+    request = parse(with_last(FIRST, *parts, role="user"))
+    assert request.user_message is not None
+    assert request.user_message.text == "look\nat this"
+    assert request.user_message.parts == tuple(parts)
+
+
+def test_optional_fields_and_extras() -> None:
+    body = FIRST | {"messageId": None, "wait": None, "trigger": None, "model": "x", "metadata": {"a": 1}}
+    request = parse(body)
+    assert (request.message_id, request.wait, request.trigger) == (None, None, "submit-message")
+    request = parse({"id": "c", "messages": [USER_TURN]})
+    assert request.trigger == "submit-message"
+    assert parse(FIRST | {"trigger": "regenerate-message", "wait": "blocking"}).wait == "blocking"
+    reasonless = tool_part(approval={"id": "a", "approved": True, "reason": None, "signature": None})
+    assert parse(with_last(FIRST, reasonless)).approvals[0].reason is None
+
+
+def test_a_system_last_message_gives_nothing_to_act_on() -> None:
+    request = parse(with_last(FIRST, {"type": "text", "text": "be brief"}, role="system"))
+    assert (request.user_message, request.last_assistant_id, request.approvals) == (None, None, ())
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "custom", "kind": "x"},
+        {"type": "reasoning-file", "mediaType": "image/png", "url": "u"},
+        {"type": "steering-message", "id": "s", "parts": []},
+        tool_part(state="approval-requested", approval={"id": "a", "isAutomatic": True}),
+        tool_part(state="approval-requested", approval={"id": "a", "requestReason": "risky"}),
+    ],
+)
+def test_parts_only_v7_produces_hint_at_v7(part: dict[str, Any]) -> None:
+    body = copy.deepcopy(FRONTEND_OUTPUT)
+    body["messages"][1]["parts"].append(part)
+    assert parse(body).client_hint == 7
+
+
+def bad(body: Any) -> BadRequest:
+    with pytest.raises(BadRequest) as caught:
+        parse_chat_request(body if isinstance(body, bytes) else msgspec.json.encode(body))
+    return caught.value
+
+
+def without(body: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != key}
+
+
+def message(**fields: Any) -> dict[str, Any]:
+    return {"id": "m", "role": "user", "parts": []} | fields
+
+
+ERRORS: list[tuple[str, Any, str]] = [
+    ("not json", b"{nope", "body"),
+    ("not utf-8", b'{"id": "\xff"}', "body"),
+    ("empty", b"", "body"),
+    ("too deep", b"[" * 5000 + b"]" * 5000, "body"),
+    ("an array", [FIRST], "body"),
+    ("a string", "hello", "body"),
+    ("no id", without(FIRST, "id"), "id"),
+    ("empty id", FIRST | {"id": ""}, "id"),
+    ("numeric id", FIRST | {"id": 7}, "id"),
+    ("huge id", FIRST | {"id": "x" * (MAX_ID + 1)}, "id"),
+    ("no messages", without(FIRST, "messages"), "messages"),
+    ("messages an object", FIRST | {"messages": {"0": USER_TURN}}, "messages"),
+    ("no message", FIRST | {"messages": []}, "messages"),
+    ("too many", FIRST | {"messages": [USER_TURN] * (MAX_MESSAGES + 1)}, "messages"),
+    ("bad trigger", FIRST | {"trigger": "resume-stream"}, "trigger"),
+    ("trigger a list", FIRST | {"trigger": ["submit-message"]}, "trigger"),
+    ("bad wait", FIRST | {"wait": "forever"}, "wait"),
+    ("empty messageId", FIRST | {"messageId": ""}, "messageId"),
+    ("message a string", FIRST | {"messages": [USER_TURN, "hi"]}, "messages[1]"),
+    ("message without id", FIRST | {"messages": [without(USER_TURN, "id")]}, "messages[0].id"),
+    ("message without role", FIRST | {"messages": [without(USER_TURN, "role")]}, "messages[0].role"),
+    ("bad role", FIRST | {"messages": [USER_TURN, message(role="tool")]}, "messages[1].role"),
+    ("unhashable role", FIRST | {"messages": [message(role=["user"])]}, "messages[0].role"),
+    ("message without parts", FIRST | {"messages": [without(USER_TURN, "parts")]}, "messages[0].parts"),
+    ("part a string", FIRST | {"messages": [message(parts=["hi"])]}, "messages[0].parts[0]"),
+    (
+        "part without type",
+        FIRST | {"messages": [message(parts=[{"text": "x"}])]},
+        "messages[0].parts[0].type",
+    ),
+    (
+        "text not a string",
+        with_last(FIRST, {"type": "text", "text": 1}, role="user"),
+        "messages[0].parts[0].text",
+    ),
+    (
+        "text too long",
+        with_last(
+            FIRST, {"type": "text", "text": "x" * MAX_TEXT}, {"type": "text", "text": "y"}, role="user"
+        ),
+        "messages[0].parts[1].text",
+    ),
+    (
+        "tool without call id",
+        with_last(FIRST, without(tool_part(), "toolCallId")),
+        "messages[0].parts[0].toolCallId",
+    ),
+    ("tool with empty name", with_last(FIRST, tool_part(type="tool-")), "messages[0].parts[0].type"),
+    (
+        "dynamic tool without name",
+        with_last(FIRST, tool_part(type="dynamic-tool")),
+        "messages[0].parts[0].toolName",
+    ),
+    ("tool with bad state", with_last(FIRST, tool_part(state="done")), "messages[0].parts[0].state"),
+    (
+        "duplicate call",
+        with_last(FIRST, tool_part(state="input-available"), tool_part(state="input-available")),
+        "messages[0].parts[1].toolCallId",
+    ),
+    ("responded without approval", with_last(FIRST, tool_part()), "messages[0].parts[0].approval"),
+    (
+        "approval not an object",
+        with_last(FIRST, tool_part(approval=True)),
+        "messages[0].parts[0].approval",
+    ),
+    (
+        "approval without id",
+        with_last(FIRST, tool_part(approval={"approved": True})),
+        "messages[0].parts[0].approval.id",
+    ),
+    (
+        "approval without decision",
+        with_last(FIRST, tool_part(approval={"id": "a"})),
+        "messages[0].parts[0].approval.approved",
+    ),
+    (
+        "approval decided by a string",
+        with_last(FIRST, tool_part(approval={"id": "a", "approved": "yes"})),
+        "messages[0].parts[0].approval.approved",
+    ),
+    (
+        "approval reason a number",
+        with_last(FIRST, tool_part(approval={"id": "a", "approved": False, "reason": 3})),
+        "messages[0].parts[0].approval.reason",
+    ),
+    (
+        "approval input a string",
+        with_last(FIRST, tool_part(input="{}", approval={"id": "a", "approved": True})),
+        "messages[0].parts[0].input",
+    ),
+    (
+        "duplicate approval",
+        with_last(
+            FIRST,
+            tool_part(approval={"id": "a", "approved": True}),
+            tool_part(toolCallId="call_10", approval={"id": "a", "approved": False}),
+        ),
+        "messages[0].parts[1].approval.id",
+    ),
+    (
+        "output error without text",
+        with_last(FIRST, tool_part(state="output-error")),
+        "messages[0].parts[0].errorText",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), [case[1:] for case in ERRORS], ids=[case[0] for case in ERRORS])
+def test_each_fault_names_its_field(body: Any, field: str) -> None:
+    assert bad(body).field == field
+
+
+def test_the_field_path_points_into_later_messages() -> None:
+    body = copy.deepcopy(APPROVALS_V6)
+    del body["messages"][1]["parts"][3]["approval"]["approved"]
+    error = bad(body)
+    assert error.field == "messages[1].parts[3].approval.approved"
+    assert error.message == "is required"
+
+
+def test_bad_request_is_a_signoff_value_error_with_a_json_body() -> None:
+    error = bad(FIRST | {"wait": "forever"})
+    assert isinstance(error, SignoffError) and isinstance(error, ValueError)
+    assert msgspec.json.decode(error.to_json()) == {
+        "error": {"field": "wait", "message": "must be one of blocking, deferred"}
+    }
+    assert str(error) == "wait: must be one of blocking, deferred"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=24,
+)
+KEYS = ["id", "role", "parts", "type", "text", "toolCallId", "toolName", "state", "approval", "approved"]
+WORDS = [
+    "tool-pay",
+    "dynamic-tool",
+    "approval-responded",
+    "output-error",
+    "output-available",
+    "user",
+    "assistant",
+]
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += paths(item, (*prefix, index))
+    return found
+
+
+@st.composite
+def near_valid(draw: st.DrawFn) -> Any:
+    """A real client body with a few values replaced, removed or retyped: the faults a parser misses."""
+    body: Any = copy.deepcopy(draw(st.sampled_from(VALID)))
+    for _ in range(draw(st.integers(1, 4))):
+        path = draw(st.sampled_from(paths(body)[1:]))
+        replacement = draw(json_values | st.sampled_from(WORDS) | st.sampled_from(KEYS))
+        parent = body
+        for step in path[:-1]:
+            parent = parent[step]
+        if isinstance(parent, dict) and draw(st.booleans()):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = replacement
+    return body
+
+
+def parses_or_refuses(raw: bytes) -> ChatRequest | BadRequest:
+    try:
+        return parse_chat_request(raw)
+    except BadRequest as error:
+        return error
+
+
+def check(outcome: ChatRequest | BadRequest) -> None:
+    if isinstance(outcome, BadRequest):
+        assert outcome.field and outcome.message
+        assert msgspec.json.decode(outcome.to_json())["error"]["field"] == outcome.field
+    else:
+        assert isinstance(outcome, ChatRequest)
+
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(st.binary(max_size=200))
+def test_fuzz_bytes(raw: bytes) -> None:
+    check(parses_or_refuses(raw))
+
+
+@FUZZ
+@given(json_values)
+def test_fuzz_json_values(value: Any) -> None:
+    check(parses_or_refuses(msgspec.json.encode(value)))
+
+
+@FUZZ
+@given(near_valid())
+def test_fuzz_near_valid_bodies(body: Any) -> None:
+    check(parses_or_refuses(msgspec.json.encode(body)))
