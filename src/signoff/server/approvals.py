@@ -81,7 +81,23 @@ def approval_json(approval: Approval) -> dict[str, Any]:
 
 
 def grant_json(grant: Grant) -> dict[str, Any]:
-    return msgspec.to_builtins(grant)  # type: ignore[no-any-return]
+    out: dict[str, Any] = {
+        "id": grant.id,
+        "tool": grant.tool,
+        "scope": grant.scope,
+        "any_args": grant.digest is None,
+        "created_by": grant.created_by,
+        "created_at": grant.created_at,
+        "approval_id": grant.approval_id,
+        "active": grant.active,
+    }
+    if grant.digest is not None:
+        out["digest"] = grant.digest
+    if grant.chat_id is not None:
+        out["chat_id"] = grant.chat_id
+    if grant.revoked_at is not None:
+        out["revoked"] = {"at": grant.revoked_at, "by": grant.revoked_by}
+    return out
 
 
 class ApprovalsAPI:

@@ -1,0 +1,355 @@
+"""The server over real HTTP (uvicorn in the test's loop): the approvals API contract, blocking and resumed
+streams, the live feed, deadlines, and the trust refusals a stock client cannot produce."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from signoff.core.policy import Policy
+from signoff.demo.agent import demo_agent
+from signoff.demo.walkthrough import demo_policy
+from signoff.ledger import Ledger, MemoryLedger, SqliteLedger
+from signoff.server.app import Settings, create_app
+from tests.conftest import SIGNOFF
+
+TOKEN = "test-token"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+
+
+@dataclass
+class Server:
+    client: httpx.AsyncClient
+    ledger: Ledger
+
+
+async def serve(ledger: Ledger, policy: Policy, **settings: Any) -> AsyncIterator[Server]:
+    app = create_app(demo_agent(), ledger, Settings(token=TOKEN, **settings), policy=policy)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    running = asyncio.ensure_future(server.serve())
+    while not server.started:
+        assert not running.done(), "the server did not start"
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as client:
+        yield Server(client, ledger)
+    server.should_exit = True
+    await running
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[Server]:
+    async for server in serve(MemoryLedger(), demo_policy(), keepalive=0.1):
+        yield server
+
+
+def user(chat: str, text: str, **extra: Any) -> dict[str, Any]:
+    message = {"id": "u-" + text[:8], "role": "user", "parts": [{"type": "text", "text": text}]}
+    return {"id": chat, "trigger": "submit-message", "messages": [message], **extra}
+
+
+def chunks(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
+
+
+def said(body: str) -> str:
+    """What the model wrote in a reply, joined from its text deltas."""
+    return "".join(c["delta"] for c in chunks(body) if c["type"] == "text-delta")
+
+
+def answer(
+    first: dict[str, Any], reply: list[dict[str, Any]], verdicts: list[tuple[bool, str]]
+) -> dict[str, Any]:
+    """The continuation body a client sends after answering every approval request in `reply`."""
+    inputs = {c["toolCallId"]: c for c in reply if c["type"] == "tool-input-available"}
+    asked = [c for c in reply if c["type"] == "tool-approval-request"]
+    parts: list[dict[str, Any]] = [{"type": "step-start"}]
+    for request, (approved, reason) in zip(asked, verdicts, strict=True):
+        call = inputs[request["toolCallId"]]
+        parts.append(
+            {
+                "type": f"tool-{call['toolName']}",
+                "toolCallId": call["toolCallId"],
+                "state": "approval-responded",
+                "input": call["input"],
+                "approval": {"id": request["approvalId"], "approved": approved, "reason": reason},
+            }
+        )
+    assistant = {"id": reply[0]["messageId"], "role": "assistant", "parts": parts}
+    return {**first, "messages": [*first["messages"], assistant]}
+
+
+async def ask(
+    site: Server, chat: str, text: str = "pay 50 USD to Hanako"
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    first = user(chat, text)
+    response = await site.client.post("/api/chat", json=first)
+    assert response.status_code == 200, response.text
+    return first, chunks(response.text)
+
+
+async def pending(site: Server, chat: str, count: int) -> list[dict[str, Any]]:
+    for _ in range(500):
+        found = (await site.client.get(f"/api/approvals?state=pending&chat={chat}", headers=AUTH)).json()
+        if len(found["approvals"]) >= count:
+            return list(found["approvals"])
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{count} pending approvals never appeared in {chat}")
+
+
+# -- the approvals API -------------------------------------------------------------------------------------
+
+
+async def test_the_approvals_api_needs_the_token_and_audits_who_tried(site: Server) -> None:
+    assert (await site.client.get("/api/approvals")).status_code == 401
+    wrong = await site.client.get("/api/approvals", headers={"authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+    assert wrong.json()["error"]["message"].startswith("a valid 'Authorization: Bearer")
+    assert [e.action for e in await site.ledger.audit()] == ["unauthorized", "unauthorized"]
+    assert (await site.client.get("/api/approvals", headers=AUTH)).json() == {"approvals": []}
+
+
+async def test_list_get_and_decide_with_the_documented_shapes(site: Server) -> None:
+    await ask(site, "c1")
+    await ask(site, "c2", "weather in Tokyo")
+    [listed] = await pending(site, "c1", 1)
+    assert listed["chat_id"] == "c1" and listed["state"] == "pending"
+    assert listed["call"]["tool"] == "process_payment"
+    assert listed["call"]["args"] == {"amount": 50, "currency": "USD", "recipient": "Hanako"}
+    assert listed["description"] == "Pay 50 USD to Hanako" and listed["deadline"] > listed["created_at"]
+    assert "decision" not in listed and None not in listed.values()
+    assert (await site.client.get(f"/api/approvals/{listed['id']}", headers=AUTH)).json() == listed
+
+    decided = await site.client.post(
+        f"/api/approvals/{listed['id']}/decision", json={"approved": False, "reason": "no"}, headers=AUTH
+    )
+    assert decided.status_code == 200
+    assert decided.json()["decision"] == {"verdict": "deny", "by": "api", "reason": "no", "remember": "once"}
+    again = await site.client.post(
+        f"/api/approvals/{listed['id']}/decision", json={"approved": True}, headers=AUTH
+    )
+    assert again.status_code == 409
+    assert "already decided: denied by api" in again.json()["error"]["message"]
+    assert again.json()["approval"]["state"] == "denied"
+    assert (await site.client.get("/api/approvals?state=denied", headers=AUTH)).json()["approvals"][0][
+        "id"
+    ] == listed["id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        (b"{not json", 422, None),
+        (b"{}", 422, None),
+        (b'{"approved": "yes"}', 422, "approved"),
+        (b'{"approved": true, "remember": "forever"}', 422, "remember"),
+        (b'{"approved": false, "remember": "session"}', 422, None),
+        (b'{"approved": true, "surprise": 1}', 422, None),
+        (b'{"approved": true, "args": {"amount": NaN}}', 422, None),
+    ],
+)
+async def test_a_malformed_decision_is_a_422_naming_the_fault(
+    site: Server, body: bytes, status: int, field: str | None
+) -> None:
+    await ask(site, "c1")
+    [approval] = await pending(site, "c1", 1)
+    response = await site.client.post(f"/api/approvals/{approval['id']}/decision", content=body, headers=AUTH)
+    assert response.status_code == status, response.text
+    assert response.json()["error"].get("field") == field
+    assert (await site.client.get(f"/api/approvals/{approval['id']}", headers=AUTH)).json()[
+        "state"
+    ] == "pending"
+
+
+async def test_unknown_ids_and_bad_filters(site: Server) -> None:
+    assert (await site.client.get("/api/approvals/apr_nope", headers=AUTH)).status_code == 404
+    missing = await site.client.post(
+        "/api/approvals/apr_nope/decision", json={"approved": True}, headers=AUTH
+    )
+    assert missing.status_code == 404
+    bad = await site.client.get("/api/approvals?state=maybe", headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "state"
+    assert (await site.client.delete("/api/grants/grt_nope", headers=AUTH)).status_code == 404
+
+
+async def test_an_edit_runs_the_edited_call_and_a_session_grant_covers_the_next_one(site: Server) -> None:
+    chat = "c-edit"
+    await ask(site, chat)
+    [approval] = await pending(site, chat, 1)
+    edited = {"amount": 40, "currency": "USD", "recipient": "Hanako"}
+    decided = await site.client.post(
+        f"/api/approvals/{approval['id']}/decision",
+        json={"approved": True, "args": edited, "remember": "session", "by": "alice"},
+        headers=AUTH,
+    )
+    assert decided.json()["decision"]["args"] == edited and decided.json()["decision"]["by"] == "api:alice"
+    grants = (await site.client.get(f"/api/grants?chat={chat}", headers=AUTH)).json()["grants"]
+    assert len(grants) == 1 and grants[0]["tool"] == "process_payment"
+    revoked = await site.client.delete(f"/api/grants/{grants[0]['id']}", headers=AUTH)
+    assert revoked.status_code == 200 and revoked.json()["active"] is False
+    assert (await site.client.delete(f"/api/grants/{grants[0]['id']}", headers=AUTH)).status_code == 409
+
+
+# -- deferred and blocking replies -------------------------------------------------------------------------
+
+
+async def test_deferred_continuation_resolves_every_call_before_any_step(site: Server) -> None:
+    first, reply = await ask(site, "c1", "pay 10 USD to Jiro and 20 USD to Saburo")
+    assert [c["type"] for c in reply][-3:] == ["tool-approval-request", "finish-step", "finish"]
+    assert reply[-1] == {"type": "finish", "finishReason": "tool-calls"}
+    response = await site.client.post(
+        "/api/chat", json=answer(first, reply, [(True, ""), (False, "too much")])
+    )
+    second = chunks(response.text)
+    kinds = [c["type"] for c in second]
+    assert second[0] == {"type": "start", "messageId": reply[0]["messageId"]}
+    assert kinds[1:3] == ["tool-output-available", "tool-output-denied"] or kinds[1:3] == [
+        "tool-output-denied",
+        "tool-output-available",
+    ]
+    assert kinds.index("start-step") > 2 and response.text.count("[DONE]") == 1
+    text = "".join(c["delta"] for c in second if c["type"] == "text-delta")
+    assert "Paid 10 USD to Jiro" in text and "refused by chat:c1: too much" in text
+
+
+async def test_blocking_keeps_one_stream_open_until_the_api_decides(site: Server) -> None:
+    post = asyncio.ensure_future(
+        site.client.post("/api/chat", json=user("c1", "pay 50 USD to Hanako", wait="blocking"))
+    )
+    [approval] = await pending(site, "c1", 1)
+    await asyncio.sleep(0.35)  # long enough for keep-alive comments at 0.1 s
+    resumed = asyncio.ensure_future(site.client.get("/api/chat/c1/stream"))  # replays, then follows
+    decided = await site.client.post(
+        f"/api/approvals/{approval['id']}/decision",
+        json={"approved": False, "reason": "not today"},
+        headers=AUTH,
+    )
+    assert decided.status_code == 200
+    response = await post
+    assert response.text.count("[DONE]") == 1 and ": keep-alive" in response.text
+    reply = chunks(response.text)
+    assert {"type": "tool-output-denied", "toolCallId": approval["call"]["call_id"]} in reply
+    assert "refused by api: not today" in said(response.text)
+    assert (await resumed).status_code == 200 and chunks((await resumed).text) == reply
+
+
+async def test_a_second_request_while_a_reply_runs_is_refused(site: Server) -> None:
+    post = asyncio.ensure_future(
+        site.client.post("/api/chat", json=user("c1", "pay 50 USD to Hanako", wait="blocking"))
+    )
+    [approval] = await pending(site, "c1", 1)
+    busy = await site.client.post("/api/chat", json=user("c1", "hello"))
+    assert busy.status_code == 409 and "still running" in busy.json()["error"]["message"]
+    await site.client.post(f"/api/approvals/{approval['id']}/decision", json={"approved": True}, headers=AUTH)
+    assert "Paid 50 USD" in said((await post).text)
+
+
+async def test_nothing_running_resumes_as_204(site: Server) -> None:
+    assert (await site.client.get("/api/chat/nobody/stream")).status_code == 204
+
+
+async def test_a_cli_decision_wakes_a_blocked_stream(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    path = tmp_path / "server.db"
+    async for site in serve(SqliteLedger(path, poll_interval=0.02), demo_policy(), keepalive=0.1):
+        post = asyncio.ensure_future(
+            site.client.post("/api/chat", json=user("c1", "pay 50 USD to Hanako", wait="blocking"))
+        )
+        [approval] = await pending(site, "c1", 1)
+        cli = await asyncio.to_thread(
+            subprocess.run,
+            [SIGNOFF, "approvals", "approve", approval["id"], "--ledger", f"sqlite:///{path}"],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert "Paid 50 USD to Hanako" in said((await post).text)
+
+
+async def test_a_new_message_withdraws_the_approvals_it_leaves_behind(site: Server) -> None:
+    first, reply = await ask(site, "c1")
+    [approval] = await pending(site, "c1", 1)
+    moved_on = {
+        **first,
+        "messages": [
+            *first["messages"],
+            {"id": reply[0]["messageId"], "role": "assistant", "parts": []},
+            user("c1", "weather in Tokyo")["messages"][0],
+        ],
+    }
+    response = await site.client.post("/api/chat", json=moved_on)
+    assert response.status_code == 200
+    later = chunks(response.text)
+    assert later[0]["messageId"] != reply[0]["messageId"]
+    assert approval["call"]["call_id"] not in response.text  # no chunk for a call of the old message
+    state = (await site.client.get(f"/api/approvals/{approval['id']}", headers=AUTH)).json()
+    assert (
+        state["state"] == "cancelled" and state["closed"]["reason"] == "the user sent a new message instead"
+    )
+
+
+async def test_deadlines_expire_without_any_waiter() -> None:
+    policy = Policy.from_toml('[[tools.process_payment]]\naction = "ask"\ndeadline = "0.2s"\n')
+    async for site in serve(MemoryLedger(), policy, sweep=0.05):
+        await ask(site, "c1")
+        [approval] = await pending(site, "c1", 1)
+        for _ in range(100):
+            state = (await site.client.get(f"/api/approvals/{approval['id']}", headers=AUTH)).json()["state"]
+            if state != "pending":
+                break
+            await asyncio.sleep(0.02)
+        assert state == "expired"
+
+
+# -- chat request errors and trust -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"nope", None),
+        (b'{"messages": []}', "id"),
+        (b'{"id": "c1", "messages": "hi"}', "messages"),
+        (
+            b'{"id": "c1", "messages": [{"id": "m", "role": "boss", "parts": []}]}',
+            "messages[0].role",
+        ),
+        (b'{"id": "c1", "wait": "forever", "messages": [{"id": "m", "role": "user", "parts": []}]}', "wait"),
+    ],
+)
+async def test_a_malformed_chat_body_is_a_400_naming_the_field(
+    site: Server, body: bytes, field: str | None
+) -> None:
+    response = await site.client.post("/api/chat", content=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["message"] and (field is None or error["field"] == field)
+
+
+async def test_continuing_a_chat_that_waits_on_nothing_is_refused(site: Server) -> None:
+    body = {"id": "c1", "messages": [{"id": "a1", "role": "assistant", "parts": []}]}
+    response = await site.client.post("/api/chat", json=body)
+    assert response.status_code == 409 and "not waiting" in response.json()["error"]["message"]
+
+
+async def test_a_response_with_other_args_is_refused_and_audited(site: Server) -> None:
+    first, reply = await ask(site, "c1")
+    forged = answer(first, reply, [(True, "")])
+    forged["messages"][-1]["parts"][1]["input"]["amount"] = 5000
+    response = await site.client.post("/api/chat", json=forged)
+    assert response.status_code == 403 and "arguments differ" in response.json()["error"]["message"]
+    [approval] = await pending(site, "c1", 1)
+    refusals = [e for e in await site.ledger.audit() if e.action == "refuse"]
+    assert [(e.subject, e.detail["why"]) for e in refusals] == [
+        (approval["id"], "the arguments differ from the ones that were asked")
+    ]
