@@ -1,6 +1,7 @@
 """The short import path: `from signoff.pydantic_ai import ApprovalToolset` replaces the 0.8.0 import."""
 
 from signoff.integrations.pydantic_ai import (
+    AgentChat,
     ApprovalCallback,
     ApprovalController,
     ApprovalDecision,
@@ -8,11 +9,16 @@ from signoff.integrations.pydantic_ai import (
     ApprovalRequest,
     ApprovalResult,
     ApprovalToolset,
+    Signoff,
+    SignoffToolset,
     SupportsApprovalDescription,
     SupportsNeedsApproval,
 )
 
 __all__ = [
+    "AgentChat",
+    "Signoff",
+    "SignoffToolset",
     "ApprovalCallback",
     "ApprovalController",
     "ApprovalDecision",

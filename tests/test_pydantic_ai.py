@@ -1,0 +1,150 @@
+"""The native toolset and the run driver, with a real pydantic-ai agent and no server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+from signoff import Decision, Gate, MemoryLedger, Policy, ToolCall
+from signoff.integrations.pydantic_ai.stream import Translator, translate
+from signoff.integrations.turn import Turn
+from signoff.pydantic_ai import Signoff, SignoffToolset
+
+PAY = {"amount": 50, "recipient": "Hanako"}
+
+
+async def plan(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """Pay once; after the result, repeat what the tool said."""
+    returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+    if returns:
+        yield " ".join(json.dumps(p.content, sort_keys=True) for p in returns)
+        return
+    yield {0: DeltaToolCall(name="pay", json_args=json.dumps(PAY), tool_call_id="call_1")}
+
+
+def paying_agent(paid: list[dict[str, Any]]) -> Agent[None, Any]:
+    agent = Agent(FunctionModel(stream_function=plan), output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def pay(amount: int, recipient: str) -> dict[str, Any]:
+        paid.append({"amount": amount, "recipient": recipient})
+        return {"paid": amount}
+
+    return agent
+
+
+async def run(agent: Agent[None, Any], gate: Gate, **kwargs: Any) -> Any:
+    async with agent.run_stream_events(capabilities=[Signoff(gate, chat_id="c1")], **kwargs) as events:
+        async for event in events:
+            last = event
+    return last.result  # type: ignore[attr-defined]
+
+
+async def test_a_refusal_reaches_the_model_as_a_result_not_an_exception() -> None:
+    paid: list[dict[str, Any]] = []
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, Policy(), approvers=[lambda approval: Decision.deny("bob", "over budget")])
+        result = await run(paying_agent(paid), gate, user_prompt="pay")
+    assert paid == []
+    assert json.loads(result.output) == {
+        "by": "bob",
+        "message": "refused by bob: over budget",
+        "reason": "over budget",
+        "status": "denied",
+    }
+
+
+async def test_deferred_ends_the_run_and_the_resume_runs_the_approved_call_once() -> None:
+    paid: list[dict[str, Any]] = []
+    agent = paying_agent(paid)
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, Policy())
+        deferred = Signoff(gate, chat_id="c1", wait="deferred")
+        async with agent.run_stream_events("pay", capabilities=[deferred]) as events:
+            async for event in events:
+                first = event
+        requests = first.result.output  # type: ignore[attr-defined]
+        assert isinstance(requests, DeferredToolRequests) and paid == []
+        approval_id = requests.metadata["call_1"]["approval_id"]
+        await ledger.decide(approval_id, Decision.approve("alice"))
+        results = DeferredToolResults(approvals={"call_1": True})
+        history = first.result.all_messages()  # type: ignore[attr-defined]
+        for _ in range(2):  # the second resume replays the same call: the claim is spent
+            async with agent.run_stream_events(
+                message_history=history, deferred_tool_results=results, capabilities=[deferred]
+            ) as events:
+                async for event in events:
+                    last = event
+            output = last.result.output  # type: ignore[attr-defined]
+        assert paid == [PAY]
+        assert "already used" in output
+        assert (await ledger.get(approval_id)).state == "consumed"
+
+
+async def test_an_edit_runs_with_the_edited_args_and_a_bad_edit_runs_nothing() -> None:
+    paid: list[dict[str, Any]] = []
+    edit = Decision.edit({"amount": 5, "recipient": "Hanako"}, "alice")
+    bad = Decision.edit({"amount": "lots", "recipient": "Hanako"}, "alice")
+    outputs = []
+    for decision in (edit, bad):
+        async with MemoryLedger() as ledger:
+            gate = Gate(ledger, Policy(), approvers=[lambda a, decision=decision: decision])
+            outputs.append((await run(paying_agent(paid), gate, user_prompt="pay")).output)
+    assert paid == [{"amount": 5, "recipient": "Hanako"}]
+    assert "the edited arguments do not fit pay" in outputs[1]
+
+
+async def test_the_toolset_wraps_one_toolset_explicitly() -> None:
+    paid: list[dict[str, Any]] = []
+    inner = paying_agent(paid)
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, Policy.from_toml('[[tools.pay]]\naction = "deny"\n'))
+        toolsets = [SignoffToolset(t, gate=gate) for t in inner.toolsets]
+        agent = Agent(FunctionModel(stream_function=plan), toolsets=toolsets)
+        async with agent.run_stream_events("pay") as events:
+            async for event in events:
+                last = event
+    assert paid == [] and "refused by" in last.result.output  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("wait", ["deferred", "blocking"])
+async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait: str) -> None:
+    paid: list[dict[str, Any]] = []
+    agent = paying_agent(paid)
+    async with MemoryLedger() as ledger:
+        gate = Gate(
+            ledger, Policy(), approvers=[lambda a: Decision.approve("alice")] if wait == "blocking" else []
+        )
+        turn = Turn(chat_id="c1", wait=wait)  # type: ignore[arg-type]
+
+        def events() -> Any:
+            return _events(agent, gate, user_prompt="pay")
+
+        kinds = [type(c).__name__ for c in [c async for c in translate(events, Translator(turn, "m1"))]]
+    asked = ["StartStep", "ToolInputStart", "ToolInputAvailable", "ToolApprovalRequest"]
+    if wait == "deferred":
+        assert kinds == [*asked, "FinishStep", "Finish"]
+    else:
+        assert kinds[:4] == asked and kinds[4:7] == ["ToolOutputAvailable", "FinishStep", "StartStep"]
+        assert kinds[-3:] == ["TextEnd", "FinishStep", "Finish"] and paid == [PAY]
+
+
+async def test_the_driver_sends_nothing_for_calls_outside_the_streamed_message() -> None:
+    translator = Translator(Turn(chat_id="c1", wait="deferred"), "m1", visible=["call_1"])
+    async with MemoryLedger() as ledger:
+        elsewhere = await ledger.open(ToolCall("call_2", "pay", PAY), chat_id="c1", description="", rule="r")
+        here = await ledger.open(ToolCall("call_1", "pay", PAY), chat_id="c1", description="", rule="r")
+    assert translator.feed(elsewhere) == []
+    assert [type(c).__name__ for c in translator.feed(here)] == ["ToolApprovalRequest"]
+
+
+async def _events(agent: Agent[None, Any], gate: Gate, **kwargs: Any) -> AsyncIterator[Any]:
+    async with agent.run_stream_events(capabilities=[Signoff(gate)], **kwargs) as events:
+        async for event in events:
+            yield event
