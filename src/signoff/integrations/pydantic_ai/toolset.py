@@ -15,7 +15,7 @@ from pydantic_ai import ApprovalRequired, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
-from pydantic_core import to_jsonable_python
+from pydantic_core import ValidationError, to_jsonable_python
 
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch
@@ -43,11 +43,13 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
 
         async def run(**args: Any) -> Any:
-            if args != call.args:  # a person edited the arguments: they must pass the tool's schema too
-                return await self.wrapped.call_tool(
-                    name, tool.args_validator.validate_python(args), ctx, tool
-                )
-            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            if args == call.args:
+                return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            try:  # a person edited the arguments: they must fit the tool's schema too
+                edited = tool.args_validator.validate_python(args)
+            except ValidationError as exc:
+                return {"status": "error", "message": f"the edited arguments do not fit {name}: {exc}"}
+            return await self.wrapped.call_tool(name, edited, ctx, tool)
 
         try:
             result = await self.gate.run(
