@@ -353,3 +353,50 @@ async def test_a_response_with_other_args_is_refused_and_audited(site: Server) -
     assert [(e.subject, e.detail["why"]) for e in refusals] == [
         (approval["id"], "the arguments differ from the ones that were asked")
     ]
+
+
+# -- browser tools -----------------------------------------------------------------------------------------
+
+
+def with_output(body: dict[str, Any], reply: list[dict[str, Any]], **result: Any) -> dict[str, Any]:
+    """The continuation a page sends after running the browser tool of `reply` (`addToolOutput`)."""
+    call = next(c for c in reply if c["type"] == "tool-input-available")
+    part = {
+        "type": f"tool-{call['toolName']}",
+        "toolCallId": call["toolCallId"],
+        "input": call["input"],
+        **result,
+    }
+    assistant = {"id": reply[0]["messageId"], "role": "assistant", "parts": [{"type": "step-start"}, part]}
+    return {**body, "messages": [*body["messages"][:1], assistant]}
+
+
+async def test_a_browser_tool_runs_after_approval_and_its_output_reaches_the_model(site: Server) -> None:
+    first, reply = await ask(site, "c1", "where am I")
+    approved = await site.client.post("/api/chat", json=answer(first, reply, [(True, "")]))
+    handed_over = chunks(approved.text)
+    assert handed_over[-1] == {"type": "finish", "finishReason": "tool-calls"}  # the browser's turn now
+    assert not any(c["type"].startswith("tool-output") for c in handed_over)
+    where = {"latitude": 35.68, "longitude": 139.76}
+    body = with_output(first, reply, state="output-available", output=where)
+    located = await site.client.post("/api/chat", json=body)
+    assert located.status_code == 200 and "You are at 35.68, 139.76." in said(located.text)
+    assert not any(c["type"].startswith("tool-output") for c in chunks(located.text))  # the page has it
+    replayed = await site.client.post("/api/chat", json=body)
+    assert replayed.status_code == 409  # nothing left to wait on
+
+
+async def test_a_browser_failure_reaches_the_model_as_a_failure(site: Server) -> None:
+    first, reply = await ask(site, "c1", "play lullaby")
+    assert reply[-1]["finishReason"] == "tool-calls" and "tool-approval-request" not in str(reply)
+    body = with_output(first, reply, state="output-error", errorText="autoplay was blocked")
+    failed = await site.client.post("/api/chat", json=body)
+    assert "change_bgm failed" in said(failed.text) or "autoplay was blocked" in said(failed.text)
+
+
+async def test_an_output_for_a_call_never_made_is_refused(site: Server) -> None:
+    first, reply = await ask(site, "c1", "where am I")
+    body = with_output(first, reply, state="output-available", output={"latitude": 0, "longitude": 0})
+    body["messages"][-1]["parts"][1]["toolCallId"] = "call_invented"
+    refused = await site.client.post("/api/chat", json=body)
+    assert refused.status_code == 409 and "no call call_invented" in refused.json()["error"]["message"]

@@ -84,6 +84,8 @@ def _sentence(part: ToolReturnPart | RetryPromptPart, args: dict[str, Any]) -> s
     if isinstance(part, RetryPromptPart):
         return f"{tool} failed: {part.model_response()}"
     result = part.content
+    if part.outcome == "failed":
+        return f"{tool} failed: {result}."
     if isinstance(result, dict) and result.get("status") in REFUSED:
         return f"I did not {_doing(tool, args)}: {result.get('message', result['status'])}."
     if isinstance(result, dict) and result.get("success") is False:

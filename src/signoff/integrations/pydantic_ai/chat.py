@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from pydantic_ai import DeferredToolRequests, DeferredToolResults
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolFailed
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -35,7 +35,7 @@ from signoff.integrations.pydantic_ai.toolset import Signoff
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, chat_actor
 from signoff.integrations.turn import Turn
 from signoff.ledger.base import StoredChat
-from signoff.protocol import ChatRequest, Chunk, Error, Start
+from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
 SUPERSEDED = "the user sent a new message instead"
 
@@ -66,17 +66,14 @@ class Reply:
     stored: StoredChat | None
     state: ChatState
     message_id: str
-    continues: bool
-    """It streams into the assistant message a deferred reply left open, resolving that message's calls."""
+    visible: list[str]
+    """Earlier calls of the message being continued whose results this reply streams; the client already
+    holds the outputs it sent itself, and a new message has no earlier calls."""
     run: dict[str, Any] = field(default_factory=dict)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         turn = Turn(chat_id=self.chat_id, wait=self.wait)
-        translator = Translator(
-            turn,
-            self.message_id,
-            visible=[*self.state.approvals, *self.state.frontend] if self.continues else (),
-        )
+        translator = Translator(turn, self.message_id, self.visible)
         yield Start(message_id=self.message_id)
         agent = self.chat.agent
         try:
@@ -130,7 +127,7 @@ class AgentChat:
         outputs = accept_outputs(state.frontend, made, request.outputs)
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
-            calls={call_id: output.output for call_id, output in outputs.items()},
+            calls={call_id: _result(output) for call_id, output in outputs.items()},
         )
         run: dict[str, Any] = {"message_history": history}
         if request.trigger == "regenerate-message":
@@ -151,13 +148,20 @@ class AgentChat:
             raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
         continues = request.user_message is None and request.trigger != "regenerate-message"
         message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
-        return Reply(self, request.chat_id, wait, stored, state, message_id, continues, run)
+        visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
+        return Reply(self, request.chat_id, wait, stored, state, message_id, visible, run)
 
     async def _withdraw(self, chat_id: str, state: ChatState) -> None:
         for approval_id in state.approvals.values():
             approval = await self.gate.ledger.get(approval_id)
             if approval.state == "pending":
                 await self.gate.ledger.cancel(approval_id, chat_actor(chat_id), SUPERSEDED)
+
+
+def _result(output: ToolOutput) -> Any:
+    """A browser tool's output as pydantic-ai's result for the deferred call: an error the model sees as
+    a failed call, not as a value."""
+    return ToolFailed(output.error_text) if output.error_text is not None else output.output
 
 
 def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage], str]:

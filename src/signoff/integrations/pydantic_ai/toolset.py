@@ -8,10 +8,10 @@ users expect, and resuming it with the same call ids picks the ledger's decision
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import ApprovalRequired, RunContext
+from pydantic_ai import ApprovalRequired, CallDeferred, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
@@ -21,6 +21,12 @@ from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch
 from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.turn import current_turn
+
+_EXTERNAL = "signoff_external"
+
+
+def _external(tool: ToolsetTool[Any]) -> dict[str, Any]:
+    return {**(tool.tool_def.metadata or {}), _EXTERNAL: True}
 
 
 @dataclass
@@ -35,6 +41,17 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
     chat_id: str = field(default="default", kw_only=True)
     wait: Wait = field(default="blocking", kw_only=True)
 
+    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        """External tools (run by the browser) look like ordinary ones to pydantic-ai, which would otherwise
+        hand them out without calling this toolset; `call_tool` defers them once the gate allows."""
+        tools = await super().get_tools(ctx)
+        return {
+            name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_external(tool)))
+            if tool.tool_def.kind == "external"
+            else tool
+            for name, tool in tools.items()
+        }
+
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
@@ -43,6 +60,8 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
 
         async def run(**args: Any) -> Any:
+            if (tool.tool_def.metadata or {}).get(_EXTERNAL):
+                raise CallDeferred()  # allowed: now the browser runs it and sends the result
             if args == call.args:
                 return await self.wrapped.call_tool(name, tool_args, ctx, tool)
             try:  # a person edited the arguments: they must fit the tool's schema too
