@@ -33,6 +33,7 @@ class Server:
 
 
 async def serve(ledger: Ledger, policy: Policy, **settings: Any) -> AsyncIterator[Server]:
+    await ledger.start()
     app = create_app(demo_agent(), ledger, Settings(token=TOKEN, **settings), policy=policy)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     running = asyncio.ensure_future(server.serve())
@@ -44,6 +45,7 @@ async def serve(ledger: Ledger, policy: Policy, **settings: Any) -> AsyncIterato
         yield Server(client, ledger)
     server.should_exit = True
     await running
+    await ledger.close()
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@
 //   headers     optional object of extra headers on every chat request (DefaultChatTransport `headers`)
 //   timeoutMs   optional, default 20000: the most any one step may take
 //   maxRequests optional, default 10: more chat requests than this is reported as a runaway re-POST loop
+//   messages    optional initial chat.messages (a UIMessage array, e.g. an earlier transcript's `messages`): the
+//               chat continues in a fresh client, as a reloaded page that restored its messages would
 //   steps       list, run in order:
 //     {"send": "pay 50 USD to Hanako"}
 //         chat.sendMessage({text}); then wait until the chat is idle (status ready/error, no request in flight,
@@ -25,8 +27,9 @@
 //         (see `decide` below); then wait for the send to finish and the chat to be idle.
 //     {"decide": [<decision>, ...]}
 //         The same REST decisions with no chat activity alongside (e.g. deciding a deferred approval out of band).
-//         <decision> = {"tool": "process_payment", "index": 0, "approved": true, "reason"?: "ok"}
-//         Polls GET {base}/api/approvals?state=pending&chat={chatId} every 50 ms until the approval appears, then
+//         <decision> = {"tool": "process_payment", "index": 0, "approved": true, "reason"?: "ok", "delayMs"?: 700}
+//         Polls GET {base}/api/approvals?state=pending&chat={chatId} every 50 ms until the approval appears, waits
+//         `delayMs` (default 0; e.g. so that a blocking stream sends keep-alive comments first), then
 //         POST {base}/api/approvals/{id}/decision {"approved", "reason"?}. `index` counts that tool's approvals of
 //         this chat in order of appearance (sorted by created_at, then id), remembered across polls, so deciding
 //         one does not shift the index of the next. Listing the same (tool, index) twice decides it twice.
@@ -222,6 +225,8 @@ async function main() {
   const maxRequests = scenario.maxRequests ?? 10;
   if (typeof api !== 'string') throw new HarnessError('scenario.api is required');
   if (typeof chatId !== 'string') throw new HarnessError('scenario.chatId is required');
+  const initialMessages = scenario.messages ?? [];
+  if (!Array.isArray(initialMessages)) throw new HarnessError('scenario.messages must be an array of UIMessages');
 
   const { ai, version } = await loadClient(client);
   log(`client ${client} = ai@${version}`);
@@ -298,7 +303,7 @@ async function main() {
   // 7.x makes `id` a lazy getter; passing it explicitly behaves the same everywhere.
   const chat = new (class extends ai.AbstractChat {})({
     id: chatId,
-    state: new PlainChatState(),
+    state: new PlainChatState(structuredClone(initialMessages)),
     transport,
     sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses,
     onError: (error) => {
@@ -399,7 +404,7 @@ async function main() {
   // `sendSettledAt()` (inline form only) tells when the concurrent send finished: an approval that has not shown up
   // 2 s after that will not, so fail then instead of at the step timeout.
   const decide = async (decisions, check, sendSettledAt = () => undefined) => {
-    for (const { tool, index = 0, approved, reason } of decisions) {
+    for (const { tool, index = 0, approved, reason, delayMs = 0 } of decisions) {
       let approvalId;
       let lastSeen = [];
       while ((approvalId = seenApprovals.get(tool)?.[index]) === undefined) {
@@ -419,6 +424,7 @@ async function main() {
         lastSeen = await pollPending();
         if (seenApprovals.get(tool)?.[index] === undefined) await sleep(50);
       }
+      if (delayMs > 0) await within(sleep(delayMs), check);
       const payload = reason === undefined ? { approved } : { approved, reason };
       const response = await fetch(`${base}/api/approvals/${encodeURIComponent(approvalId)}/decision`, {
         method: 'POST',

@@ -307,9 +307,12 @@ def _serve(
         out.print(f"approvals API token: {token}", highlight=False, soft_wrap=True)
         out.print("Ctrl-C to stop", highlight=False)
 
+    async def run() -> None:
+        async with open_ledger(ledger) as opened:
+            await serve(create_app(agent, opened, settings, policy=policy, model=model), host, port, ready)
+
     try:
-        app_ = create_app(agent, open_ledger(ledger), settings, policy=policy, model=model)
-        asyncio.run(serve(app_, host, port, ready))
+        asyncio.run(run())
     except (SignoffError, OSError) as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None

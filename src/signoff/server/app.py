@@ -1,7 +1,8 @@
 """The Starlette app: chat, approvals API, live feed, and the page.
 
-The app owns the ledger's lifetime, the approval feed, the replies still running, and a sweeper that
-expires approvals past their deadline even when no waiter is alive to notice.
+The app owns the approval feed, the replies still running, and a sweeper that expires approvals past
+their deadline even when no waiter is alive to notice. The caller opens the ledger first, so a ledger
+that cannot be opened is a clear error before any socket listens.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def create_app(
     approvers: Sequence[Approver] = (),
     model: Model | str | None = None,
 ) -> Starlette:
-    """Serve `agent` with every tool call gated. The app starts and closes `ledger` itself."""
+    """Serve `agent` with every tool call gated, over an opened `ledger`."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     streams = Streams()
@@ -65,17 +66,16 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with ledger:
-            await feed.start()
-            sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, settings.sweep))
-            try:
-                yield
-            finally:
-                sweeper.cancel()
-                await streams.close()
-                await feed.close()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
+        await feed.start()
+        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, settings.sweep))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            await streams.close()
+            await feed.close()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
 
     routes = [*chat.routes(), *approvals.routes(), Route("/", _page, methods=["GET"])]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,124 @@
+"""A real `signoff demo` process for end-to-end tests, and read access to its SQLite ledger.
+
+The server runs as a subprocess (not in-process) so the tests see exactly what a user of the CLI gets: the
+ready line, the HTTP stack, the keep-alive timer and the ledger file. Its output goes to files, never to
+pipes, so a chatty server can never block on a full pipe while a test waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from signoff import Approval, SqliteLedger
+from signoff.core.audit import AuditEntry
+from tests.conftest import SIGNOFF
+
+READY = re.compile(r"signoff demo: (http://127\.0\.0\.1:\d+)")
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """One consistent read of the ledger: the approvals of the chats asked about, and the whole audit."""
+
+    approvals: list[Approval]
+    audit: list[AuditEntry]
+
+    def actions(self, subject: str, action: str) -> list[AuditEntry]:
+        """The audit entries with `action` about `subject` (an approval id)."""
+        return [e for e in self.audit if e.subject == subject and e.action == action]
+
+
+@dataclass(frozen=True)
+class DemoServer:
+    base: str
+    token: str
+    db: Path
+    stderr: Path
+
+    @property
+    def api(self) -> str:
+        return f"{self.base}/api/chat"
+
+    def scenario(
+        self, client: str, chat_id: str, steps: list[dict[str, Any]], **extra: Any
+    ) -> dict[str, Any]:
+        """A tests/js/chat.mjs scenario against this server (see that file's header for the fields)."""
+        return {
+            "client": client,
+            "api": self.api,
+            "base": self.base,
+            "token": self.token,
+            "chatId": chat_id,
+            "steps": steps,
+            **extra,
+        }
+
+    def ledger(self, *chat_ids: str) -> LedgerView:
+        """Reads the ledger file the server writes (SQLite in WAL mode is safe to read from a second
+        process), so tests check what was recorded, not only what the server said."""
+
+        async def read() -> LedgerView:
+            async with SqliteLedger(self.db) as ledger:
+                approvals = [a for chat_id in chat_ids for a in await ledger.approvals(chat_id=chat_id)]
+                return LedgerView(approvals=approvals, audit=await ledger.audit(0, 10_000))
+
+        return asyncio.run(read())
+
+
+@contextlib.contextmanager
+def demo_server(directory: Path, *, keepalive: float = 0.5, timeout: float = 15) -> Iterator[DemoServer]:
+    """Runs `signoff demo --port 0` with its ledger in `directory`; fails loudly (with the server's stderr)
+    if it does not say it is listening within `timeout` seconds, and always stops it afterwards."""
+    token = "conformance-" + os.urandom(8).hex()
+    db = directory / "signoff.db"
+    out_path, err_path = directory / "demo.stdout", directory / "demo.stderr"
+    command = [
+        SIGNOFF,
+        "demo",
+        "--port",
+        "0",
+        "--ledger",
+        f"sqlite:///{db}",
+        "--keepalive",
+        str(keepalive),
+    ]
+    env = {**os.environ, "SIGNOFF_API_TOKEN": token, "COLUMNS": "200"}
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+    try:
+        base = _wait_ready(process, out_path, err_path, timeout)
+        yield DemoServer(base=base, token=token, db=db, stderr=err_path)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def _wait_ready(process: subprocess.Popen[bytes], out_path: Path, err_path: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        if match := READY.search(out_path.read_text(errors="replace")):
+            return match.group(1)
+        problem = None
+        if process.poll() is not None:
+            problem = f"exited with {process.returncode} before listening"
+        elif time.monotonic() > deadline:
+            problem = f"did not say it was listening within {timeout} s"
+        if problem:
+            raise AssertionError(
+                f"signoff demo {problem}\n--- stdout ---\n{out_path.read_text(errors='replace')}"
+                f"\n--- stderr ---\n{err_path.read_text(errors='replace')}"
+            )
+        time.sleep(0.05)
