@@ -135,3 +135,62 @@ def test_expire_sweeps_due_approvals(cli_env: dict[str, str]) -> None:
     result = signoff(cli_env, "approvals", "expire")
     assert result.returncode == 0 and "1 expired" in result.stdout
     assert state(cli_env, approval_id) is State.EXPIRED
+
+
+AGENT = """
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+
+agent = Agent(TestModel())
+
+@agent.tool_plain
+def delete_repo(name: str) -> str:
+    return f"deleted {name}"
+"""
+
+
+def test_serve_finds_an_agent_in_the_working_directory_and_asks_for_unlisted_tools(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    import httpx
+
+    (tmp_path / "myagent.py").write_text(AGENT)
+    server = subprocess.Popen(
+        [SIGNOFF, "serve", "--agent", "myagent:agent", "--port", "0"],
+        env={**cli_env, "SIGNOFF_API_TOKEN": "tok"},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert first.startswith("signoff serve: http://127.0.0.1:"), first + server.stderr.read()
+        assert server.stdout.readline().strip() == "approvals API token: tok"
+        url = first.split(": ", 1)[1].strip()
+        body = {
+            "id": "c1",
+            "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+        }
+        reply = httpx.post(f"{url}/api/chat", json=body, timeout=30).text
+        assert '"type":"tool-approval-request"' in reply and "deleted" not in reply
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "--agent", "nowhere:agent"], "cannot import 'nowhere' for --agent"),
+        (["serve", "--agent", "json:dumps"], "json:dumps is function, not a pydantic-ai Agent"),
+        (["serve", "--agent", "json"], "--agent must look like module:attribute"),
+        (["demo", "--wait", "soon"], "must be deferred or blocking"),
+        (["demo", "--ledger", "sqlite:////nonexistent/dir/x.db"], "cannot open SQLite ledger"),
+    ],
+)
+def test_serve_and_demo_fail_in_one_line(cli_env: dict[str, str], args: list[str], message: str) -> None:
+    result = signoff(cli_env, *args)
+    assert result.returncode != 0
+    assert message in " ".join(result.stderr.split()) and "Traceback" not in result.stderr

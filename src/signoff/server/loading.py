@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
@@ -15,6 +17,9 @@ class AgentNotFound(SignoffError):
 
 
 def load_agent(spec: str) -> AbstractAgent[Any, Any]:
+    """Import `module:attribute`, looking in the working directory first, as uvicorn does for apps."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise AgentNotFound(f"--agent must look like module:attribute, not {spec!r}")

@@ -1,0 +1,952 @@
+"""Benchmarks for whole approval flows over real HTTP, signoff beside pydantic-ai's own `VercelAIAdapter`.
+
+A flow is what a `useChat` page does for one approved payment: POST the user's message, read the stream up
+to the tool approval request, POST the approval, read the tool's output and the model's reply. Both servers
+run as real uvicorn processes, serve the same scripted model and the same tools, and are driven by the same
+load generator (this process), so the figures compare the two stacks on identical work. The goal from the
+issue is judged in the output: at concurrency 16, at least 2x the peer's flows per second with a lower p99.
+
+The encoding micro-benchmark prices one SSE chunk through signoff's encoder against a plain `json.dumps`
+of the same dict (and, for context, pydantic-ai's own chunk encoder).
+
+    .venv/bin/python bench/flows.py                         # = all: encode, then http (~2 min, 2 cores)
+    .venv/bin/python bench/flows.py http --concurrency 16 --seconds 20 --ledger memory
+    .venv/bin/python bench/flows.py encode
+
+See bench/README.md for what each figure means and how it is taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from importlib.metadata import version
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Self
+
+import httpx
+import uvicorn
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
+from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from pydantic_ai.ui.vercel_ai import response_types as vercel
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from signoff import protocol
+from signoff.demo.agent import BROWSER_TOOLS, INSTRUCTIONS, demo_agent
+from signoff.demo.model import scripted_model
+from signoff.demo.tools import Wallets, get_weather
+from signoff.demo.walkthrough import demo_policy
+from signoff.gate import Gate
+from signoff.integrations.pydantic_ai.chat import AgentChat
+from signoff.ledger import open_ledger
+from signoff.protocol import encode, frame, parse_chat_request
+
+PROMPT = "pay 50 USD to Hanako"
+EXPECTED_TEXT = "Paid 50 USD to Hanako"  # what the scripted model says once the payment really ran
+CHAT_PATH = "/api/chat"
+SERVERS = ("signoff", "peer")
+
+# The goal from the issue.
+GOAL_CONCURRENCY = 16
+GOAL_RATIO = 2.0
+
+DEFAULT_CONCURRENCY = (1, 16, 64)
+DEFAULT_SECONDS = 10.0
+DEFAULT_WARMUP = 2.0
+FLOOR_FLOWS = 200
+FLOOR_WARMUP = 20
+ENCODE_ITERATIONS = 20_000  # per chunk and per encoder, in each of ENCODE_REPEATS rounds; the best counts
+ENCODE_REPEATS = 5
+READY_TIMEOUT = 60.0  # seconds a server may take to start listening (imports on a busy 2-core VM are slow)
+REQUEST_TIMEOUT = 60.0
+SSE_SEPARATOR = (",", ":")  # what JSON.stringify and msgspec write: no spaces
+
+
+# -- output (the same conventions as bench/core.py) ---------------------------------------------------------
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def status(stage: str) -> None:
+    """One line on stderr, so a slow stage never looks like a hang and stdout stays just figures."""
+    print(f"» {stage}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    name: str
+    met: bool
+    detail: str
+
+
+@dataclass(slots=True)
+class Report:
+    """Prints figures to stdout as they are measured and keeps each goal's verdict for the summary."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def line(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def goal(self, name: str, figures: str, target: str, met: bool) -> None:
+        verdict = "met" if met else "MISSED"
+        self.line(f"{name:<27}{figures}  (goal {target}: {verdict})")
+        self.verdicts.append(Verdict(name, met, f"{figures} vs goal {target}"))
+
+    def summary(self) -> None:
+        if not self.verdicts:
+            return
+        met = sum(v.met for v in self.verdicts)
+        self.line()
+        self.line(f"summary: {met} of {len(self.verdicts)} goals met")
+        for v in self.verdicts:
+            self.line(f"  {'met   ' if v.met else 'MISSED'}  {v.name}: {v.detail}")
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values: an observed value, never an interpolation."""
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def yardstick() -> float:
+    """Seconds for one unit of fixed, signoff-independent work; the same unit as bench/core.py prints.
+
+    A shared or virtual machine's speed drifts by tens of percent within minutes; printing this at the
+    start and end of a run says whether two runs are comparable at all.
+    """
+    payload = {"amount": 50, "currency": "USD", "recipient": "Hanako", "tags": ["a", "b"]}
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        for i in range(2000):
+            body = json.dumps({**payload, "seq": i}, sort_keys=True, separators=(",", ":"))
+            hashlib.sha256(body.encode()).hexdigest()
+        best = min(best, (time.perf_counter() - start) / 2000)
+    return best
+
+
+# -- the peer: pydantic-ai's own VercelAIAdapter, the documented way ----------------------------------------
+
+
+PeerAgent = Agent[None, str | DeferredToolRequests]
+
+
+def peer_agent() -> PeerAgent:
+    """The demo agent without signoff: same scripted model, instructions and tools as `signoff demo`.
+
+    `process_payment` needs approval the pydantic-ai way (`requires_approval=True`, and the run ends with
+    `DeferredToolRequests`). It keeps a wallet per chat, like the demo, so both servers reply "Paid 50 USD".
+    """
+    wallets = Wallets()
+    agent: PeerAgent = Agent(
+        scripted_model(),
+        instructions=INSTRUCTIONS,
+        toolsets=[BROWSER_TOOLS],
+        output_type=[str, DeferredToolRequests],
+        name="peer-demo",
+    )
+
+    @agent.tool(requires_approval=True)
+    def process_payment(
+        ctx: RunContext[None], amount: float, currency: str, recipient: str
+    ) -> dict[str, Any]:
+        """Pay `amount` of `currency` to `recipient` from the user's wallet."""
+        return wallets.pay(ctx.conversation_id or "default", amount, currency, recipient)
+
+    agent.tool_plain(get_weather)
+    return agent
+
+
+def peer_app() -> Starlette:
+    """`peer_agent` served with `VercelAIAdapter.dispatch_request(request, agent=agent, sdk_version=6)`.
+
+    That is the documented setup for tool approval: the adapter streams `tool-approval-request` for the
+    deferred call and reads the person's answer from the `approval-responded` tool part of the next
+    request. The history lives in the client (the adapter's default), so this server keeps no state.
+    """
+    agent = peer_agent()
+
+    async def chat(request: Request) -> Response:
+        return await VercelAIAdapter.dispatch_request(request, agent=agent, sdk_version=6)
+
+    return Starlette(routes=[Route(CHAT_PATH, chat, methods=["POST"])])
+
+
+async def serve_peer(host: str, port: int) -> None:
+    """uvicorn configured as `signoff demo` configures it, announcing its URL once it really listens."""
+    server = uvicorn.Server(
+        uvicorn.Config(peer_app(), host=host, port=port, log_level="warning", lifespan="on")
+    )
+    running = asyncio.ensure_future(server.serve())
+    while not server.started and not running.done():  # noqa: ASYNC110 - uvicorn has a flag, not an event
+        await asyncio.sleep(0.02)
+    if server.started:
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        print(f"peer: http://{host}:{bound}", flush=True)
+    await running
+
+
+# -- server processes ---------------------------------------------------------------------------------------
+
+
+def ledger_url(choice: str, where: Path) -> str:
+    """`sqlite` is a fresh file in the run's temporary directory; `memory` the in-process ledger."""
+    if choice == "sqlite":
+        return f"sqlite:///{where / 'bench.db'}"
+    if choice == "memory":
+        return "memory://"
+    return choice
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a whole process (all its threads) so far, from /proc; NaN where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every process on the machine has used (all CPUs, not idle or iowait), from /proc/stat.
+
+    The run's own processes are subtracted from it to show how much else ran meanwhile: on a shared VM
+    another job can take a core and halve a figure, and a row should say so rather than hide it.
+    """
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return math.nan
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    """One server in its own process: started, waited on until it listens, and always stopped.
+
+    Output goes to a log file rather than a pipe, so a chatty server can never block on a full pipe, and a
+    server that fails to start is reported with what it said.
+    """
+
+    def __init__(self, name: str, command: list[str], log: Path) -> None:
+        self.name = name
+        self.command = command
+        self.log = log
+        self.url = ""
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT)
+
+    def wait_ready(self) -> str:
+        assert self.process is not None
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            found = re.search(r"http://[\d.]+:\d+", self.log.read_text(errors="replace"))
+            if found:
+                self.url = found.group(0)
+                return self.url
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        said = self.log.read_text(errors="replace").strip()
+        raise RuntimeError(f"the {self.name} server did not start: {said or 'no output'}")
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Servers:
+    """Both servers and their temporary directory, all removed at exit (Ctrl-C and SIGTERM included)."""
+
+    def __init__(self, ledger: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="signoff-flows-"))
+        self.ledger = ledger_url(ledger, self.dir)
+        signoff_cli = str(Path(sys.executable).with_name("signoff"))
+        self.signoff = Server(
+            "signoff",
+            [signoff_cli, "demo", "--port", "0", "--ledger", self.ledger],
+            self.dir / "signoff.log",
+        )
+        self.peer = Server(
+            "peer",
+            [sys.executable, str(Path(__file__).resolve()), "peer-server", "--port", "0"],
+            self.dir / "peer.log",
+        )
+
+    def __enter__(self) -> Self:
+        try:
+            for server in (self.signoff, self.peer):  # both import at once: two cores
+                server.start()
+            for server in (self.signoff, self.peer):
+                server.wait_ready()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for server in (self.signoff, self.peer):
+            server.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def get(self, name: str) -> Server:
+        return self.signoff if name == "signoff" else self.peer
+
+
+# -- one flow, as the AI SDK's DefaultChatTransport does it ------------------------------------------------
+
+
+class FlowFailed(Exception):
+    """A flow that did not end with the tool run and its reply streamed: always counted, never hidden."""
+
+
+def new_id() -> str:
+    """An id like the AI SDK's `generateId()`: 16 URL-safe characters."""
+    return secrets.token_urlsafe(12)
+
+
+def submit_body(chat_id: str, user_message: dict[str, Any]) -> bytes:
+    """Request 1: the transport's body for a new message (`messageId` is only set when editing one)."""
+    body = {"id": chat_id, "messages": [user_message], "trigger": "submit-message"}
+    return json.dumps(body, separators=SSE_SEPARATOR).encode()
+
+
+def approval_body(
+    chat_id: str, user_message: dict[str, Any], assistant_id: str, call: dict[str, Any], approval_id: str
+) -> bytes:
+    """Request 2, after `addToolApprovalResponse({id, approved: true})`: all messages, the last one the
+    assistant message with its tool part in `approval-responded`, and `messageId` naming that message."""
+    assistant = {
+        "id": assistant_id,
+        "role": "assistant",
+        "parts": [
+            {"type": "step-start"},
+            {
+                "type": "tool-process_payment",
+                "toolCallId": call["toolCallId"],
+                "state": "approval-responded",
+                "input": call["input"],
+                "approval": {"id": approval_id, "approved": True},
+            },
+        ],
+    }
+    body = {
+        "id": chat_id,
+        "messages": [user_message, assistant],
+        "trigger": "submit-message",
+        "messageId": assistant_id,
+    }
+    return json.dumps(body, separators=SSE_SEPARATOR).encode()
+
+
+def parse_stream(response: httpx.Response, request: str) -> list[dict[str, Any]]:
+    """The chunks of one SSE response; a non-200, a stream without `[DONE]` or an `error` chunk fails."""
+    if response.status_code != 200:
+        raise FlowFailed(f"{request}: HTTP {response.status_code}: {response.text[:200]}")
+    chunks: list[dict[str, Any]] = []
+    done = False
+    for event in response.content.split(b"\n\n"):
+        for line in event.split(b"\n"):
+            if not line.startswith(b"data: "):
+                continue  # keep-alive comments and blank lines
+            data = line[6:]
+            if data == b"[DONE]":
+                done = True
+            else:
+                chunks.append(json.loads(data))
+    errors = [c.get("errorText") for c in chunks if c.get("type") == "error"]
+    if errors:
+        raise FlowFailed(f"{request}: error chunk: {errors[0]}")
+    if not done:
+        raise FlowFailed(f"{request}: the stream ended without [DONE]")
+    return chunks
+
+
+def first(chunks: list[dict[str, Any]], kind: str, request: str) -> dict[str, Any]:
+    for chunk in chunks:
+        if chunk.get("type") == kind:
+            return chunk
+    raise FlowFailed(f"{request}: no {kind} chunk")
+
+
+async def one_flow(client: httpx.AsyncClient, url: str, chat_id: str) -> None:
+    """Both requests of one approved payment, checked: the tool must have run and the reply be streamed."""
+    user_message = {"id": new_id(), "role": "user", "parts": [{"type": "text", "text": PROMPT}]}
+    headers = {"content-type": "application/json"}
+    asked = parse_stream(
+        await client.post(url, content=submit_body(chat_id, user_message), headers=headers), "request 1"
+    )
+    # A `start` without messageId (the peer's) leaves the id to the client, as `useChat` does.
+    assistant_id = first(asked, "start", "request 1").get("messageId") or new_id()
+    call = first(asked, "tool-input-available", "request 1")
+    request = first(asked, "tool-approval-request", "request 1")
+    if call.get("toolName") != "process_payment" or request.get("toolCallId") != call.get("toolCallId"):
+        raise FlowFailed(f"request 1: unexpected tool call {call} / approval request {request}")
+    body = approval_body(chat_id, user_message, assistant_id, call, request["approvalId"])
+    answered = parse_stream(await client.post(url, content=body, headers=headers), "request 2")
+    output = first(answered, "tool-output-available", "request 2")
+    if output.get("toolCallId") != call["toolCallId"] or not (output.get("output") or {}).get("success"):
+        raise FlowFailed(f"request 2: the payment did not run: {output}")
+    text = "".join(c.get("delta", "") for c in answered if c.get("type") == "text-delta")
+    if not text.startswith(EXPECTED_TEXT):
+        raise FlowFailed(f"request 2: unexpected reply text {text!r}")
+
+
+# -- load ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    server: str
+    concurrency: int
+    seconds: float
+    latencies: list[float]  # successful flows completed inside the window, sorted
+    failures: int  # flows that failed inside the window
+    failures_outside: int  # ... during warm-up or while draining: reported, not in the rates
+    first_error: str | None
+    server_cpu: float  # CPU seconds the server process used inside the window
+    client_cpu: float  # CPU seconds this load generator used inside the window
+    other_cpu: float  # CPU seconds everything else on the machine used (the idle server included)
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds
+
+
+async def run_load(server: Server, concurrency: int, warmup: float, seconds: float) -> Row:
+    """`concurrency` workers doing flows back to back: warm-up, then the measured window, then drain.
+
+    A flow counts when it completes inside the window; its latency is from sending request 1 to the last
+    byte of response 2. Each flow has its own chat id. Workers stop starting flows at the window's end.
+    """
+    url = server.url + CHAT_PATH
+    prefix = f"bench-{server.name}-{concurrency}-{secrets.token_hex(4)}"
+    results: list[tuple[float, float, str | None]] = []
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    loop_start = time.perf_counter()
+    window_start = loop_start + warmup
+    window_end = window_start + seconds
+
+    async def worker(index: int, client: httpx.AsyncClient) -> None:
+        n = 0
+        while (start := time.perf_counter()) < window_end:
+            n += 1
+            error = None
+            try:
+                await one_flow(client, url, f"{prefix}-{index}-{n}")
+            except (FlowFailed, httpx.HTTPError, ValueError, KeyError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            results.append((start, time.perf_counter(), error))
+
+    async def meter() -> tuple[float, float, float]:
+        await asyncio.sleep(max(0.0, window_start - time.perf_counter()))
+        cpu0, own0, all0 = cpu_seconds(server.pid), time.process_time(), machine_busy_seconds()
+        await asyncio.sleep(max(0.0, window_end - time.perf_counter()))
+        cpu, own = cpu_seconds(server.pid) - cpu0, time.process_time() - own0
+        return cpu, own, machine_busy_seconds() - all0 - cpu - own
+
+    async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT) as client:
+        metering = asyncio.ensure_future(meter())
+        await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
+        server_cpu, client_cpu, other_cpu = await metering
+
+    inside = [r for r in results if window_start <= r[1] <= window_end]
+    errors = [r[2] for r in results if r[2] is not None]
+    failures = sum(r[2] is not None for r in inside)
+    return Row(
+        server=server.name,
+        concurrency=concurrency,
+        seconds=seconds,
+        latencies=sorted(end - start for start, end, error in inside if error is None),
+        failures=failures,
+        failures_outside=len(errors) - failures,
+        first_error=errors[0] if errors else None,
+        server_cpu=server_cpu,
+        client_cpu=client_cpu,
+        other_cpu=max(0.0, other_cpu),
+    )
+
+
+def row_line(row: Row) -> str:
+    if row.latencies:
+        p50, p99, worst = (percentile(row.latencies, q) for q in (0.5, 0.99, 1.0))
+        timing = f"{fmt_time(p50):>9} {fmt_time(p99):>9} {fmt_time(worst):>9}"
+        per_flow = fmt_time(row.server_cpu / len(row.latencies))
+    else:
+        timing, per_flow = f"{'-':>9} {'-':>9} {'-':>9}", "-"
+    failed = f"{row.failures}" + (f" (+{row.failures_outside})" if row.failures_outside else "")
+    server, client, other = (x / row.seconds for x in (row.server_cpu, row.client_cpu, row.other_cpu))
+    return (
+        f"{row.server:<8}{row.concurrency:>5} {len(row.latencies):>7,} {row.rate:>9,.1f} {timing}"
+        f" {failed:>9} {per_flow:>10} {server:>6.0%} {client:>6.0%} {other:>6.0%}"
+    )
+
+
+async def bench_http(
+    report: Report,
+    concurrencies: Sequence[int],
+    seconds: float,
+    warmup: float,
+    ledger: str,
+    floor: float | None = None,
+) -> None:
+    status("http: starting both servers (uvicorn subprocesses)")
+    with Servers(ledger) as servers:
+        report.line(
+            f"http: full approval flows (POST message -> approval request; POST approval -> tool output,"
+            f" text, [DONE]), {warmup:g} s warm-up then {seconds:g} s measured per row"
+        )
+        report.line(
+            f"  signoff: `signoff demo` at {servers.signoff.url}, ledger {servers.ledger}"
+            f" (SQLite: durable approvals, audit chain and chat state; memory: the same in process)"
+        )
+        report.line(
+            f"  peer:    pydantic-ai {version('pydantic-ai-slim')} VercelAIAdapter.dispatch_request"
+            f"(sdk_version=6) at {servers.peer.url} (stateless: the client carries the history)"
+        )
+        report.line(
+            f"  both: one uvicorn worker (asyncio, h11), the scripted model, the demo's tools; load from this"
+            f" process, httpx {version('httpx')}, one chat per flow"
+        )
+        report.line(
+            f"  {os.cpu_count()} CPUs shared by both servers and the load generator, nothing pinned; the idle"
+            " server keeps running while the other is measured; rows alternate servers"
+        )
+        report.line()
+        report.line(
+            f"{'server':<8}{'conc':>5} {'flows':>7} {'flows/s':>9} {'p50':>9} {'p99':>9} {'max':>9}"
+            f" {'failures':>9} {'CPU/flow':>10} {'server':>6} {'client':>6} {'other':>6}"
+        )
+        rows: dict[tuple[str, int], Row] = {}
+        for concurrency in concurrencies:
+            for name in SERVERS:
+                status(f"http: {name} at concurrency {concurrency}, {warmup:g} s + {seconds:g} s")
+                row = await run_load(servers.get(name), concurrency, warmup, seconds)
+                rows[name, concurrency] = row
+                report.line(row_line(row))
+        report.line(
+            "  flows/s and latency count flows completed inside the window; failures in brackets happened"
+            " during warm-up or drain."
+        )
+        report.line(
+            "  CPU/flow = server process CPU (all threads) in the window / flows. server, client, other = CPU"
+            " over the window (100% = one core) of the server, the load generator, and everything else"
+            " on the machine (the idle server included): a large `other` means the row is disturbed."
+        )
+        errors = [(r.server, r.concurrency, r.first_error) for r in rows.values() if r.first_error]
+        for name, concurrency, error in errors:
+            report.line(f"  first failure, {name} at {concurrency}: {error}")
+        judge(report, rows, floor)
+
+
+def judge(report: Report, rows: dict[tuple[str, int], Row], floor: float | None) -> None:
+    """The issue's goal at concurrency 16: at least 2x the peer's flows/s, and a lower p99.
+
+    Two context lines follow, because flows/s on a shared 2-core machine move with whatever else runs:
+    the ratio of CPU per flow (what the flows/s ratio would be if each server had a core to itself), and,
+    when the floor was measured, the most signoff could reach if its own work cost nothing at all.
+    """
+    ours, theirs = rows.get(("signoff", GOAL_CONCURRENCY)), rows.get(("peer", GOAL_CONCURRENCY))
+    report.line()
+    if ours is None or theirs is None:
+        report.line(f"goal: judged at concurrency {GOAL_CONCURRENCY}, which this run did not measure")
+        return
+    if not ours.latencies or not theirs.latencies:
+        report.line(f"goal: no successful flows at concurrency {GOAL_CONCURRENCY}; nothing to compare")
+        return
+    ratio = ours.rate / theirs.rate
+    report.goal(
+        f"flows/s at {GOAL_CONCURRENCY}",
+        f"signoff {ours.rate:,.1f}/s, peer {theirs.rate:,.1f}/s: {ratio:.2f}x",
+        f">= {GOAL_RATIO:g}x the peer",
+        ratio >= GOAL_RATIO and ours.failures == 0,
+    )
+    p99_ours, p99_theirs = percentile(ours.latencies, 0.99), percentile(theirs.latencies, 0.99)
+    report.goal(
+        f"p99 at {GOAL_CONCURRENCY}",
+        f"signoff {fmt_time(p99_ours)}, peer {fmt_time(p99_theirs)}",
+        "lower than the peer",
+        p99_ours < p99_theirs and ours.failures == 0,
+    )
+    cpu_ours, cpu_theirs = ours.server_cpu / len(ours.latencies), theirs.server_cpu / len(theirs.latencies)
+    report.line(
+        f"  context: server CPU per flow at {GOAL_CONCURRENCY}: signoff {fmt_time(cpu_ours)}, peer"
+        f" {fmt_time(cpu_theirs)}; peer/signoff = {cpu_theirs / cpu_ours:.2f}x (the flows/s ratio with a"
+        " core each)"
+    )
+    if floor is not None:
+        report.line(
+            f"  context: pydantic-ai's own agent runs cost {fmt_time(floor)} per flow (floor above), so even"
+            f" if signoff's own work cost nothing it could reach about {cpu_theirs / floor:.2f}x the peer"
+        )
+
+
+# -- floor: the same flow in one process, without HTTP ------------------------------------------------------
+
+
+async def final_result(events: AsyncIterator[Any]) -> AgentRunResult[Any]:
+    result = None
+    async for event in events:
+        if isinstance(event, AgentRunResultEvent):
+            result = event.result
+    if result is None:
+        raise FlowFailed("the agent run ended without a result")
+    return result
+
+
+async def bare_flow(agent: PeerAgent) -> None:
+    """A flow's two agent runs and nothing else: the pydantic-ai work both servers pay per flow."""
+    async with agent.run_stream_events(PROMPT) as events:
+        asked = await final_result(events)
+    if not isinstance(asked.output, DeferredToolRequests) or not asked.output.approvals:
+        raise FlowFailed(f"run 1 did not end waiting for approval: {asked.output!r}")
+    approved = DeferredToolResults(
+        approvals=dict.fromkeys((c.tool_call_id for c in asked.output.approvals), True)
+    )
+    history = asked.all_messages()
+    async with agent.run_stream_events(message_history=history, deferred_tool_results=approved) as events:
+        answered = await final_result(events)
+    if not str(answered.output).startswith(EXPECTED_TEXT):
+        raise FlowFailed(f"run 2 replied {answered.output!r}")
+
+
+async def signoff_reply(chat: AgentChat, body: bytes) -> list[protocol.Chunk]:
+    """One request as the server handles it (parse, prepare, run, encode each chunk), minus HTTP and SSE."""
+    reply = await chat.prepare(parse_chat_request(body), "deferred")
+    chunks = []
+    async for chunk in reply.chunks():
+        frame(encode(chunk))
+        chunks.append(chunk)
+    return chunks
+
+
+async def signoff_flow(chat: AgentChat, chat_id: str) -> None:
+    """The same two requests as `one_flow`, handed straight to signoff's chat, checked the same way."""
+    user_message = {"id": new_id(), "role": "user", "parts": [{"type": "text", "text": PROMPT}]}
+    asked = await signoff_reply(chat, submit_body(chat_id, user_message))
+    start = next(c for c in asked if isinstance(c, protocol.Start))
+    call = next(c for c in asked if isinstance(c, protocol.ToolInputAvailable))
+    request = next(c for c in asked if isinstance(c, protocol.ToolApprovalRequest))
+    wire_call = {"toolCallId": call.tool_call_id, "input": call.input}
+    body = approval_body(chat_id, user_message, start.message_id or "", wire_call, request.approval_id)
+    answered = await signoff_reply(chat, body)
+    outputs = [c for c in answered if isinstance(c, protocol.ToolOutputAvailable)]
+    if not outputs or not outputs[0].output.get("success"):
+        raise FlowFailed(f"request 2: the payment did not run: {answered}")
+
+
+def numbered_flow(chat: AgentChat, prefix: str, n: int) -> Awaitable[None]:
+    return signoff_flow(chat, f"floor-{prefix}-{n}")
+
+
+async def cpu_per_flow(flow: Callable[[int], Awaitable[None]], count: int) -> float:
+    """CPU seconds per flow of this process, after FLOOR_WARMUP flows that are not counted."""
+    for n in range(FLOOR_WARMUP):
+        await flow(-1 - n)
+    start = time.process_time()
+    for n in range(count):
+        await flow(n)
+    return (time.process_time() - start) / count
+
+
+async def bench_floor(report: Report, count: int) -> float:
+    """What a flow costs without HTTP, so the HTTP figures can be read against what cannot be avoided.
+
+    Returns the pydantic-ai floor (CPU seconds per flow), which bounds the ratio signoff can reach.
+    """
+    status(f"floor: {count:,} flows per line in this process, no HTTP")
+    agent = peer_agent()
+    bare = await cpu_per_flow(lambda n: bare_flow(agent), count)
+    costs: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="signoff-flows-") as where:
+        for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'floor.db'}")):
+            async with open_ledger(url) as ledger:
+                chat = AgentChat(demo_agent(), Gate(ledger, demo_policy(), actor="signoff:server"))
+                costs[name] = await cpu_per_flow(partial(numbered_flow, chat, secrets.token_hex(4)), count)
+    report.line(
+        f"floor: CPU per flow in one process, no HTTP, one flow at a time ({count:,} flows per line after"
+        f" {FLOOR_WARMUP} warm-up)"
+    )
+    report.line(
+        f"  {'pydantic-ai agent alone':<34}{fmt_time(bare):>10}  the peer's agent, run_stream_events twice:"
+        " both servers pay this"
+    )
+    memory, sqlite = costs["memory"], costs["SQLite"]
+    report.line(
+        f"  {'signoff AgentChat, memory ledger':<34}{fmt_time(memory):>10}  +{fmt_time(memory - bare)}:"
+        " request parsing and checks, gate, per-run capability, translator, chat state, encoding"
+    )
+    report.line(
+        f"  {'signoff AgentChat, SQLite ledger':<34}{fmt_time(sqlite):>10}  +{fmt_time(sqlite - memory)}:"
+        " the ledger's thread round trips and transactions"
+    )
+    return bare
+
+
+# -- chunk encoding -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One chunk three ways: signoff's typed chunk, the same chunk as a plain dict, pydantic-ai's model."""
+
+    name: str
+    chunk: Any
+    plain: dict[str, Any]
+    peer: Any
+
+
+def samples() -> list[Sample]:
+    """The chunks of a real flow, with the demo's ids and a payment's input and output."""
+    message_id, call_id = "msg_W1Ng46EGYQY-7Nho", "call_cfb57ae7efa12980"
+    approval_id = "apr_f3VF057TEt2zS-3BT0sI1YuRifg"
+    args = {"amount": 50, "currency": "USD", "recipient": "Hanako"}
+    result = {"success": True, "transaction_id": "txn_66369de1e736", **args, "balance": 950}
+    pairs: list[tuple[str, Any, Any]] = [
+        ("start", protocol.Start(message_id=message_id), vercel.StartChunk(message_id=message_id)),
+        ("start-step", protocol.StartStep(), vercel.StartStepChunk()),
+        (
+            "text-delta",
+            protocol.TextDelta(id=f"{message_id}-1", delta=" Hanako;"),
+            vercel.TextDeltaChunk(id=f"{message_id}-1", delta=" Hanako;"),
+        ),
+        (
+            "tool-input-available",
+            protocol.ToolInputAvailable(tool_call_id=call_id, tool_name="process_payment", input=args),
+            vercel.ToolInputAvailableChunk(tool_call_id=call_id, tool_name="process_payment", input=args),
+        ),
+        (
+            "tool-approval-request",
+            protocol.ToolApprovalRequest(approval_id=approval_id, tool_call_id=call_id),
+            vercel.ToolApprovalRequestChunk(approval_id=approval_id, tool_call_id=call_id),
+        ),
+        (
+            "tool-output-available",
+            protocol.ToolOutputAvailable(tool_call_id=call_id, output=result),
+            vercel.ToolOutputAvailableChunk(tool_call_id=call_id, output=result),
+        ),
+        ("finish-step", protocol.FinishStep(), vercel.FinishStepChunk()),
+        ("finish", protocol.Finish(finish_reason="stop"), vercel.FinishChunk(finish_reason="stop")),
+    ]
+    # The plain dict is what signoff puts on the wire, decoded: the same keys in the same order.
+    return [Sample(name, chunk, json.loads(protocol.encode(chunk)), other) for name, chunk, other in pairs]
+
+
+def signoff_event(chunk: protocol.Chunk) -> bytes:
+    return frame(encode(chunk))
+
+
+def dumps_event(plain: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(plain, separators=SSE_SEPARATOR).encode() + b"\n\n"
+
+
+def vercel_event(chunk: vercel.BaseChunk) -> bytes:
+    """What the peer puts on the wire: `VercelAIEventStream.encode_event`, then Starlette's UTF-8 encoding."""
+    return f"data: {chunk.encode(6)}\n\n".encode()
+
+
+def per_call(fn: Callable[[], bytes], iterations: int) -> float:
+    """Seconds per call, best of ENCODE_REPEATS rounds: the least disturbed round is the encoder's cost."""
+    return min(timeit.repeat(fn, number=iterations, repeat=ENCODE_REPEATS)) / iterations
+
+
+def bench_encode(report: Report, iterations: int) -> None:
+    status(f"encode: 8 chunks x 3 encoders x {ENCODE_REPEATS} rounds of {iterations:,}")
+    report.line(
+        "encode: one SSE event per chunk, `frame(encode(chunk))` vs"
+        ' `b"data: " + json.dumps(d, separators=(",", ":")).encode() + b"\\n\\n"` on the same dict'
+    )
+    report.line(
+        f"  best of {ENCODE_REPEATS} rounds of {iterations:,} calls per chunk; pydantic-ai's"
+        ' `f"data: {chunk.encode(6)}\\n\\n".encode()` (what the peer sends) for context'
+    )
+    report.line(
+        f"{'chunk':<23}{'bytes':>6} {'signoff':>10} {'json.dumps':>11} {'ratio':>6}"
+        f" {'pydantic-ai':>12} {'bytes':>6}"
+    )
+    totals = [0.0, 0.0, 0.0]
+    sizes = [0, 0]
+    for s in samples():
+        ours, dumped, theirs = signoff_event(s.chunk), dumps_event(s.plain), vercel_event(s.peer)
+        if ours != dumped:
+            raise RuntimeError(f"{s.name}: signoff wrote {ours!r}, json.dumps {dumped!r}")
+        times = (
+            per_call(partial(signoff_event, s.chunk), iterations),
+            per_call(partial(dumps_event, s.plain), iterations),
+            per_call(partial(vercel_event, s.peer), iterations),
+        )
+        totals = [t + x for t, x in zip(totals, times, strict=True)]
+        sizes = [sizes[0] + len(ours), sizes[1] + len(theirs)]
+        report.line(
+            f"{s.name:<23}{len(ours):>6} {fmt_time(times[0]):>10} {fmt_time(times[1]):>11}"
+            f" {times[1] / times[0]:>5.1f}x {fmt_time(times[2]):>12} {len(theirs):>6}"
+        )
+    n = len(samples())
+    report.line(
+        f"{'mean per chunk':<23}{sizes[0] / n:>6.0f} {fmt_time(totals[0] / n):>10}"
+        f" {fmt_time(totals[1] / n):>11} {totals[1] / totals[0]:>5.1f}x {fmt_time(totals[2] / n):>12}"
+        f" {sizes[1] / n:>6.0f}"
+    )
+    report.line(
+        "  signoff's bytes equal json.dumps's byte for byte (checked); ratio = json.dumps time / signoff time"
+    )
+
+
+# -- driver -------------------------------------------------------------------------------------------------
+
+
+def header(report: Report) -> None:
+    report.line(
+        f"signoff flow benchmarks: Python {platform.python_version()}, {os.cpu_count()} CPUs,"
+        f" pydantic-ai {version('pydantic-ai-slim')}, uvicorn {version('uvicorn')},"
+        f" starlette {version('starlette')}, msgspec {version('msgspec')}"
+    )
+    report.line(f"machine yardstick at start: {fmt_time(yardstick())} per unit (lower is faster)")
+
+
+def concurrency_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be whole numbers separated by commas, not {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError("must be one or more whole numbers of at least 1")
+    return values
+
+
+def ledger_choice(text: str) -> str:
+    if text in ("sqlite", "memory") or text.startswith(("sqlite://", "memory://")):
+        return text
+    raise argparse.ArgumentTypeError("must be sqlite, memory, or a ledger URL (sqlite:///path, memory://)")
+
+
+def stop(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends the run like Ctrl-C does, so the servers and the temporary directory are cleaned up."""
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Benchmark full approval flows over HTTP: signoff beside pydantic-ai's VercelAIAdapter.",
+        epilog="Figures go to stdout, progress to stderr. See bench/README.md.",
+    )
+    commands = parser.add_subparsers(dest="command")
+    every = commands.add_parser("all", help="encode, floor, then http (the default command)")
+    http = commands.add_parser("http", help="flows per second and latency over real HTTP")
+    for sub in (every, http):
+        sub.add_argument(
+            "--concurrency",
+            type=concurrency_list,
+            default=list(DEFAULT_CONCURRENCY),
+            metavar="N,N,...",
+            help="concurrent clients per row (default: 1,16,64)",
+        )
+        sub.add_argument(
+            "--seconds", type=float, default=DEFAULT_SECONDS, help="measured seconds per row (default 10)"
+        )
+        sub.add_argument(
+            "--warmup", type=float, default=DEFAULT_WARMUP, help="warm-up seconds per row (default 2)"
+        )
+        sub.add_argument(
+            "--ledger",
+            type=ledger_choice,
+            default="sqlite",
+            help="signoff's ledger: sqlite (a new file in a temporary directory; default), memory, or a URL",
+        )
+    for sub in (every, commands.add_parser("floor", help="CPU per flow in one process, without HTTP")):
+        sub.add_argument(
+            "--flows",
+            type=int,
+            default=FLOOR_FLOWS,
+            help=f"flows per floor line, after {FLOOR_WARMUP} warm-up flows (default {FLOOR_FLOWS})",
+        )
+    for sub in (every, commands.add_parser("encode", help="bytes and time per encoded SSE chunk")):
+        sub.add_argument(
+            "--iterations",
+            type=int,
+            default=ENCODE_ITERATIONS,
+            help=f"calls per chunk and encoder in each round (default {ENCODE_ITERATIONS:,})",
+        )
+    peer = commands.add_parser("peer-server", help="internal: serve the peer (pydantic-ai's adapter)")
+    peer.add_argument("--host", default="127.0.0.1")
+    peer.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["all", *(argv if argv is not None else sys.argv[1:])])
+    signal.signal(signal.SIGTERM, stop)
+
+    if args.command == "peer-server":
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_peer(args.host, args.port))
+        return 0
+    if getattr(args, "seconds", 1.0) <= 0 or getattr(args, "warmup", 0.0) < 0:
+        parser.error("--seconds must be more than 0 and --warmup at least 0")
+    if getattr(args, "iterations", 1) < 1 or getattr(args, "flows", 1) < 1:
+        parser.error("--iterations and --flows must be at least 1")
+
+    report = Report()
+    header(report)
+    if args.command in ("encode", "all"):
+        report.line()
+        bench_encode(report, args.iterations)
+    floor = None
+    if args.command in ("floor", "all"):
+        report.line()
+        floor = asyncio.run(bench_floor(report, args.flows))
+    if args.command in ("http", "all"):
+        report.line()
+        asyncio.run(bench_http(report, args.concurrency, args.seconds, args.warmup, args.ledger, floor))
+    report.summary()
+    report.line(
+        f"machine yardstick at end: {fmt_time(yardstick())} per unit (compare runs only at similar values)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
