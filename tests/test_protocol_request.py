@@ -400,12 +400,10 @@ def test_the_field_path_points_into_later_messages() -> None:
     assert error.message == "is required"
 
 
-def test_bad_request_is_a_signoff_value_error_with_a_json_body() -> None:
+def test_bad_request_is_a_signoff_value_error_naming_the_field() -> None:
     error = bad(FIRST | {"wait": "forever"})
     assert isinstance(error, SignoffError) and isinstance(error, ValueError)
-    assert msgspec.json.decode(error.to_json()) == {
-        "error": {"field": "wait", "message": "must be one of blocking, deferred"}
-    }
+    assert (error.field, error.message) == ("wait", "must be one of blocking, deferred")
     assert str(error) == "wait: must be one of blocking, deferred"
 
 
@@ -465,8 +463,7 @@ def parses_or_refuses(raw: bytes) -> ChatRequest | BadRequest:
 
 def check(outcome: ChatRequest | BadRequest) -> None:
     if isinstance(outcome, BadRequest):
-        assert outcome.field and outcome.message
-        assert msgspec.json.decode(outcome.to_json())["error"]["field"] == outcome.field
+        assert outcome.field and outcome.message and str(outcome) == f"{outcome.field}: {outcome.message}"
     else:
         assert isinstance(outcome, ChatRequest)
 

@@ -62,9 +62,6 @@ class BadRequest(SignoffError, ValueError):
         self.message = message
         super().__init__(f"{field}: {message}")
 
-    def to_json(self) -> bytes:
-        return msgspec.json.encode({"error": {"field": self.field, "message": self.message}})
-
 
 class UserMessage(msgspec.Struct, frozen=True, kw_only=True):
     """The new user turn. `text` joins the text parts with newlines; `parts` keeps files and data parts."""

@@ -48,7 +48,7 @@ class ChatAPI:
         try:
             parsed = parse_chat_request(body)
         except BadRequest as exc:
-            return error(400, str(exc), exc.field)
+            return error(400, exc.message, exc.field)
         stream = self.streams.open(parsed.chat_id)
         if stream is None:
             return error(409, f"a reply is still running in chat {parsed.chat_id}; follow it at its /stream")
