@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from signoff.core.errors import SignoffError
 from signoff.gate import Wait
 from signoff.integrations.pydantic_ai.chat import AgentChat, Reply
 from signoff.integrations.trust import Untrusted
@@ -57,6 +58,9 @@ class ChatAPI:
         except Untrusted as exc:
             self.streams.release(parsed.chat_id, stream)
             return error(exc.status, str(exc), exc.field)
+        except SignoffError as exc:  # the chat's state could not be used as stored: say so, don't 500
+            self.streams.release(parsed.chat_id, stream)
+            return error(409, f"chat {parsed.chat_id} cannot continue: {exc}")
         except BaseException:
             self.streams.release(parsed.chat_id, stream)
             raise

@@ -11,6 +11,7 @@ with a typed error before a byte is streamed; `Reply.chunks` then runs the agent
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 
-from signoff.core.errors import SignoffError, StaleChat
+from signoff.core.errors import IllegalTransition, NotFound, SignoffError, StaleChat
 from signoff.gate import Gate, Wait
 from signoff.integrations.pydantic_ai.stream import Translator, translate
 from signoff.integrations.pydantic_ai.toolset import Signoff
@@ -152,9 +153,10 @@ class AgentChat:
         return Reply(self, request.chat_id, wait, stored, state, message_id, visible, run)
 
     async def _withdraw(self, chat_id: str, state: ChatState) -> None:
-        for approval_id in state.approvals.values():
-            approval = await self.gate.ledger.get(approval_id)
-            if approval.state == "pending":
+        """Cancel the chat's open approvals; one decided meanwhile (or asked by the agent's own tools,
+        with no ledger record) is left as it is."""
+        for approval_id in filter(None, state.approvals.values()):
+            with contextlib.suppress(NotFound, IllegalTransition):
                 await self.gate.ledger.cancel(approval_id, chat_actor(chat_id), SUPERSEDED)
 
 
