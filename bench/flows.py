@@ -6,11 +6,14 @@ run as real uvicorn processes, serve the same scripted model and the same tools,
 load generator (this process), so the figures compare the two stacks on identical work. The goal from the
 issue is judged in the output: at concurrency 16, at least 2x the peer's flows per second with a lower p99.
 
-The encoding micro-benchmark prices one SSE chunk through signoff's encoder against a plain `json.dumps`
-of the same dict (and, for context, pydantic-ai's own chunk encoder).
+The floor prices the same flow without HTTP, in one process: pydantic-ai's agent runs alone, the peer's
+adapter, and signoff's chat. Both servers pay the agent runs, which bounds the ratio any server on top of
+them can reach. The encoding micro-benchmark prices one SSE chunk through signoff's encoder against a plain
+`json.dumps` of the same dict (and, for context, pydantic-ai's own chunk encoder).
 
-    .venv/bin/python bench/flows.py                         # = all: encode, then http (~2 min, 2 cores)
+    .venv/bin/python bench/flows.py                         # = all: encode, floor, http (~1.7 min, 2 cores)
     .venv/bin/python bench/flows.py http --concurrency 16 --seconds 20 --ledger memory
+    .venv/bin/python bench/flows.py floor
     .venv/bin/python bench/flows.py encode
 
 See bench/README.md for what each figure means and how it is taken.
@@ -304,7 +307,8 @@ class Servers:
     def __init__(self, ledger: str) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="signoff-flows-"))
         self.ledger = ledger_url(ledger, self.dir)
-        signoff_cli = str(Path(sys.executable).with_name("signoff"))
+        beside = Path(sys.executable).with_name("signoff")  # the venv's console script
+        signoff_cli = str(beside) if beside.exists() else shutil.which("signoff") or "signoff"
         self.signoff = Server(
             "signoff",
             [signoff_cli, "demo", "--port", "0", "--ledger", self.ledger],
@@ -479,7 +483,7 @@ async def run_load(server: Server, concurrency: int, warmup: float, seconds: flo
             error = None
             try:
                 await one_flow(client, url, f"{prefix}-{index}-{n}")
-            except (FlowFailed, httpx.HTTPError, ValueError, KeyError) as exc:
+            except Exception as exc:  # any failure is a failed flow, counted and shown, never a crash
                 error = f"{type(exc).__name__}: {exc}"
             results.append((start, time.perf_counter(), error))
 
@@ -680,6 +684,31 @@ async def signoff_flow(chat: AgentChat, chat_id: str) -> None:
         raise FlowFailed(f"request 2: the payment did not run: {answered}")
 
 
+async def peer_reply(agent: PeerAgent, body: bytes) -> list[vercel.BaseChunk]:
+    """One request as `dispatch_request` handles it (validate, load messages, run, encode), minus HTTP."""
+    run_input = VercelAIAdapter.build_run_input(body)
+    adapter = VercelAIAdapter(agent=agent, run_input=run_input, sdk_version=6)
+    chunks = []
+    async for chunk in adapter.run_stream():
+        vercel_event(chunk)
+        chunks.append(chunk)
+    return chunks
+
+
+async def peer_flow(agent: PeerAgent, chat_id: str) -> None:
+    """The same two requests handed straight to pydantic-ai's adapter, checked the same way."""
+    user_message = {"id": new_id(), "role": "user", "parts": [{"type": "text", "text": PROMPT}]}
+    asked = await peer_reply(agent, submit_body(chat_id, user_message))
+    call = next(c for c in asked if isinstance(c, vercel.ToolInputAvailableChunk))
+    request = next(c for c in asked if isinstance(c, vercel.ToolApprovalRequestChunk))
+    wire_call = {"toolCallId": call.tool_call_id, "input": call.input}
+    body = approval_body(chat_id, user_message, new_id(), wire_call, request.approval_id)
+    answered = await peer_reply(agent, body)
+    outputs = [c for c in answered if isinstance(c, vercel.ToolOutputAvailableChunk)]
+    if not outputs or not outputs[0].output.get("success"):
+        raise FlowFailed(f"request 2: the payment did not run: {answered}")
+
+
 def numbered_flow(chat: AgentChat, prefix: str, n: int) -> Awaitable[None]:
     return signoff_flow(chat, f"floor-{prefix}-{n}")
 
@@ -702,6 +731,7 @@ async def bench_floor(report: Report, count: int) -> float:
     status(f"floor: {count:,} flows per line in this process, no HTTP")
     agent = peer_agent()
     bare = await cpu_per_flow(lambda n: bare_flow(agent), count)
+    adapter = await cpu_per_flow(lambda n: peer_flow(agent, f"floor-{new_id()}"), count)
     costs: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="signoff-flows-") as where:
         for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'floor.db'}")):
@@ -715,6 +745,10 @@ async def bench_floor(report: Report, count: int) -> float:
     report.line(
         f"  {'pydantic-ai agent alone':<34}{fmt_time(bare):>10}  the peer's agent, run_stream_events twice:"
         " both servers pay this"
+    )
+    report.line(
+        f"  {'pydantic-ai VercelAIAdapter':<34}{fmt_time(adapter):>10}  +{fmt_time(adapter - bare)}: the peer"
+        " without HTTP: validating and loading the client's messages, event stream, encoding"
     )
     memory, sqlite = costs["memory"], costs["SQLite"]
     report.line(

@@ -402,3 +402,42 @@ async def test_an_output_for_a_call_never_made_is_refused(site: Server) -> None:
     body["messages"][-1]["parts"][1]["toolCallId"] = "call_invented"
     refused = await site.client.post("/api/chat", json=body)
     assert refused.status_code == 409 and "no call call_invented" in refused.json()["error"]["message"]
+
+
+# -- the live feed -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def watched() -> AsyncIterator[Server]:
+    async for server in serve(MemoryLedger(), demo_policy(), keepalive=0.1, feed_interval=0.02):
+        yield server
+
+
+async def test_the_feed_shows_what_is_pending_then_each_change(watched: Server) -> None:
+    site = watched
+    await ask(site, "before")
+    [earlier] = await pending(site, "before", 1)
+    seen: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        async with site.client.stream("GET", "/api/approvals/feed", headers=AUTH) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    seen.append(json.loads(line[6:]))
+                    if seen[-1]["state"] == "denied":
+                        return
+
+    reading = asyncio.ensure_future(follow())
+    for _ in range(200):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    await ask(site, "after")
+    [later] = await pending(site, "after", 1)
+    await site.client.post(f"/api/approvals/{later['id']}/decision", json={"approved": False}, headers=AUTH)
+    await asyncio.wait_for(reading, 10)
+    states = [(a["id"], a["state"]) for a in seen]
+    assert states[0] == (earlier["id"], "pending") and states[-1] == (later["id"], "denied")
+    assert set(states[1:-1]) <= {(later["id"], "pending")}  # a change seen in one poll shows its end state
+    assert (await site.client.get("/api/approvals/feed")).status_code == 401

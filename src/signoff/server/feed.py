@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from signoff.core.approval import Approval, State
+from signoff.core.audit import AuditEntry
 from signoff.core.errors import NotFound
 from signoff.ledger.base import Ledger
 
@@ -24,7 +25,7 @@ class ApprovalFeed:
         self.ledger = ledger
         self.interval = interval
         self.backlog = backlog
-        self._readers: set[asyncio.Queue[Approval | None]] = set()
+        self._readers: set[asyncio.Queue[tuple[int, Approval] | None]] = set()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -40,34 +41,49 @@ class ApprovalFeed:
             reader.put_nowait(None)
 
     async def follow(self) -> AsyncIterator[Approval]:
-        """The pending approvals now, then every change from here on."""
-        reader: asyncio.Queue[Approval | None] = asyncio.Queue(self.backlog)
+        """The pending approvals now, then each approval that changes, in its state after the change (two
+        changes to one approval within one poll show as the second)."""
+        reader: asyncio.Queue[tuple[int, Approval] | None] = asyncio.Queue(self.backlog)
         self._readers.add(reader)
         try:
+            seen = await self.ledger.last_seq()  # the snapshot below already shows everything up to here
             for pending in await self.ledger.approvals(state=State.PENDING):
                 yield pending
-            while (changed := await reader.get()) is not None:
-                yield changed
+            while (change := await reader.get()) is not None:
+                seq, approval = change
+                if seq > seen:
+                    yield approval
         finally:
             self._readers.discard(reader)
 
     async def _tail(self, after: int) -> None:
+        """Poll the audit log while someone reads the feed; with no reader, only keep up with its end
+        (a new reader starts from a snapshot, so nothing older is owed to it)."""
+        page = 500
         while True:
+            entries = []
             try:
-                entries = await self.ledger.audit(after, 500)
+                if not self._readers:
+                    latest = await self.ledger.last_seq()
+                    if not self._readers:  # a reader who joined meanwhile may need what comes after `after`
+                        after = latest
+                else:
+                    entries = await self.ledger.audit(after, page)
+                    await self._publish_changes(entries)
             except Exception:  # a ledger hiccup delays the feed; it must not end it
                 log.exception("the approval feed could not read the audit log")
-                entries = []
-            changed = list(dict.fromkeys(e.subject for e in entries if e.subject.startswith("apr_")))
-            for approval_id in changed:
-                with contextlib.suppress(NotFound):
-                    self._publish(await self.ledger.get(approval_id))
             if entries:
                 after = entries[-1].seq
-            else:
+            if len(entries) < page:
                 await asyncio.sleep(self.interval)
 
-    def _publish(self, approval: Approval) -> None:
+    async def _publish_changes(self, entries: list[AuditEntry]) -> None:
+        latest = {e.subject: e.seq for e in entries if e.subject.startswith("apr_")}
+        for approval_id, seq in latest.items():
+            with contextlib.suppress(NotFound):
+                self._publish(seq, await self.ledger.get(approval_id))
+
+    def _publish(self, seq: int, approval: Approval) -> None:
         for reader in list(self._readers):
             if reader.full():  # this far behind, the reader is better off reconnecting for a fresh snapshot
                 self._readers.discard(reader)
@@ -75,4 +91,4 @@ class ApprovalFeed:
                     reader.get_nowait()
                 reader.put_nowait(None)
             else:
-                reader.put_nowait(approval)
+                reader.put_nowait((seq, approval))
