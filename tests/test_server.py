@@ -441,3 +441,22 @@ async def test_the_feed_shows_what_is_pending_then_each_change(watched: Server) 
     assert states[0] == (earlier["id"], "pending") and states[-1] == (later["id"], "denied")
     assert set(states[1:-1]) <= {(later["id"], "pending")}  # a change seen in one poll shows its end state
     assert (await site.client.get("/api/approvals/feed")).status_code == 401
+
+
+async def test_regenerate_replaces_the_last_reply_and_withdraws_its_approvals(site: Server) -> None:
+    first, reply = await ask(site, "c1")
+    [approval] = await pending(site, "c1", 1)
+    again = await site.client.post("/api/chat", json={**first, "trigger": "regenerate-message"})
+    assert again.status_code == 200
+    redone = chunks(again.text)
+    assert redone[0]["messageId"] != reply[0]["messageId"]
+    assert [c["type"] for c in redone].count("tool-approval-request") == 1
+    old = (await site.client.get(f"/api/approvals/{approval['id']}", headers=AUTH)).json()
+    assert old["state"] == "cancelled"
+    assert len(await pending(site, "c1", 1)) == 1  # only the new call's approval waits
+
+
+async def test_regenerate_with_nothing_before_is_refused(site: Server) -> None:
+    body = {**user("empty", "hi"), "trigger": "regenerate-message"}
+    response = await site.client.post("/api/chat", json=body)
+    assert response.status_code == 409 and "no earlier user message" in response.json()["error"]["message"]
