@@ -460,3 +460,21 @@ async def test_regenerate_with_nothing_before_is_refused(site: Server) -> None:
     body = {**user("empty", "hi"), "trigger": "regenerate-message"}
     response = await site.client.post("/api/chat", json=body)
     assert response.status_code == 409 and "no earlier user message" in response.json()["error"]["message"]
+
+
+async def test_a_v7_client_gets_signed_requests_and_a_bad_signature_is_refused(site: Server) -> None:
+    first = user("c1", "pay 50 USD to Hanako")
+    response = await site.client.post("/api/chat", json=first, headers={"x-ai-sdk-version": "7"})
+    reply = chunks(response.text)
+    [asked] = [c for c in reply if c["type"] == "tool-approval-request"]
+    assert len(asked["signature"]) == 43  # unpadded base64url of a SHA-256 HMAC
+    plain = chunks((await site.client.post("/api/chat", json=user("c2", "pay 50 USD to Hanako"))).text)
+    assert "signature" not in next(c for c in plain if c["type"] == "tool-approval-request")
+
+    tampered = answer(first, reply, [(True, "")])
+    tampered["messages"][-1]["parts"][1]["approval"]["signature"] = asked["signature"][::-1]
+    refused = await site.client.post("/api/chat", json=tampered)
+    assert refused.status_code == 403 and "signature" in refused.json()["error"]["message"]
+    signed = answer(first, reply, [(True, "")])
+    signed["messages"][-1]["parts"][1]["approval"]["signature"] = asked["signature"]
+    assert "Paid 50 USD to Hanako" in said((await site.client.post("/api/chat", json=signed)).text)

@@ -17,7 +17,7 @@ from signoff.core.call import digest
 from signoff.core.decision import Decision
 from signoff.core.errors import AlreadyDecided, InvalidCall, NotFound, SignoffError
 from signoff.ledger.base import Ledger
-from signoff.protocol import ApprovalResponse, ToolOutput
+from signoff.protocol import ApprovalResponse, ToolOutput, verify
 
 
 class Untrusted(SignoffError):
@@ -35,14 +35,18 @@ def chat_actor(chat_id: str) -> str:
 
 
 async def accept_responses(
-    ledger: Ledger, chat_id: str, waiting: Mapping[str, str], responses: Sequence[ApprovalResponse]
+    ledger: Ledger,
+    chat_id: str,
+    waiting: Mapping[str, str],
+    responses: Sequence[ApprovalResponse],
+    signing_key: bytes = b"",
 ) -> list[Approval]:
     """Check every response against the ledger first, then record the decisions, so one bad response in a
     request means none of its responses takes effect.
 
     `waiting` maps the call ids this chat is waiting on to their approval ids.
     """
-    checked = [await _check(ledger, chat_id, waiting, response) for response in responses]
+    checked = [await _check(ledger, chat_id, waiting, response, signing_key) for response in responses]
     decided = []
     for approval, response in zip(checked, responses, strict=True):
         if approval.state is State.PENDING:
@@ -58,7 +62,7 @@ async def accept_responses(
 
 
 async def _check(
-    ledger: Ledger, chat_id: str, waiting: Mapping[str, str], response: ApprovalResponse
+    ledger: Ledger, chat_id: str, waiting: Mapping[str, str], response: ApprovalResponse, signing_key: bytes
 ) -> Approval:
     field = f"approval {response.approval_id}"
 
@@ -84,6 +88,11 @@ async def _check(
         raise await refuse(403, f"it was asked for another call than {response.tool} {response.call_id}")
     if _digest(response.input) != approval.digest:
         raise await refuse(403, "the arguments differ from the ones that were asked")
+    call = approval.call
+    if response.signature is not None and not verify(
+        signing_key, response.signature, approval.id, call.call_id, call.tool, call.args
+    ):  # older clients drop the signature, so only a present one can be checked
+        raise await refuse(403, "its signature is not the one this server gave")
     if waiting.get(response.call_id) != approval.id:
         raise await refuse(409, f"this chat is not waiting on it: it is {approval.state}")
     return approval

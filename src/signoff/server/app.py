@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,11 @@ class Settings:
     sweep: float = 1.0
     feed_interval: float = 0.2
 
+    @property
+    def signing_key(self) -> bytes:
+        """Derived from the token, so every worker started with the same token signs alike."""
+        return hashlib.sha256(b"signoff approval signature\n" + self.token.encode()).digest()
+
 
 def create_app(
     agent: AbstractAgent[Any, Any],
@@ -60,7 +66,10 @@ def create_app(
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     streams = Streams()
     chat = ChatAPI(
-        AgentChat(agent, gate, model=model), streams, wait=settings.wait, keepalive=settings.keepalive
+        AgentChat(agent, gate, model=model, signing_key=settings.signing_key),
+        streams,
+        wait=settings.wait,
+        keepalive=settings.keepalive,
     )
     approvals = ApprovalsAPI(ledger, settings.token, feed, ping=settings.keepalive)
 

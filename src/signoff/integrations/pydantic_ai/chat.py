@@ -74,7 +74,7 @@ class Reply:
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         turn = Turn(chat_id=self.chat_id, wait=self.wait)
-        translator = Translator(turn, self.message_id, self.visible)
+        translator = Translator(turn, self.message_id, self.visible, signing_key=self.chat.signing_key)
         yield Start(message_id=self.message_id)
         agent = self.chat.agent
         try:
@@ -108,14 +108,24 @@ async def _events(agent: AbstractAgent[Any, Any], run: dict[str, Any], chat: Age
 
 
 class AgentChat:
-    """Serve `agent` as a chat whose every tool call passes `gate`."""
+    """Serve `agent` as a chat whose every tool call passes `gate`.
+
+    `signing_key` signs approval requests for the clients that echo signatures back; every worker
+    serving the same chats needs the same key.
+    """
 
     def __init__(
-        self, agent: AbstractAgent[Any, Any], gate: Gate, *, model: Model | str | None = None
+        self,
+        agent: AbstractAgent[Any, Any],
+        gate: Gate,
+        *,
+        model: Model | str | None = None,
+        signing_key: bytes = b"",
     ) -> None:
         self.agent = agent
         self.gate = gate
         self.model = model
+        self.signing_key = signing_key
 
     async def prepare(self, request: ChatRequest, wait: Wait) -> Reply:
         """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
@@ -124,7 +134,7 @@ class AgentChat:
         state = _decode_state(stored.state) if stored else ChatState()
         history = ModelMessagesTypeAdapter.validate_json(bytes(state.history))
         made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
-        await accept_responses(ledger, request.chat_id, state.approvals, request.approvals)
+        await accept_responses(ledger, request.chat_id, state.approvals, request.approvals, self.signing_key)
         outputs = accept_outputs(state.frontend, made, request.outputs)
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call

@@ -58,14 +58,18 @@ from signoff.protocol import (
     ToolOutputAvailable,
     ToolOutputDenied,
     ToolOutputError,
+    sign,
 )
 
 Item = AgentStreamEvent | AgentRunResultEvent[Any] | Approval
 
 
 class Translator:
-    def __init__(self, turn: Turn, message_id: str, visible: Iterable[str] = ()) -> None:
+    def __init__(
+        self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
+    ) -> None:
         self.turn = turn
+        self.signing_key = signing_key
         self.message_id = message_id
         self.visible = set(visible)
         self.step_open = False
@@ -78,7 +82,7 @@ class Translator:
     def feed(self, item: Item) -> list[Chunk]:
         match item:
             case Approval() if item.call.call_id in self.visible:
-                return [ToolApprovalRequest(approval_id=item.id, tool_call_id=item.call.call_id)]
+                return [self._ask(item)]
             case PartStartEvent():
                 return [*self._open_step(), *self._start(item)]
             case PartDeltaEvent():
@@ -95,6 +99,17 @@ class Translator:
                 deferred = isinstance(item.result.output, DeferredToolRequests)
                 return [*self._close_step(), Finish(finish_reason="tool-calls" if deferred else "stop")]
         return []
+
+    def _ask(self, approval: Approval) -> ToolApprovalRequest:
+        """The request carries a signature that clients able to keep it (ai ≥ 6.0.221, 7.x) send back; the
+        encoder leaves it out for clients whose schema would reject it."""
+        call = approval.call
+        signature = (
+            sign(self.signing_key, approval.id, call.call_id, call.tool, call.args)
+            if self.signing_key
+            else None
+        )
+        return ToolApprovalRequest(approval_id=approval.id, tool_call_id=call.call_id, signature=signature)
 
     def _open_step(self) -> list[Chunk]:
         if self.responding:
