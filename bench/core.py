@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import hashlib
 import json
 import linecache
-import math
 import os
 import platform
 import shutil
@@ -32,11 +30,12 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Literal, Self
+
+from figures import Report, fmt_time, percentile, status, yardstick
 
 from signoff.core.approval import Approval, State
 from signoff.core.call import ToolCall
@@ -73,14 +72,6 @@ DECIDER = "bench"
 # -- output -------------------------------------------------------------------------------------------------
 
 
-def fmt_time(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} µs"
-    if seconds < 1.0:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.2f} s"
-
-
 def fmt_rate(per_second: float) -> str:
     return f"{per_second:,.0f}/s"
 
@@ -99,11 +90,6 @@ def short(value: float, limit: float) -> str:
     return f"missed by {1 - value / limit:.0%}"
 
 
-def status(stage: str) -> None:
-    """One line on stderr, so a slow stage never looks like a hang and stdout stays just figures."""
-    print(f"» {stage}", file=sys.stderr, flush=True)
-
-
 class Progress:
     """Reports a long loop's progress on stderr every couple of seconds; silent for quick loops."""
 
@@ -117,43 +103,6 @@ class Progress:
         if now - self.last >= PROGRESS_EVERY:
             self.last = now
             print(f"  … {self.label}: {done:,}/{self.total:,}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    name: str
-    met: bool
-    detail: str
-
-
-@dataclass(slots=True)
-class Report:
-    """Prints figures to stdout as they are measured and keeps each target's verdict for the summary."""
-
-    verdicts: list[Verdict] = field(default_factory=list)
-
-    def line(self, text: str = "") -> None:
-        print(text, flush=True)
-
-    def target(self, name: str, figures: str, key: str, target: str, met: bool, miss: str) -> None:
-        """One figure line with its target and verdict; `key` is the part of `figures` the target judges."""
-        verdict = "met" if met else miss
-        self.line(f"{name:<27}{figures}  (target {target}: {verdict})")
-        self.verdicts.append(Verdict(name, met, f"{key} vs target {target} ({verdict})"))
-
-    def summary(self) -> None:
-        if not self.verdicts:
-            return
-        met = sum(v.met for v in self.verdicts)
-        self.line()
-        self.line(f"summary: {met} of {len(self.verdicts)} targets met")
-        for v in self.verdicts:
-            self.line(f"  {'met   ' if v.met else 'MISSED'}  {v.name}: {v.detail}")
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of already sorted values: an observed value, never an interpolation."""
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def spread(values: Iterable[float]) -> tuple[float, float, float]:
@@ -351,7 +300,9 @@ def latency_line(report: Report, name: str, samples: list[float], limit: float) 
     figures = f"n={len(samples):<6,} p50 {fmt_time(p50):>9}  p99 {fmt_time(p99):>9}  max {fmt_time(worst):>9}"
     target = f"p50/p99 <= {fmt_time(limit)}"
     key = f"p50 {fmt_time(p50)}, p99 {fmt_time(p99)}"
-    report.target(name, figures, key, target, p50 <= limit and p99 <= limit, over(max(p50, p99), limit))
+    report.judge(
+        name, figures, target, p50 <= limit and p99 <= limit, key=key, miss=over(max(p50, p99), limit)
+    )
 
 
 def wake_line(report: Report, samples: list[float]) -> None:
@@ -460,7 +411,9 @@ async def bench_throughput(
         best = max(sequential, concurrent)
         figures = throughput_figures(count, sequential, concurrent)
         target = f">= {fmt_rate(limit)}, better of the two"
-        report.target(name, figures, f"best {fmt_rate(best)}", target, best >= limit, short(best, limit))
+        report.judge(
+            name, figures, target, best >= limit, key=f"best {fmt_rate(best)}", miss=short(best, limit)
+        )
         if backend == "sqlite":
             count = scaled(FULL_SYNC_DECISIONS, scale)
             status(f"throughput sqlite synchronous=full: 2 x {count:,} approvals (an fsync per commit)")
@@ -619,8 +572,8 @@ def bench_memory(report: Report, scale: float) -> None:
     )
     key = f"worst meter {fmt_bytes(worst)} per waiter"
     met = worst <= MEMORY_TARGET
-    report.target(
-        "memory gate waiter", figures, key, "<= 2 KiB, both meters", met, over(worst, MEMORY_TARGET)
+    report.judge(
+        "memory gate waiter", figures, "<= 2 KiB, both meters", met, key=key, miss=over(worst, MEMORY_TARGET)
     )
     report.line(
         "  a waiter is everything a blocked tool call keeps alive: its approval record (Approval, ToolCall,"
@@ -662,23 +615,6 @@ def bench_memory(report: Report, scale: float) -> None:
 
 def scaled(count: int, scale: float) -> int:
     return max(10, round(count * scale))
-
-
-def yardstick() -> float:
-    """Seconds for one unit of fixed, signoff-independent work (JSON, SHA-256, dicts), best of five rounds.
-
-    A shared or virtual machine's speed drifts (on the 2-core VM this was written on, by up to 1.7x within
-    minutes); printing this at the start and end of a run says whether two runs are comparable at all.
-    """
-    payload = {"amount": 50, "currency": "USD", "recipient": "Hanako", "tags": ["a", "b"]}
-    best = math.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        for i in range(2000):
-            body = json.dumps({**payload, "seq": i}, sort_keys=True, separators=(",", ":"))
-            hashlib.sha256(body.encode()).hexdigest()
-        best = min(best, (time.perf_counter() - start) / 2000)
-    return best
 
 
 def header(report: Report, scale: float) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -39,7 +38,7 @@ import tempfile
 import time
 import timeit
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
@@ -48,6 +47,7 @@ from typing import Any, Self
 
 import httpx
 import uvicorn
+from figures import Report, fmt_time, percentile, status, yardstick
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
@@ -86,75 +86,6 @@ ENCODE_REPEATS = 5
 READY_TIMEOUT = 60.0  # seconds a server may take to start listening (imports on a busy 2-core VM are slow)
 REQUEST_TIMEOUT = 60.0
 SSE_SEPARATOR = (",", ":")  # what JSON.stringify and msgspec write: no spaces
-
-
-# -- output (the same conventions as bench/core.py) ---------------------------------------------------------
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} µs"
-    if seconds < 1.0:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.2f} s"
-
-
-def status(stage: str) -> None:
-    """One line on stderr, so a slow stage never looks like a hang and stdout stays just figures."""
-    print(f"» {stage}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    name: str
-    met: bool
-    detail: str
-
-
-@dataclass(slots=True)
-class Report:
-    """Prints figures to stdout as they are measured and keeps each goal's verdict for the summary."""
-
-    verdicts: list[Verdict] = field(default_factory=list)
-
-    def line(self, text: str = "") -> None:
-        print(text, flush=True)
-
-    def goal(self, name: str, figures: str, target: str, met: bool) -> None:
-        verdict = "met" if met else "MISSED"
-        self.line(f"{name:<27}{figures}  (goal {target}: {verdict})")
-        self.verdicts.append(Verdict(name, met, f"{figures} vs goal {target}"))
-
-    def summary(self) -> None:
-        if not self.verdicts:
-            return
-        met = sum(v.met for v in self.verdicts)
-        self.line()
-        self.line(f"summary: {met} of {len(self.verdicts)} goals met")
-        for v in self.verdicts:
-            self.line(f"  {'met   ' if v.met else 'MISSED'}  {v.name}: {v.detail}")
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of already sorted values: an observed value, never an interpolation."""
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-def yardstick() -> float:
-    """Seconds for one unit of fixed, signoff-independent work; the same unit as bench/core.py prints.
-
-    A shared or virtual machine's speed drifts by tens of percent within minutes; printing this at the
-    start and end of a run says whether two runs are comparable at all.
-    """
-    payload = {"amount": 50, "currency": "USD", "recipient": "Hanako", "tags": ["a", "b"]}
-    best = math.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        for i in range(2000):
-            body = json.dumps({**payload, "seq": i}, sort_keys=True, separators=(",", ":"))
-            hashlib.sha256(body.encode()).hexdigest()
-        best = min(best, (time.perf_counter() - start) / 2000)
-    return best
 
 
 # -- the peer: pydantic-ai's own VercelAIAdapter, the documented way ----------------------------------------
@@ -604,14 +535,14 @@ def judge(report: Report, rows: dict[tuple[str, int], Row], floor: float | None)
         report.line(f"goal: no successful flows at concurrency {GOAL_CONCURRENCY}; nothing to compare")
         return
     ratio = ours.rate / theirs.rate
-    report.goal(
+    report.judge(
         f"flows/s at {GOAL_CONCURRENCY}",
         f"signoff {ours.rate:,.1f}/s, peer {theirs.rate:,.1f}/s: {ratio:.2f}x",
         f">= {GOAL_RATIO:g}x the peer",
         ratio >= GOAL_RATIO and ours.failures == 0,
     )
     p99_ours, p99_theirs = percentile(ours.latencies, 0.99), percentile(theirs.latencies, 0.99)
-    report.goal(
+    report.judge(
         f"p99 at {GOAL_CONCURRENCY}",
         f"signoff {fmt_time(p99_ours)}, peer {fmt_time(p99_theirs)}",
         "lower than the peer",
@@ -963,7 +894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "iterations", 1) < 1 or getattr(args, "flows", 1) < 1:
         parser.error("--iterations and --flows must be at least 1")
 
-    report = Report()
+    report = Report(noun="goal")
     header(report)
     if args.command in ("encode", "all"):
         report.line()
