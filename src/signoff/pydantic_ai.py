@@ -1,31 +1,7 @@
-"""The short import path: `from signoff.pydantic_ai import ApprovalToolset` replaces the 0.8.0 import."""
+"""The short import path: `from signoff.pydantic_ai import ApprovalToolset` replaces the 0.8.0 import.
 
-from signoff.integrations.pydantic_ai import (
-    AgentChat,
-    ApprovalCallback,
-    ApprovalController,
-    ApprovalDecision,
-    ApprovalMemory,
-    ApprovalRequest,
-    ApprovalResult,
-    ApprovalToolset,
-    Signoff,
-    SignoffToolset,
-    SupportsApprovalDescription,
-    SupportsNeedsApproval,
-)
+It re-exports `signoff.integrations.pydantic_ai`, whose `__all__` is the one list of public names.
+"""
 
-__all__ = [
-    "AgentChat",
-    "Signoff",
-    "SignoffToolset",
-    "ApprovalCallback",
-    "ApprovalController",
-    "ApprovalDecision",
-    "ApprovalMemory",
-    "ApprovalRequest",
-    "ApprovalResult",
-    "ApprovalToolset",
-    "SupportsApprovalDescription",
-    "SupportsNeedsApproval",
-]
+from signoff.integrations.pydantic_ai import *  # noqa: F403
+from signoff.integrations.pydantic_ai import __all__ as __all__
