@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 
-from signoff.core.errors import IllegalTransition, NotFound, SignoffError, StaleChat
+from signoff.core.errors import IllegalTransition, NotFound, SignoffError
 from signoff.gate import Gate, Wait
 from signoff.integrations.pydantic_ai.stream import Translator, translate
 from signoff.integrations.pydantic_ai.toolset import Signoff
@@ -65,7 +65,6 @@ class Reply:
     chat_id: str
     wait: Wait
     stored: StoredChat | None
-    state: ChatState
     message_id: str
     visible: list[str]
     """Earlier calls of the message being continued whose results this reply streams; the client already
@@ -76,9 +75,8 @@ class Reply:
         turn = Turn(chat_id=self.chat_id, wait=self.wait)
         translator = Translator(turn, self.message_id, self.visible, signing_key=self.chat.signing_key)
         yield Start(message_id=self.message_id)
-        agent = self.chat.agent
         try:
-            async for chunk in translate(lambda: _events(agent, self.run, self.chat), translator):
+            async for chunk in translate(lambda: _events(self.chat, self.run), translator):
                 yield chunk
             assert translator.result is not None
             await self._save(translator.result.all_messages(), translator.result.output)
@@ -101,8 +99,9 @@ class Reply:
         await self.chat.gate.ledger.save_chat(self.chat_id, _encode(state), version=version)
 
 
-async def _events(agent: AbstractAgent[Any, Any], run: dict[str, Any], chat: AgentChat) -> AsyncIterator[Any]:
-    async with agent.run_stream_events(**run, capabilities=[Signoff(chat.gate)], model=chat.model) as events:
+async def _events(chat: AgentChat, run: dict[str, Any]) -> AsyncIterator[Any]:
+    gated = [Signoff(chat.gate)]
+    async with chat.agent.run_stream_events(**run, capabilities=gated, model=chat.model) as events:
         async for event in events:
             yield event
 
@@ -160,7 +159,7 @@ class AgentChat:
         continues = request.user_message is None and request.trigger != "regenerate-message"
         message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
         visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
-        return Reply(self, request.chat_id, wait, stored, state, message_id, visible, run)
+        return Reply(self, request.chat_id, wait, stored, message_id, visible, run)
 
     async def _withdraw(self, chat_id: str, state: ChatState) -> None:
         """Cancel the chat's open approvals; one decided meanwhile (or asked by the agent's own tools,
@@ -186,4 +185,4 @@ def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage]
     raise Untrusted(409, "trigger", "there is no earlier user message to regenerate a reply to")
 
 
-__all__ = ["AgentChat", "ChatState", "Reply", "StaleChat"]
+__all__ = ["AgentChat", "ChatState", "Reply"]
