@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from signoff.core.approval import Approval, State
-from signoff.core.decision import Decision
+from signoff.core.decision import Decision, Verdict
 from signoff.core.errors import AlreadyDecided, AlreadyRevoked, InvalidCall, InvalidDecision, NotFound
 from signoff.core.grant import Grant
 from signoff.ledger.base import Ledger
@@ -36,16 +36,11 @@ class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
     by: str = ""
 
     def decision(self) -> Decision:
+        """The core's `Decision` checks what makes no sense (a remembered denial) and says why."""
+        verdict: Verdict = "deny" if not self.approved else "approve" if self.args is None else "edit"
+        args = self.args if self.approved else None
         by = f"api:{self.by}" if self.by else "api"
-        if not self.approved:
-            return Decision.deny(by, self.reason) if self.remember == "once" else _deny_remembered()
-        if self.args is not None:
-            return Decision.edit(self.args, by, self.reason, self.remember)
-        return Decision.approve(by, self.reason, self.remember)
-
-
-def _deny_remembered() -> Decision:
-    raise InvalidDecision("only approvals can be remembered; a standing refusal belongs in the policy")
+        return Decision(verdict=verdict, by=by, reason=self.reason, args=args, remember=self.remember)
 
 
 def approval_json(approval: Approval) -> dict[str, Any]:
