@@ -167,6 +167,8 @@ def test_serve_finds_an_agent_in_the_working_directory_and_asks_for_unlisted_too
         assert server.stdout is not None
         first = server.stdout.readline()
         assert first.startswith("signoff serve: http://127.0.0.1:"), first + server.stderr.read()
+        base = first.split(": ", 1)[1].strip()
+        assert server.stdout.readline().strip() == f"approvals inbox: {base}/approvals"
         assert server.stdout.readline().strip() == "approvals API token: tok"
         url = first.split(": ", 1)[1].strip()
         body = {

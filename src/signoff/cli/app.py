@@ -11,7 +11,7 @@ import getpass
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import msgspec
 import typer
@@ -23,6 +23,9 @@ from signoff.core.decision import Decision, Remember
 from signoff.core.errors import SignoffError
 from signoff.ledger import Ledger, open_ledger
 from signoff.ledger.url import ENV_VAR
+
+if TYPE_CHECKING:
+    from signoff.server.app import Settings
 
 T = TypeVar("T")
 
@@ -232,6 +235,14 @@ ModelOption = Annotated[
 KeepaliveOption = Annotated[
     float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.")
 ]
+BrowserTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--browser-timeout",
+        min=0.1,
+        help="Seconds the page has to return a browser tool's result before the model is told it failed.",
+    ),
+]
 
 
 @app.command("demo")
@@ -242,12 +253,14 @@ def demo(
     wait: WaitOption = "deferred",
     model: ModelOption = None,
     keepalive: KeepaliveOption = 15.0,
+    browser_timeout: BrowserTimeoutOption = 120.0,
 ) -> None:
     """Serve the demo chat offline: a scripted model, payments that need approval, and the approvals API."""
     from signoff.demo.agent import demo_agent
     from signoff.demo.walkthrough import demo_policy
 
-    _serve("demo", demo_agent(model), demo_policy(), host, port, ledger, wait, keepalive)
+    settings = _settings(wait, keepalive, browser_timeout)
+    _serve("demo", demo_agent(model), demo_policy(), host, port, ledger, settings)
 
 
 @app.command("serve")
@@ -264,6 +277,7 @@ def serve_command(
     ] = None,
     model: ModelOption = None,
     keepalive: KeepaliveOption = 15.0,
+    browser_timeout: BrowserTimeoutOption = 120.0,
 ) -> None:
     """Serve an agent as an AI SDK chat with every tool call gated."""
     from pathlib import Path
@@ -277,7 +291,24 @@ def serve_command(
     except (SignoffError, OSError) as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
-    _serve("serve", served, rules, host, port, ledger, wait, keepalive, model)
+    _serve("serve", served, rules, host, port, ledger, _settings(wait, keepalive, browser_timeout), model)
+
+
+def _settings(wait: str, keepalive: float, browser_timeout: float) -> Settings:
+    import os
+
+    from signoff.server.app import Settings
+    from signoff.server.auth import new_token
+
+    if wait not in ("deferred", "blocking"):
+        raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
+    token = os.environ.get("SIGNOFF_API_TOKEN") or new_token()
+    return Settings(
+        token=token,
+        wait=wait,  # type: ignore[arg-type]
+        keepalive=keepalive,
+        frontend_timeout=browser_timeout,
+    )
 
 
 def _serve(
@@ -287,24 +318,16 @@ def _serve(
     host: str,
     port: int,
     ledger: str | None,
-    wait: str,
-    keepalive: float,
+    settings: Settings,
     model: str | None = None,
 ) -> None:
-    import os
-
-    from signoff.server.app import Settings, create_app
-    from signoff.server.auth import new_token
+    from signoff.server.app import create_app
     from signoff.server.run import serve
-
-    if wait not in ("deferred", "blocking"):
-        raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
-    token = os.environ.get("SIGNOFF_API_TOKEN") or new_token()
-    settings = Settings(token=token, wait=wait, keepalive=keepalive)  # type: ignore[arg-type]
 
     def ready(url: str) -> None:
         out.print(f"signoff {name}: {url}", highlight=False, soft_wrap=True)
-        out.print(f"approvals API token: {token}", highlight=False, soft_wrap=True)
+        out.print(f"approvals inbox: {url}/approvals", highlight=False, soft_wrap=True)
+        out.print(f"approvals API token: {settings.token}", highlight=False, soft_wrap=True)
         out.print("Ctrl-C to stop", highlight=False)
 
     async def run() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from signoff.core.approval import Approval, State
 from signoff.core.call import digest
-from signoff.core.decision import Decision
+from signoff.core.decision import Decision, Remember
 from signoff.core.errors import AlreadyDecided, InvalidCall, NotFound, SignoffError
 from signoff.ledger.base import Ledger
 from signoff.protocol import ApprovalResponse, ToolOutput, verify
@@ -61,29 +61,50 @@ async def accept_responses(
     return decided
 
 
+async def decide_in_chat(
+    ledger: Ledger, chat_id: str, approval_id: str, approved: bool, reason: str, remember: Remember
+) -> Approval:
+    """A person using the chat decides one of its approvals directly (blocking mode, or a remembered
+    answer): the same authority a response in a chat request carries, so only this chat's approvals.
+
+    Raises `Untrusted` (audited) for another chat's or an unknown approval, `AlreadyDecided` if it lost,
+    `InvalidDecision` for a remembered denial.
+    """
+    approval = await _own(ledger, chat_id, approval_id, tool="", call_id="")
+    by = chat_actor(chat_id)
+    decision = Decision(verdict="approve" if approved else "deny", by=by, reason=reason, remember=remember)
+    return await ledger.decide(approval.id, decision)
+
+
+async def _own(ledger: Ledger, chat_id: str, approval_id: str, *, tool: str, call_id: str) -> Approval:
+    try:
+        approval = await ledger.get(approval_id)
+    except NotFound:
+        raise await _refuse(ledger, chat_id, approval_id, 404, "no such approval", tool, call_id) from None
+    if approval.chat_id != chat_id:
+        raise await _refuse(ledger, chat_id, approval_id, 403, "it belongs to another chat", tool, call_id)
+    return approval
+
+
+async def _refuse(
+    ledger: Ledger, chat_id: str, approval_id: str, status: int, why: str, tool: str, call_id: str
+) -> Untrusted:
+    field = f"approval {approval_id}"
+    await ledger.record(
+        "refuse", approval_id, chat_actor(chat_id), why=why, chat=chat_id, call=call_id, tool=tool
+    )
+    return Untrusted(status, field, f"{field} refused: {why}")
+
+
 async def _check(
     ledger: Ledger, chat_id: str, waiting: Mapping[str, str], response: ApprovalResponse, signing_key: bytes
 ) -> Approval:
-    field = f"approval {response.approval_id}"
-
     async def refuse(status: int, why: str) -> Untrusted:
-        await ledger.record(
-            "refuse",
-            response.approval_id,
-            chat_actor(chat_id),
-            why=why,
-            chat=chat_id,
-            call=response.call_id,
-            tool=response.tool,
+        return await _refuse(
+            ledger, chat_id, response.approval_id, status, why, response.tool, response.call_id
         )
-        return Untrusted(status, field, f"{field} refused: {why}")
 
-    try:
-        approval = await ledger.get(response.approval_id)
-    except NotFound:
-        raise await refuse(404, "no such approval") from None
-    if approval.chat_id != chat_id:
-        raise await refuse(403, "it belongs to another chat")
+    approval = await _own(ledger, chat_id, response.approval_id, tool=response.tool, call_id=response.call_id)
     if (approval.call.call_id, approval.call.tool) != (response.call_id, response.tool):
         raise await refuse(403, f"it was asked for another call than {response.tool} {response.call_id}")
     if _digest(response.input) != approval.digest:

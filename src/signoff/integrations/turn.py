@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from signoff.core.approval import Approval
-from signoff.gate import Refused, Wait
+from signoff.gate import Wait
 
 
 @dataclass
@@ -21,8 +21,6 @@ class Turn:
     wait: Wait
     asked: Callable[[Approval], None] = lambda approval: None
     """Called when a call of this turn waits for a person, before the wait starts."""
-    refused: dict[str, Refused] = field(default_factory=dict)
-    """Calls of this turn the gate refused, by call id: a transport shows them as denied, not as output."""
 
 
 current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)

@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
@@ -21,7 +21,8 @@ from pydantic_ai.models import Model
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from signoff.approvers.callback import Approver
 from signoff.core.policy import Policy
@@ -45,6 +46,8 @@ class Settings:
     keepalive: float = 15.0
     sweep: float = 1.0
     feed_interval: float = 0.2
+    frontend_timeout: float = 120.0
+    """How long the browser has to return a browser tool's result before the model is told it failed."""
 
     @property
     def signing_key(self) -> bytes:
@@ -65,18 +68,16 @@ def create_app(
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     streams = Streams()
-    chat = ChatAPI(
-        AgentChat(agent, gate, model=model, signing_key=settings.signing_key),
-        streams,
-        wait=settings.wait,
-        keepalive=settings.keepalive,
+    agent_chat = AgentChat(
+        agent, gate, model=model, signing_key=settings.signing_key, frontend_timeout=settings.frontend_timeout
     )
+    chat = ChatAPI(agent_chat, streams, feed, wait=settings.wait, keepalive=settings.keepalive)
     approvals = ApprovalsAPI(ledger, settings.token, feed, ping=settings.keepalive)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await feed.start()
-        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, settings.sweep))
+        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, chat, settings.sweep))
         try:
             yield
         finally:
@@ -86,18 +87,29 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
 
-    routes = [*chat.routes(), *approvals.routes(), Route("/", _page, methods=["GET"])]
-    return Starlette(routes=routes, lifespan=lifespan)
+    pages = [Route(path, _page(html), methods=["GET"]) for path, html in PAGES.items()]
+    static = Mount("/static", StaticFiles(directory=STATIC), name="static")
+    return Starlette(routes=[*chat.routes(), *approvals.routes(), *pages, static], lifespan=lifespan)
 
 
-async def _sweep(ledger: Ledger, every: float) -> None:
+STATIC = Path(__file__).with_name("static")
+"""The built front end (see frontend/), committed so that installing signoff needs no Node."""
+PAGES = {"/": "index.html", "/approvals": "approvals.html"}
+
+
+async def _sweep(ledger: Ledger, chat: ChatAPI, every: float) -> None:
     while True:
         try:
             await ledger.expire_due()
+            await chat.sweep()
         except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
             log.exception("expiring due approvals failed")
         await asyncio.sleep(every)
 
 
-async def _page(request: Request) -> Response:
-    return HTMLResponse(resources.files("signoff.server").joinpath("page.html").read_text())
+def _page(name: str) -> Callable[[Request], Awaitable[Response]]:
+    async def page(request: Request) -> Response:
+        html = (STATIC / name).read_text()
+        return HTMLResponse(html, headers={"cache-control": "no-cache"})
+
+    return page

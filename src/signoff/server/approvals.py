@@ -16,13 +16,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from signoff.core.approval import Approval, State
+from signoff.core.call import digest
 from signoff.core.decision import Decision, Verdict
 from signoff.core.errors import AlreadyDecided, AlreadyRevoked, InvalidCall, InvalidDecision, NotFound
 from signoff.core.grant import Grant
 from signoff.ledger.base import Ledger
 from signoff.server.auth import refuse_without_token
 from signoff.server.feed import ApprovalFeed
-from signoff.server.http import error, json_response
+from signoff.server.http import BadBody, error, json_response, read_body
 
 Handler = Callable[[Request], Awaitable[Response]]
 MAX_BODY = 64 * 1024
@@ -65,8 +66,9 @@ def approval_json(approval: Approval) -> dict[str, Any]:
             "reason": d.reason,
             "remember": d.remember,
         }
-        if d.args is not None:
+        if d.args is not None:  # edited: the call that runs is this one, so show its own digest too
             decision["args"] = d.args
+            decision["digest"] = digest(d.args)
         out["decision"] = decision
     if approval.closed_by:
         out["closed"] = {"by": approval.closed_by, "reason": approval.closed_reason}
@@ -93,6 +95,18 @@ def grant_json(grant: Grant) -> dict[str, Any]:
     if grant.revoked_at is not None:
         out["revoked"] = {"at": grant.revoked_at, "by": grant.revoked_by}
     return out
+
+
+def feed_response(feed: ApprovalFeed, *, ping: float, chat_id: str | None = None) -> Response:
+    """The approval feed as SSE `approval` events, of one chat or of all."""
+
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        async for approval in feed.follow(chat_id):
+            yield ServerSentEvent(msgspec.json.encode(approval_json(approval)).decode(), event="approval")
+
+    return EventSourceResponse(
+        events(), ping=ping, ping_message_factory=lambda: ServerSentEvent(comment="keep-alive")
+    )
 
 
 class ApprovalsAPI:
@@ -139,16 +153,11 @@ class ApprovalsAPI:
             return error(404, str(exc))
 
     async def decide(self, request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return error(413, f"the decision body is over {MAX_BODY} bytes")
         try:
-            decision = msgspec.json.decode(body, type=DecisionBody).decision()
-            approval = await self.ledger.decide(request.path_params["id"], decision)
-        except msgspec.ValidationError as exc:
-            return error(422, f"invalid decision: {exc}", _field_of(exc))
-        except msgspec.DecodeError as exc:
-            return error(422, f"the decision body is not JSON: {exc}")
+            body = await read_body(request, DecisionBody, limit=MAX_BODY, what="decision")
+            approval = await self.ledger.decide(request.path_params["id"], body.decision())
+        except BadBody as exc:
+            return exc.response
         except (InvalidDecision, InvalidCall) as exc:
             return error(422, str(exc))
         except NotFound as exc:
@@ -158,13 +167,7 @@ class ApprovalsAPI:
         return json_response(approval_json(approval))
 
     async def follow(self, request: Request) -> Response:
-        async def events() -> AsyncIterator[ServerSentEvent]:
-            async for approval in self.feed.follow():
-                yield ServerSentEvent(msgspec.json.encode(approval_json(approval)).decode(), event="approval")
-
-        return EventSourceResponse(
-            events(), ping=self.ping, ping_message_factory=lambda: ServerSentEvent(comment="keep-alive")
-        )
+        return feed_response(self.feed, ping=self.ping)
 
     async def grants(self, request: Request) -> Response:
         active = request.query_params.get("active", "true") != "false"
@@ -181,10 +184,3 @@ class ApprovalsAPI:
         except AlreadyRevoked as exc:
             return error(409, str(exc))
         return json_response(grant_json(grant))
-
-
-def _field_of(exc: msgspec.ValidationError) -> str | None:
-    """msgspec names the path as `$.field`; the API names it without the `$.`."""
-    message = str(exc)
-    _, found, path = message.partition("at `$.")
-    return path.split("`", 1)[0] if found else None

@@ -1,18 +1,32 @@
-"""`POST /api/chat` and `GET /api/chat/{id}/stream`: the AI SDK `DefaultChatTransport` contract over SSE."""
+"""The chat routes: the AI SDK `DefaultChatTransport` contract over SSE, and what a chat page needs beside it.
+
+- `POST /api/chat` starts a reply; `GET /api/chat/{id}/stream` follows a running one (204 when none).
+- `GET /api/chat/{id}` is the chat as the server holds it, for a page that (re)loads.
+- `GET /api/chat/{id}/events` follows the chat's approvals live, whoever decides them.
+- `POST /api/chat/{id}/approvals/{approval_id}` lets the chat's user decide without a chat request
+  (blocking mode, or a remembered answer). It carries the same authority as an approval response in a
+  chat request, so it needs no token and reaches only this chat's approvals.
+
+The server also ends browser calls that got no result in time: `sweep` starts, on the server's own
+initiative, the reply that tells the model so.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
+from typing import Literal
 
+import msgspec
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from signoff.core.errors import SignoffError
+from signoff.core.errors import AlreadyDecided, InvalidDecision, SignoffError
 from signoff.gate import Wait
 from signoff.integrations.pydantic_ai.chat import AgentChat, Reply
-from signoff.integrations.trust import Untrusted
+from signoff.integrations.trust import Untrusted, decide_in_chat
 from signoff.protocol import (
     DONE,
     HEADERS,
@@ -23,23 +37,42 @@ from signoff.protocol import (
     frame,
     parse_chat_request,
 )
-from signoff.server.http import error
+from signoff.server.approvals import approval_json, feed_response
+from signoff.server.feed import ApprovalFeed
+from signoff.server.http import BadBody, error, json_response, read_body
 from signoff.server.streams import Stream, Streams
 
+log = logging.getLogger("signoff.server")
 MAX_BODY = 1024 * 1024
 
 
+class ChatDecision(msgspec.Struct, forbid_unknown_fields=True):
+    """A chat's user may remember an approval for this chat, never for every chat."""
+
+    approved: bool
+    reason: str = ""
+    remember: Literal["once", "session"] = "once"
+
+
 class ChatAPI:
-    def __init__(self, chat: AgentChat, streams: Streams, *, wait: Wait, keepalive: float) -> None:
+    def __init__(
+        self, chat: AgentChat, streams: Streams, feed: ApprovalFeed, *, wait: Wait, keepalive: float
+    ) -> None:
         self.chat = chat
         self.streams = streams
+        self.feed = feed
         self.wait = wait
         self.keepalive = keepalive
+        self._due: dict[str, float] = {}
+        """Chats waiting on the browser, and when its results are overdue."""
 
     def routes(self) -> list[BaseRoute]:
         return [
             Route("/api/chat", self.post, methods=["POST"]),
+            Route("/api/chat/{id}", self.get, methods=["GET"]),
             Route("/api/chat/{id}/stream", self.resume, methods=["GET"]),
+            Route("/api/chat/{id}/events", self.events, methods=["GET"]),
+            Route("/api/chat/{id}/approvals/{approval_id}", self.decide, methods=["POST"]),
         ]
 
     async def post(self, request: Request) -> Response:
@@ -64,16 +97,85 @@ class ChatAPI:
         except BaseException:
             self.streams.release(parsed.chat_id, stream)
             raise
-        self.streams.run(
-            parsed.chat_id, stream, _frames(reply, client_version(request.headers, parsed.client_hint))
-        )
+        if (user := parsed.user_message) is not None:
+            stream.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
+        stream.regenerates = parsed.trigger == "regenerate-message"
+        self._start(reply, stream, client_version(request.headers, parsed.client_hint))
         return self._sse(stream)
+
+    async def get(self, request: Request) -> Response:
+        chat_id = request.path_params["id"]
+        view = await self.chat.view(chat_id)
+        messages = view.messages
+        stream = self.streams.get(chat_id)
+        if stream is not None:  # the stream replays the running reply, so show the chat as it began
+            if stream.regenerates and messages and messages[-1]["role"] == "assistant":
+                messages = messages[:-1]
+            if stream.prompt is not None:
+                messages = [*messages, stream.prompt]
+        return json_response(
+            {
+                "id": chat_id,
+                "wait": self.wait,
+                "running": stream is not None,
+                "messages": messages,
+                "approvals": [approval_json(a) for a in view.approvals],
+            }
+        )
 
     async def resume(self, request: Request) -> Response:
         stream = self.streams.get(request.path_params["id"])
         if stream is None:
             return Response(status_code=204)
         return self._sse(stream)
+
+    async def events(self, request: Request) -> Response:
+        return feed_response(self.feed, ping=self.keepalive, chat_id=request.path_params["id"])
+
+    async def decide(self, request: Request) -> Response:
+        chat_id, approval_id = request.path_params["id"], request.path_params["approval_id"]
+        try:
+            body = await read_body(request, ChatDecision, limit=MAX_BODY, what="decision")
+            approval = await decide_in_chat(
+                self.chat.gate.ledger, chat_id, approval_id, body.approved, body.reason, body.remember
+            )
+        except BadBody as exc:
+            return exc.response
+        except Untrusted as exc:
+            return error(exc.status, str(exc), exc.field)
+        except InvalidDecision as exc:
+            return error(422, str(exc))
+        except AlreadyDecided as lost:
+            return error(409, str(lost), approval=approval_json(lost.winner))
+        return json_response(approval_json(approval))
+
+    async def sweep(self) -> None:
+        """Start the reply for each chat whose browser calls are overdue and that runs no reply now."""
+        now = self.chat.gate.ledger.clock()
+        for chat_id, due in list(self._due.items()):
+            if due > now or (stream := self.streams.open(chat_id)) is None:
+                continue
+            del self._due[chat_id]
+            try:
+                reply = await self.chat.prepare_overdue(chat_id, self.wait)
+            except Exception:  # one chat's broken state must not stop the sweep for the others
+                log.exception("chat %s could not be told that its browser calls are overdue", chat_id)
+                reply = None
+            if reply is None:
+                self.streams.release(chat_id, stream)
+            else:
+                self._start(reply, stream, ClientVersion.V6)
+
+    def _start(self, reply: Reply, stream: Stream, version: ClientVersion) -> None:
+        self._due.pop(reply.chat_id, None)
+        self.streams.run(reply.chat_id, stream, self._frames(reply, version))
+
+    async def _frames(self, reply: Reply, version: ClientVersion) -> AsyncIterator[bytes]:
+        async for chunk in reply.chunks():
+            yield frame(encode(chunk, version))
+        yield DONE
+        if reply.frontend_due is not None:
+            self._due[reply.chat_id] = reply.frontend_due
 
     def _sse(self, stream: Stream) -> Response:
         return EventSourceResponse(
@@ -82,9 +184,3 @@ class ChatAPI:
             ping=self.keepalive,
             ping_message_factory=lambda: ServerSentEvent(comment="keep-alive"),
         )
-
-
-async def _frames(reply: Reply, version: ClientVersion) -> AsyncIterator[bytes]:
-    async for chunk in reply.chunks():
-        yield frame(encode(chunk, version))
-    yield DONE

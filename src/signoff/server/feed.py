@@ -40,18 +40,18 @@ class ApprovalFeed:
         for reader in self._readers:
             reader.put_nowait(None)
 
-    async def follow(self) -> AsyncIterator[Approval]:
+    async def follow(self, chat_id: str | None = None) -> AsyncIterator[Approval]:
         """The pending approvals now, then each approval that changes, in its state after the change (two
-        changes to one approval within one poll show as the second)."""
+        changes to one approval within one poll show as the second); only `chat_id`'s when given."""
         reader: asyncio.Queue[tuple[int, Approval] | None] = asyncio.Queue(self.backlog)
         self._readers.add(reader)
         try:
             seen = await self.ledger.last_seq()  # the snapshot below already shows everything up to here
-            for pending in await self.ledger.approvals(state=State.PENDING):
+            for pending in await self.ledger.approvals(chat_id=chat_id, state=State.PENDING):
                 yield pending
             while (change := await reader.get()) is not None:
                 seq, approval = change
-                if seq > seen:
+                if seq > seen and chat_id in (None, approval.chat_id):
                     yield approval
         finally:
             self._readers.discard(reader)

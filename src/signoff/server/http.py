@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+from starlette.requests import Request
 from starlette.responses import Response
+
+T = TypeVar("T")
 
 _encode = msgspec.json.Encoder().encode
 
@@ -19,3 +22,31 @@ def error(status: int, message: str, field: str | None = None, **extra: Any) -> 
     if field is not None:
         body["field"] = field
     return json_response({"error": body, **extra}, status)
+
+
+class BadBody(Exception):
+    """A request body that can't be used; `response` says why."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.response = error(status, message, field)
+
+
+async def read_body(request: Request, schema: type[T], *, limit: int, what: str) -> T:
+    """The body decoded as `schema`, or `BadBody`: 413 when over `limit` bytes, 422 when it doesn't fit."""
+    body = await request.body()
+    if len(body) > limit:
+        raise BadBody(413, f"the {what} body is over {limit} bytes")
+    try:
+        return msgspec.json.decode(body, type=schema)
+    except msgspec.ValidationError as exc:
+        raise BadBody(422, f"invalid {what}: {exc}", _field_of(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise BadBody(422, f"the {what} body is not JSON: {exc}") from None
+
+
+def _field_of(exc: msgspec.ValidationError) -> str | None:
+    """msgspec names the path as `$.field`; the API names it without the `$.`."""
+    message = str(exc)
+    _, found, path = message.partition("at `$.")
+    return path.split("`", 1)[0] if found else None

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from functools import partial
+from typing import Any
 
 log = logging.getLogger("signoff.server")
 
@@ -21,6 +22,11 @@ class Stream:
     def __init__(self) -> None:
         self.frames: list[bytes] = []
         self.closed = False
+        self.prompt: dict[str, Any] | None = None
+        """The user message this reply answers, as the client sent it: the stored chat gets it only when
+        the reply is saved, so until then a reloading page learns it here."""
+        self.regenerates = False
+        """This reply replaces the chat's last assistant message."""
         self._changed = asyncio.Condition()
 
     async def push(self, frame: bytes) -> None:

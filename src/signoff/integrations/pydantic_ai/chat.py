@@ -29,8 +29,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 
+from signoff.core.approval import Approval
 from signoff.core.errors import IllegalTransition, NotFound, SignoffError
 from signoff.gate import Gate, Wait
+from signoff.integrations.pydantic_ai.messages import UIMessage, ui_messages
 from signoff.integrations.pydantic_ai.stream import Translator, translate
 from signoff.integrations.pydantic_ai.toolset import Signoff
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, chat_actor
@@ -51,6 +53,16 @@ class ChatState(msgspec.Struct, kw_only=True):
     """Calls waiting on a person: call id to approval id."""
     frontend: dict[str, str] = {}
     """Calls waiting on the browser for a result: call id to tool name."""
+    frontend_due: float | None = None
+    """When the browser's results are overdue: after it, those calls end as errors the model sees."""
+
+
+@dataclass(frozen=True)
+class ChatView:
+    """A chat as a page loads it: its messages in UI form, and every approval it asked for."""
+
+    messages: list[UIMessage]
+    approvals: list[Approval]
 
 
 _decode_state = msgspec.json.Decoder(ChatState).decode
@@ -70,6 +82,8 @@ class Reply:
     """Earlier calls of the message being continued whose results this reply streams; the client already
     holds the outputs it sent itself, and a new message has no earlier calls."""
     run: dict[str, Any] = field(default_factory=dict)
+    frontend_due: float | None = None
+    """Set once the reply is saved waiting on the browser: when its results are overdue."""
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         turn = Turn(chat_id=self.chat_id, wait=self.wait)
@@ -95,6 +109,9 @@ class Reply:
                 for c in output.approvals
             }
             state.frontend = {c.tool_call_id: c.tool_name for c in output.calls}
+        if state.frontend:
+            self.frontend_due = self.chat.gate.ledger.clock() + self.chat.frontend_timeout
+            state.frontend_due = self.frontend_due
         version = self.stored.version if self.stored else 0
         await self.chat.gate.ledger.save_chat(self.chat_id, _encode(state), version=version)
 
@@ -120,11 +137,36 @@ class AgentChat:
         *,
         model: Model | str | None = None,
         signing_key: bytes = b"",
+        frontend_timeout: float = 120.0,
     ) -> None:
         self.agent = agent
         self.gate = gate
         self.model = model
         self.signing_key = signing_key
+        self.frontend_timeout = frontend_timeout
+
+    async def view(self, chat_id: str) -> ChatView:
+        """The chat as stored after its last reply (an unknown chat is an empty one)."""
+        stored = await self.gate.ledger.load_chat(chat_id)
+        state = _decode_state(stored.state) if stored else ChatState()
+        approvals = await self.gate.ledger.approvals(chat_id=chat_id)
+        messages = ui_messages(
+            ModelMessagesTypeAdapter.validate_json(bytes(state.history)),
+            assistant_id=state.assistant_id,
+            approvals=approvals,
+            asking=state.approvals,
+            frontend=state.frontend,
+        )
+        return ChatView(messages, approvals)
+
+    async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
+        """The reply that tells the model its browser calls got no result in time, started by the server
+        itself; None when the chat no longer waits on overdue calls."""
+        stored = await self.gate.ledger.load_chat(chat_id)
+        state = _decode_state(stored.state) if stored else ChatState()
+        if not (state.frontend and state.frontend_due and self.gate.ledger.clock() >= state.frontend_due):
+            return None
+        return await self.prepare(ChatRequest(chat_id=chat_id, trigger="submit-message"), wait)
 
     async def prepare(self, request: ChatRequest, wait: Wait) -> Reply:
         """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
@@ -139,6 +181,9 @@ class AgentChat:
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
             calls={call_id: _result(output) for call_id, output in outputs.items()},
         )
+        if state.frontend_due is not None and ledger.clock() >= state.frontend_due:
+            outputs = {}  # a late output is not used: the deadline is the deadline
+            results.calls = await self._overdue(request.chat_id, state.frontend)
         run: dict[str, Any] = {"message_history": history}
         if request.trigger == "regenerate-message":
             history, prompt = _before_last_prompt(history)
@@ -150,7 +195,8 @@ class AgentChat:
             if state.approvals or state.frontend:  # the user moved on: the open calls end as cancelled
                 await self._withdraw(request.chat_id, state)
                 cancelled = {"status": "cancelled", "message": SUPERSEDED}
-                results.calls.update(dict.fromkeys(state.frontend, cancelled))
+                for call_id in state.frontend:
+                    results.calls.setdefault(call_id, cancelled)
                 run["deferred_tool_results"] = results
         elif state.approvals or state.frontend:
             run["deferred_tool_results"] = results
@@ -160,6 +206,14 @@ class AgentChat:
         message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
         visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
         return Reply(self, request.chat_id, wait, stored, message_id, visible, run)
+
+    async def _overdue(self, chat_id: str, frontend: dict[str, str]) -> dict[str, Any]:
+        why = f"the browser returned no result within {self.frontend_timeout:g} s"
+        for call_id, tool in frontend.items():
+            await self.gate.ledger.record(
+                "expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why
+            )
+        return {call_id: ToolFailed(why) for call_id in frontend}
 
     async def _withdraw(self, chat_id: str, state: ChatState) -> None:
         """Cancel the chat's open approvals; one decided meanwhile (or asked by the agent's own tools,
@@ -185,4 +239,4 @@ def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage]
     raise Untrusted(409, "trigger", "there is no earlier user message to regenerate a reply to")
 
 
-__all__ = ["AgentChat", "ChatState", "Reply"]
+__all__ = ["AgentChat", "ChatState", "ChatView", "Reply"]

@@ -39,6 +39,7 @@ from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_core import to_jsonable_python
 
 from signoff.core.approval import Approval
+from signoff.integrations.pydantic_ai.toolset import refused
 from signoff.integrations.turn import Turn, current_turn
 from signoff.protocol import (
     Chunk,
@@ -179,10 +180,12 @@ class Translator:
         call_id = part.tool_call_id
         if call_id not in self.visible:
             return []
-        if call_id in self.turn.refused:
+        if refused(part):
             return [ToolOutputDenied(tool_call_id=call_id)]
         if isinstance(part, RetryPromptPart):
             return [ToolOutputError(tool_call_id=call_id, error_text=part.model_response())]
+        if part.outcome == "failed":
+            return [ToolOutputError(tool_call_id=call_id, error_text=str(part.content))]
         return [ToolOutputAvailable(tool_call_id=call_id, output=to_jsonable_python(part.content))]
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import ApprovalRequired, CallDeferred, RunContext
+from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ToolReturnPart
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import ValidationError, to_jsonable_python
@@ -23,6 +24,13 @@ from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.turn import current_turn
 
 _EXTERNAL = "signoff_external"
+REFUSED = {"signoff": "refused"}
+"""The metadata of a refused call's result: kept in the history (never sent to the model), so a transport,
+live or rebuilding a chat later, shows the call as denied rather than as the tool's output."""
+
+
+def refused(part: object) -> bool:
+    return isinstance(part, ToolReturnPart) and part.metadata == REFUSED
 
 
 def _external(tool: ToolsetTool[Any]) -> dict[str, Any]:
@@ -79,9 +87,7 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         if isinstance(result, Pending):
             raise ApprovalRequired(metadata={"approval_id": result.approval.id})
         if isinstance(result, Refused):
-            if turn is not None:
-                turn.refused[call.call_id] = result
-            return result.to_result()
+            return ToolReturn(return_value=result.to_result(), metadata=REFUSED)
         return result
 
 

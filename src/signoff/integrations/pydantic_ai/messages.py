@@ -1,0 +1,129 @@
+"""A chat's stored history as AI SDK UI messages, for a page that loads or reloads a conversation.
+
+The server is the authority on the conversation, so a reloaded page takes its messages from here, not
+from its own storage. Each tool part comes back in the state the live stream left it in: a call waiting on
+a person is `approval-requested` with its approval id, one waiting on the browser is `input-available`, a
+refused call is `output-denied`. A reload then renders what the stream rendered, and the buttons still work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponsePart,
+    RetryPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_core import to_jsonable_python
+
+from signoff.core.approval import Approval, State
+from signoff.integrations.pydantic_ai.toolset import refused
+
+UIMessage = dict[str, Any]
+_APPROVED = (State.APPROVED, State.CONSUMED)
+
+
+def ui_messages(
+    history: list[ModelMessage],
+    *,
+    assistant_id: str | None,
+    approvals: Iterable[Approval],
+    asking: Mapping[str, str],
+    frontend: Collection[str],
+) -> list[UIMessage]:
+    """`asking` maps the calls waiting on a person to their approval ids, `frontend` names the calls
+    waiting on the browser, and `assistant_id` is the id the last assistant message streamed under (a
+    continuation streams into it, so the page must hold it by that id)."""
+    results = {
+        part.tool_call_id: part
+        for message in history
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart | RetryPromptPart)
+    }
+    parts = _Parts(results, {a.call.call_id: a for a in approvals}, asking, frontend)
+    messages: list[UIMessage] = []
+    assistant: UIMessage | None = None
+    for message in history:
+        if isinstance(message, ModelRequest):
+            prompts = [p for p in message.parts if isinstance(p, UserPromptPart)]
+            if prompts:
+                assistant = None
+                text = [{"type": "text", "text": t} for p in prompts for t in _texts(p)]
+                messages.append({"id": f"user-{len(messages)}", "role": "user", "parts": text})
+        elif step := [ui for part in message.parts if (ui := parts.of(part)) is not None]:
+            if assistant is None:
+                assistant = {"id": f"assistant-{len(messages)}", "role": "assistant", "parts": []}
+                messages.append(assistant)
+            assistant["parts"] += [{"type": "step-start"}, *step]
+    if assistant_id and messages and messages[-1]["role"] == "assistant":
+        messages[-1]["id"] = assistant_id
+    return messages
+
+
+def _texts(prompt: UserPromptPart) -> list[str]:
+    content = prompt.content
+    return [content] if isinstance(content, str) else [c for c in content if isinstance(c, str)]
+
+
+class _Parts:
+    def __init__(
+        self,
+        results: Mapping[str, ToolReturnPart | RetryPromptPart],
+        approvals: Mapping[str, Approval],
+        asking: Mapping[str, str],
+        frontend: Collection[str],
+    ) -> None:
+        self.results = results
+        self.approvals = approvals
+        self.asking = asking
+        self.frontend = frontend
+
+    def of(self, part: ModelResponsePart) -> UIMessage | None:
+        if isinstance(part, TextPart):
+            return {"type": "text", "text": part.content, "state": "done"}
+        if isinstance(part, ThinkingPart):
+            return {"type": "reasoning", "text": part.content, "state": "done"}
+        if isinstance(part, ToolCallPart):
+            return self._tool(part)
+        return None
+
+    def _tool(self, call: ToolCallPart) -> UIMessage:
+        call_id = call.tool_call_id
+        ui: UIMessage = {"type": f"tool-{call.tool_name}", "toolCallId": call_id}
+        ui["input"] = call.args_as_dict()
+        if call_id in self.asking:
+            return {**ui, "state": "approval-requested", "approval": {"id": self.asking[call_id]}}
+        result = self.results.get(call_id)
+        approval = self._approval(call_id)
+        if result is None:  # the browser has not answered yet (or the run stopped before the call ran)
+            return {**ui, "state": "input-available", **approval}
+        if isinstance(result, RetryPromptPart):
+            return {**ui, "state": "output-error", "errorText": result.model_response(), **approval}
+        if refused(result):
+            return {**ui, "state": "output-denied", **approval}
+        if result.outcome == "failed":
+            return {**ui, "state": "output-error", "errorText": str(result.content), **approval}
+        return {**ui, "state": "output-available", "output": to_jsonable_python(result.content), **approval}
+
+    def _approval(self, call_id: str) -> dict[str, Any]:
+        """The part's `approval` as the client would hold it after a response: absent if nobody was asked."""
+        approval = self.approvals.get(call_id)
+        if approval is None or approval.state is State.PENDING:
+            return {}
+        answer: dict[str, Any] = {"id": approval.id, "approved": approval.state in _APPROVED}
+        reason = approval.decision.reason if approval.decision else approval.closed_reason
+        if reason:
+            answer["reason"] = reason
+        return {"approval": answer}
+
+
+__all__ = ["UIMessage", "ui_messages"]
