@@ -229,3 +229,25 @@ async def test_the_pages_and_their_assets_are_served(site: Server) -> None:
             served = await site.client.get(f"/static/{asset}")
             assert served.status_code == 200 and served.content == (STATIC / asset).read_bytes()
     assert (await site.client.get("/static/nothing.js")).status_code == 404
+
+
+async def test_a_reloaded_chat_continues_from_the_servers_messages(site: Server) -> None:
+    """The page's messages after a reload are the server's; answering on them must work like live ones."""
+    await ask(site, "c1", "pay 10 USD to Jiro and 20 USD to Saburo")
+    messages = (await view(site, "c1"))["messages"]
+    for part, approved in zip(tool_parts(messages[-1]), [True, False], strict=True):
+        part["state"] = "approval-responded"
+        part["approval"] = {**part["approval"], "approved": approved, "reason": "" if approved else "no"}
+    answered = await site.client.post(
+        "/api/chat", json={"id": "c1", "trigger": "submit-message", "messages": messages}
+    )
+    assert answered.status_code == 200, answered.text
+    assert chunks(answered.text)[0] == {"type": "start", "messageId": messages[-1]["id"]}
+    assert "Paid 10 USD to Jiro" in said(answered.text) and "refused by chat:c1: no" in said(answered.text)
+    after = (await view(site, "c1"))["messages"]
+    follow_up = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "weather in Tokyo"}]}
+    again = await site.client.post(
+        "/api/chat", json={"id": "c1", "trigger": "submit-message", "messages": [*after, follow_up]}
+    )
+    assert again.status_code == 200 and "Tokyo" in said(again.text)
+    assert [m["role"] for m in (await view(site, "c1"))["messages"]] == ["user", "assistant"] * 2
