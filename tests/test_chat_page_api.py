@@ -251,3 +251,17 @@ async def test_a_reloaded_chat_continues_from_the_servers_messages(site: Server)
     )
     assert again.status_code == 200 and "Tokyo" in said(again.text)
     assert [m["role"] for m in (await view(site, "c1"))["messages"]] == ["user", "assistant"] * 2
+
+
+async def test_a_reply_that_just_ended_still_replays_for_a_page_that_saw_it_running(site: Server) -> None:
+    """The page loads the chat (running), the reply ends, then the page asks for the stream: it must still
+    get the whole reply, or the page would show the question without its answer."""
+    body = user("c1", "pay 50 USD to Hanako", wait="blocking")
+    post = asyncio.ensure_future(site.client.post("/api/chat", json=body))
+    [approval] = await pending(site, "c1", 1)
+    assert (await view(site, "c1"))["running"] is True
+    await site.client.post(f"/api/chat/c1/approvals/{approval['id']}", json={"approved": True})
+    finished = await post
+    assert (await view(site, "c1"))["running"] is False
+    late = await site.client.get("/api/chat/c1/stream")
+    assert late.status_code == 200 and chunks(late.text) == chunks(finished.text)

@@ -1,7 +1,9 @@
 """The chat routes: the AI SDK `DefaultChatTransport` contract over SSE, and what a chat page needs beside it.
 
-- `POST /api/chat` starts a reply; `GET /api/chat/{id}/stream` follows a running one (204 when none).
-- `GET /api/chat/{id}` is the chat as the server holds it, for a page that (re)loads.
+- `POST /api/chat` starts a reply; `GET /api/chat/{id}/stream` follows a running one, or replays one that
+  ended moments ago (204 when none).
+- `GET /api/chat/{id}` is the chat as the server holds it, for a page that (re)loads: with `running`
+  true, the messages are the chat as that reply began, and the page follows the reply at `/stream`.
 - `GET /api/chat/{id}/events` follows the chat's approvals live, whoever decides them.
 - `POST /api/chat/{id}/approvals/{approval_id}` lets the chat's user decide without a chat request
   (blocking mode, or a remembered answer). It carries the same authority as an approval response in a
@@ -107,7 +109,7 @@ class ChatAPI:
         chat_id = request.path_params["id"]
         view = await self.chat.view(chat_id)
         messages = view.messages
-        stream = self.streams.get(chat_id)
+        stream = self.streams.running(chat_id)
         if stream is not None:  # the stream replays the running reply, so show the chat as it began
             if stream.regenerates and messages and messages[-1]["role"] == "assistant":
                 messages = messages[:-1]

@@ -57,19 +57,30 @@ class Stream:
 
 
 class Streams:
-    """The replies running in this process, at most one per chat."""
+    """The replies running in this process, at most one per chat.
 
-    def __init__(self) -> None:
+    A finished reply stays readable for `linger` seconds: a page that loaded the chat while the reply ran
+    (so without it) and asks for the stream a moment after it ended still gets all of it.
+    """
+
+    def __init__(self, *, linger: float = 60.0) -> None:
+        self.linger = linger
         self._running: dict[str, Stream] = {}
+        self._finished: dict[str, Stream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def get(self, chat_id: str) -> Stream | None:
+    def running(self, chat_id: str) -> Stream | None:
         return self._running.get(chat_id)
+
+    def get(self, chat_id: str) -> Stream | None:
+        """The running reply, else the one that ended within `linger` seconds."""
+        return self._running.get(chat_id) or self._finished.get(chat_id)
 
     def open(self, chat_id: str) -> Stream | None:
         """Claim the chat for a new reply, or None when one is already running there."""
         if chat_id in self._running:
             return None
+        self._finished.pop(chat_id, None)
         stream = self._running[chat_id] = Stream()
         return stream
 
@@ -90,10 +101,16 @@ class Streams:
             finally:
                 await stream.close()
                 self.release(chat_id, stream)
+                self._finished[chat_id] = stream
+                asyncio.get_running_loop().call_later(self.linger, self._forget, chat_id, stream)
 
         task = asyncio.get_running_loop().create_task(pump(), name=f"signoff-reply-{chat_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _forget(self, chat_id: str, stream: Stream) -> None:
+        if self._finished.get(chat_id) is stream:
+            del self._finished[chat_id]
 
     async def close(self) -> None:
         """Stop every running reply (server shutdown): their approvals stay pending in the ledger."""
