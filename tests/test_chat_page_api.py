@@ -265,3 +265,16 @@ async def test_a_reply_that_just_ended_still_replays_for_a_page_that_saw_it_runn
     assert (await view(site, "c1"))["running"] is False
     late = await site.client.get("/api/chat/c1/stream")
     assert late.status_code == 200 and chunks(late.text) == chunks(finished.text)
+
+
+async def test_a_blocking_browser_call_is_handed_to_the_page_once_approved(site: Server) -> None:
+    post = asyncio.ensure_future(
+        site.client.post("/api/chat", json=user("c1", "where am I", wait="blocking"))
+    )
+    [approval] = await pending(site, "c1", 1)
+    await site.client.post(f"/api/chat/c1/approvals/{approval['id']}", json={"approved": True})
+    reply = chunks((await post).text)
+    types = [c["type"] for c in reply]
+    asked = types.index("tool-approval-request")
+    assert types[asked + 1 :] == ["tool-input-available", "finish-step", "finish"]
+    assert reply[asked + 1] == next(c for c in reply if c["type"] == "tool-input-available")

@@ -378,6 +378,8 @@ async def test_a_browser_tool_runs_after_approval_and_its_output_reaches_the_mod
     approved = await site.client.post("/api/chat", json=answer(first, reply, [(True, "")]))
     handed_over = chunks(approved.text)
     assert handed_over[-1] == {"type": "finish", "finishReason": "tool-calls"}  # the browser's turn now
+    call = next(c for c in reply if c["type"] == "tool-input-available")
+    assert handed_over[1:-1] == [call]  # moves the client's part from answered to input-available
     assert not any(c["type"].startswith("tool-output") for c in handed_over)
     where = {"latitude": 35.68, "longitude": 139.76}
     body = with_output(first, reply, state="output-available", output=where)

@@ -73,6 +73,8 @@ class Translator:
         self.signing_key = signing_key
         self.message_id = message_id
         self.visible = set(visible)
+        self.earlier = set(visible)
+        self.asked: set[str] = set()
         self.step_open = False
         self.responding = False
         self.part_ids: dict[int, str] = {}
@@ -83,6 +85,7 @@ class Translator:
     def feed(self, item: Item) -> list[Chunk]:
         match item:
             case Approval() if item.call.call_id in self.visible:
+                self.asked.add(item.call.call_id)
                 return [self._ask(item)]
             case PartStartEvent():
                 return [*self._open_step(), *self._start(item)]
@@ -97,9 +100,21 @@ class Translator:
                 return self._result(item)
             case AgentRunResultEvent():
                 self.result = item.result
-                deferred = isinstance(item.result.output, DeferredToolRequests)
-                return [*self._close_step(), Finish(finish_reason="tool-calls" if deferred else "stop")]
+                output = item.result.output
+                if not isinstance(output, DeferredToolRequests):
+                    return [*self._close_step(), Finish(finish_reason="stop")]
+                return [*self._handed_over(output), *self._close_step(), Finish(finish_reason="tool-calls")]
         return []
+
+    def _handed_over(self, output: DeferredToolRequests) -> list[Chunk]:
+        """Browser calls that were approved: the client still holds them as asked or answered, so say
+        again that their input is available, which moves them to the state where the page runs them."""
+        approved = self.asked | self.earlier
+        return [
+            ToolInputAvailable(tool_call_id=c.tool_call_id, tool_name=c.tool_name, input=c.args_as_dict())
+            for c in output.calls
+            if c.tool_call_id in approved
+        ]
 
     def _ask(self, approval: Approval) -> ToolApprovalRequest:
         """The request carries a signature that clients able to keep it (ai ≥ 6.0.221, 7.x) send back; the

@@ -1,0 +1,71 @@
+// One tool call as a card: what it does in plain words, the tool and its arguments, and where it stands.
+import { getToolName } from "ai";
+import type { Approval } from "../shared/api";
+import { ArgsList } from "../shared/ArgsList";
+import { Deadline } from "../shared/Deadline";
+import { ApprovalActions, type Decide } from "./ApprovalActions";
+import { cardState, headline, type CardState } from "./describe";
+import type { ToolPart } from "./parts";
+
+const LABEL: Record<CardState, string> = {
+  asking: "asking you",
+  approved: "approved",
+  running: "running",
+  done: "done",
+  refused: "refused",
+  expired: "expired",
+  error: "error",
+};
+
+interface Props {
+  part: ToolPart;
+  approval: Approval | undefined;
+  /** How the server names this chat as a decider, e.g. `chat:abc`. */
+  me: string;
+  /** Set when this page's answer lost to an earlier decision from elsewhere. */
+  conflict: string | undefined;
+  onDecide: Decide;
+}
+
+export function ToolCard({ part, approval, me, conflict, onDecide }: Props) {
+  const tool = getToolName(part);
+  const { state, note } = cardState(part, approval, me);
+  // approved with other arguments: those are the ones that run
+  const args = approval?.decision?.args ?? ((part.input ?? {}) as Record<string, unknown>);
+  return (
+    <article
+      className={`card card-${state}`}
+      data-testid="tool-card"
+      data-tool={tool}
+      data-state={state}
+      data-call-id={part.toolCallId}
+    >
+      <header className="card-head">
+        <span className={`badge badge-${state}`} data-testid="badge">
+          {LABEL[state]}
+        </span>
+        <h3 data-testid="headline">{headline(tool, args, approval)}</h3>
+      </header>
+      <p className="card-meta">
+        <code>{tool}</code>
+        {state === "asking" && approval?.deadline !== undefined && <Deadline at={approval.deadline} />}
+      </p>
+      <ArgsList args={args} />
+      <div className="card-foot">
+        {state === "asking" ? (
+          <ApprovalActions onDecide={onDecide} />
+        ) : (
+          <p className="card-note" data-testid="card-note">
+            {note}
+            {conflict && (
+              <span className="conflict" data-testid="conflict">
+                {" — "}
+                {conflict}
+              </span>
+            )}
+          </p>
+        )}
+      </div>
+    </article>
+  );
+}

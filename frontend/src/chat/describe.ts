@@ -1,0 +1,84 @@
+// Plain words for a tool card: its headline, and its state with the detail a person needs.
+import { getToolName } from "ai";
+import type { Approval } from "../shared/api";
+import { BROWSER_TOOLS, type ToolPart } from "./parts";
+
+export type CardState = "asking" | "approved" | "running" | "done" | "refused" | "expired" | "error";
+
+const text = (value: unknown, fallback: string) =>
+  typeof value === "string" || typeof value === "number" ? String(value) : fallback;
+
+/** The approval's own description when there is one (unless the call was edited), else a phrase for the tool. */
+export function headline(tool: string, args: Record<string, unknown>, approval: Approval | undefined): string {
+  if (approval?.description && !approval.decision?.args) return approval.description;
+  switch (tool) {
+    case "process_payment":
+      return ["Pay", text(args.amount, "?"), text(args.currency, ""), "to", text(args.recipient, "?")]
+        .filter(Boolean)
+        .join(" ");
+    case "get_weather":
+      return `Weather in ${text(args.city, "?")}`;
+    case "get_location":
+      return "Share this browser's location";
+    case "change_bgm":
+      return `Play ${text(args.track, "music")}`;
+    default:
+      return `Run ${tool}`;
+  }
+}
+
+const REMEMBERED = { once: "", session: ", remembered for this chat", always: ", remembered for every chat" };
+
+/** The card's state and a line in plain words about it, from the message part and the server's record of its
+ * approval. `me` is how the server names this chat as a decider (`chat:<id>`), shown as "you". */
+export function cardState(
+  part: ToolPart,
+  approval: Approval | undefined,
+  me: string,
+): { state: CardState; note: string } {
+  const decision = approval?.decision;
+  const by = !decision || decision.by === me ? "you" : decision.by;
+  const because = (reason: string | undefined) => (reason ? `: ${reason}` : "");
+  const edited = decision?.args ? " with edited arguments" : "";
+  const approved = `approved by ${by}${edited}${REMEMBERED[decision?.remember ?? "once"]}`;
+  const refused = (reason: string | undefined) => ({
+    state: "refused" as const,
+    note: `refused${by === "you" ? "" : ` by ${by}`}${because(reason)}`,
+  });
+  const closed = (): { state: CardState; note: string } => {
+    switch (approval?.state) {
+      case "expired":
+        return { state: "expired", note: `expired${because(approval.closed?.reason) || ": nobody decided in time"}` };
+      case "cancelled":
+        return {
+          state: "refused",
+          note: `cancelled by ${approval.closed?.by ?? "the server"}${because(approval.closed?.reason)}`,
+        };
+      case "denied":
+        return refused(decision?.reason);
+      default:
+        return { state: "approved", note: approved };
+    }
+  };
+  switch (part.state) {
+    case "input-streaming":
+    case "input-available":
+      return { state: "running", note: BROWSER_TOOLS.has(getToolName(part)) ? "running in this browser…" : "running…" };
+    case "approval-requested":
+      return !approval || approval.state === "pending" ? { state: "asking", note: "" } : closed();
+    case "approval-responded":
+      if (approval && approval.state !== "pending") return closed();
+      return part.approval.approved ? { state: "approved", note: approved } : refused(part.approval.reason);
+    case "output-denied":
+      return approval?.state === "expired" || approval?.state === "cancelled"
+        ? closed()
+        : refused(part.approval.reason || decision?.reason);
+    case "output-error":
+      return { state: "error", note: part.errorText };
+    case "output-available": {
+      const output = part.output as { success?: unknown; error?: unknown } | undefined;
+      if (output?.success === false) return { state: "error", note: text(output.error, "it failed") };
+      return { state: "done", note: decision ? `done · ${approved}` : "done" };
+    }
+  }
+}

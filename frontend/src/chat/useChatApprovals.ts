@@ -1,0 +1,20 @@
+// This chat's approvals, kept live: the loaded ones, then every change from GET /api/chat/{id}/events.
+import { useCallback, useEffect, useState } from "react";
+import type { Approval } from "../shared/api";
+import { withApproval } from "../shared/approvalMap";
+
+export function useChatApprovals(
+  chatId: string,
+  initial: Approval[],
+): [ReadonlyMap<string, Approval>, (approval: Approval) => void] {
+  const [approvals, setApprovals] = useState<ReadonlyMap<string, Approval>>(
+    () => new Map(initial.map((approval) => [approval.id, approval])),
+  );
+  const upsert = useCallback((approval: Approval) => setApprovals((known) => withApproval(known, approval)), []);
+  useEffect(() => {
+    const events = new EventSource(`/api/chat/${encodeURIComponent(chatId)}/events`);
+    events.addEventListener("approval", (event) => upsert(JSON.parse(event.data) as Approval));
+    return () => events.close();
+  }, [chatId, upsert]);
+  return [approvals, upsert];
+}

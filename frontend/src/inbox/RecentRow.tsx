@@ -1,0 +1,39 @@
+// An approval that left the pending list: how it ended and by whom; an edited call with its new digest.
+import { decidedBy, type Approval } from "../shared/api";
+
+const ENDED: Record<Approval["state"], string> = {
+  pending: "pending",
+  approved: "approved",
+  consumed: "approved and run",
+  denied: "denied",
+  expired: "expired",
+  cancelled: "cancelled",
+};
+
+export function RecentRow({ approval, conflict }: { approval: Approval; conflict: string | undefined }) {
+  const reason = approval.decision?.reason || approval.closed?.reason;
+  const edit = approval.decision?.args;
+  return (
+    <li className="recent" data-testid="recent-row" data-approval-id={approval.id} data-state={approval.state}>
+      <span className={`badge badge-${approval.state}`}>{ENDED[approval.state]}</span>{" "}
+      <strong>{approval.description}</strong> by <span data-testid="decided-by">{decidedBy(approval)}</span>
+      {reason && <>: “{reason}”</>}
+      {edit && (
+        <p className="edited" data-testid="edited">
+          edited to <code data-testid="edited-args">{JSON.stringify(edit)}</code>
+          {approval.decision?.digest && (
+            <>
+              {" "}
+              · digest <code data-testid="edited-digest">{approval.decision.digest}</code>
+            </>
+          )}
+        </p>
+      )}
+      {conflict && (
+        <p className="conflict" role="alert" data-testid="conflict">
+          {conflict}
+        </p>
+      )}
+    </li>
+  );
+}

@@ -1,0 +1,568 @@
+// End-to-end scenarios for signoff's two pages (the chat at / and the approvals inbox at /approvals), run in
+// the system Chromium through playwright-core against a running `signoff demo`.
+//
+// Usage: SIGNOFF_BASE=http://127.0.0.1:8000 SIGNOFF_TOKEN=... SIGNOFF_ARTIFACTS=artifacts/screenshots \
+//        node tests/js/page.mjs <scenario>
+//
+// Each scenario runs in a fresh browser context with chats of its own, and saves a screenshot of each key
+// state as $SIGNOFF_ARTIFACTS/<scenario>-<nn>-<state>.png. It exits 1 with a message naming the step when an
+// expectation is not met, and also on any console error or warning, uncaught page error, failed request or
+// HTTP error answer that the step did not expect (a reload may abort the requests of the page it leaves).
+// Progress goes to stderr, one line per step.
+//
+// Browser: /usr/bin/chromium (never downloaded), headless.
+
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync',
+];
+const WAIT_MS = 15_000;
+const PAID_HANAKO = 'Paid 50 USD to Hanako; the balance is 950 USD.';
+
+const BASE = (process.env.SIGNOFF_BASE ?? '').replace(/\/$/, '');
+const TOKEN = process.env.SIGNOFF_TOKEN ?? '';
+const ARTIFACTS = process.env.SIGNOFF_ARTIFACTS ?? 'artifacts/screenshots';
+
+// -- the run: steps, screenshots, and everything the pages must not do -----------------------------------------
+
+class Failure extends Error {}
+
+class Run {
+  constructor(scenario) {
+    this.scenario = scenario;
+    this.step = 'start';
+    this.shots = 0;
+    this.problems = [];
+    this.allowed = []; // [{pattern, left}] console texts / HTTP errors the current step expects
+    this.generation = 0; // bumped on each reload: requests of a left page may be aborted
+    this.requestGeneration = new WeakMap();
+    this.closing = false;
+  }
+
+  async do(step, action) {
+    this.step = step;
+    console.error(`[${this.scenario}] ${step}`);
+    try {
+      await action();
+    } catch (error) {
+      throw new Failure(`step "${step}" failed: ${error.message.split('\n')[0]}`);
+    }
+    this.check();
+    for (const { pattern, left } of this.allowed) {
+      if (left > 0 && process.env.SIGNOFF_PAGE_DEBUG) console.error(`  (${left} allowed ${pattern} unused)`);
+    }
+    this.allowed = []; // what a step allows ends with it
+  }
+
+  check() {
+    if (this.problems.length > 0) {
+      throw new Failure(`step "${this.step}": the page misbehaved:\n  ${this.problems.join('\n  ')}`);
+    }
+  }
+
+  /** Lets `count` console messages or HTTP error answers matching `pattern` pass (e.g. an expected 409). */
+  allow(pattern, count = 1) {
+    this.allowed.push({ pattern, left: count });
+  }
+
+  expected(text) {
+    const hit = this.allowed.find((a) => a.left > 0 && a.pattern.test(text));
+    if (hit) hit.left -= 1;
+    return Boolean(hit);
+  }
+
+  problem(text) {
+    if (!this.closing && !this.expected(text)) this.problems.push(text);
+  }
+
+  watch(page, label) {
+    page.on('console', (message) => {
+      if (message.type() === 'error' || message.type() === 'warning') {
+        const where = message.location()?.url ? ` (${message.location().url})` : '';
+        this.problem(`${label}: console ${message.type()}: ${message.text()}${where}`);
+      }
+    });
+    page.on('pageerror', (error) => this.problem(`${label}: uncaught ${error.name}: ${error.message}`));
+    page.on('request', (request) => this.requestGeneration.set(request, this.generation));
+    page.on('requestfailed', (request) => {
+      const reason = request.failure()?.errorText ?? 'failed';
+      const left = this.requestGeneration.get(request) !== this.generation;
+      if (!(left && reason === 'net::ERR_ABORTED')) {
+        this.problem(`${label}: request failed: ${request.method()} ${request.url()}: ${reason}`);
+      }
+    });
+    page.on('response', (response) => {
+      if (response.status() >= 400) {
+        this.problem(`${label}: HTTP ${response.status()} for ${response.request().method()} ${response.url()}`);
+      }
+    });
+  }
+
+  async shot(page, state) {
+    this.shots += 1;
+    const path = join(ARTIFACTS, `${this.scenario}-${String(this.shots).padStart(2, '0')}-${state}.png`);
+    await page.screenshot({ path, fullPage: true });
+  }
+
+  async reload(page) {
+    this.generation += 1;
+    await page.reload();
+  }
+}
+
+// -- page helpers ------------------------------------------------------------------------------------------------
+
+/** Records, in the page, each tool card's states and heights from the moment it appears. */
+function recordCards() {
+  const cards = (window.__cards = {});
+  const sizes = new ResizeObserver((entries) => {
+    for (const { target } of entries) note(target);
+  });
+  const note = (card) =>
+    (cards[card.dataset.callId] ??= []).push({
+      state: card.dataset.state,
+      height: Math.round(card.getBoundingClientRect().height),
+    });
+  const observe = (node) => {
+    if (node.nodeType !== 1) return;
+    for (const card of [node, ...node.querySelectorAll('[data-testid="tool-card"]')]) {
+      if (card.matches('[data-testid="tool-card"]')) {
+        note(card);
+        sizes.observe(card);
+      }
+    }
+  };
+  new MutationObserver((mutations) => {
+    for (const mutation of mutations) {
+      if (mutation.type === 'attributes') note(mutation.target);
+      mutation.addedNodes.forEach(observe);
+    }
+  }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ['data-state'] });
+}
+
+async function newContext(browser, options = {}) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, ...options });
+  await context.addInitScript(recordCards);
+  return context;
+}
+
+function chatId(run, label = '') {
+  return [run.scenario, label, Math.random().toString(36).slice(2, 10)].filter(Boolean).join('-');
+}
+
+async function openChat(run, context, { wait, label = 'chat' } = {}) {
+  const id = chatId(run, wait);
+  const page = await context.newPage();
+  run.watch(page, label);
+  const posts = [];
+  page.on('request', (request) => {
+    if (request.method() === 'POST' && new URL(request.url()).pathname === '/api/chat') posts.push(request);
+  });
+  await page.goto(`${BASE}/?chat=${encodeURIComponent(id)}${wait ? `&wait=${wait}` : ''}`);
+  await page.getByTestId('status').waitFor({ timeout: WAIT_MS });
+  return { page, id, posts };
+}
+
+async function openInbox(run, context, label = 'inbox') {
+  const page = await context.newPage();
+  run.watch(page, label);
+  await page.goto(`${BASE}/approvals`);
+  await page.getByTestId('token-input').fill(TOKEN);
+  await page.getByTestId('token-submit').click();
+  await page.locator('[data-testid="feed-state"]', { hasText: 'Live' }).waitFor({ timeout: WAIT_MS });
+  return page;
+}
+
+async function say(page, text) {
+  await page.getByTestId('chat-input').fill(text);
+  await page.getByTestId('send').click();
+}
+
+const cardOf = (page, tool, index = 0) => page.locator(`[data-testid="tool-card"][data-tool="${tool}"]`).nth(index);
+
+async function expectCard(page, card, state, what) {
+  try {
+    await card.and(page.locator(`[data-state="${state}"]`)).waitFor({ timeout: WAIT_MS });
+  } catch {
+    const actual = await card.getAttribute('data-state', { timeout: 500 }).catch(() => 'not shown');
+    const note = await card.getByTestId('card-note').textContent({ timeout: 500 }).catch(() => '');
+    throw new Error(`the ${what} card should be "${state}" but is "${actual}"${note ? ` (${note})` : ''}`);
+  }
+}
+
+async function expectText(page, locator, text, what) {
+  try {
+    await locator.filter({ hasText: text }).first().waitFor({ timeout: WAIT_MS });
+  } catch {
+    const shown = (await locator.allTextContents()).join(' | ');
+    throw new Error(`${what} should contain ${JSON.stringify(text)}; it shows ${JSON.stringify(shown)}`);
+  }
+}
+
+const replies = (page) => page.locator('[data-testid="message"][data-role="assistant"]');
+
+async function expectReply(page, text) {
+  await expectText(page, replies(page), text, 'the reply');
+}
+
+async function expectHeadline(card, text) {
+  const shown = await card.getByTestId('headline').textContent();
+  if (shown !== text) throw new Error(`the card headline is ${JSON.stringify(shown)}, not ${JSON.stringify(text)}`);
+}
+
+/** A card must not change size while it runs and asks: it appears at its final size. */
+async function expectSteadyCard(page, card) {
+  const callId = await card.getAttribute('data-call-id');
+  const history = await page.evaluate((id) => window.__cards[id] ?? [], callId);
+  const early = history.filter((entry) => entry.state === 'running' || entry.state === 'asking');
+  const heights = [...new Set(early.map((entry) => entry.height))];
+  if (heights.length > 1) throw new Error(`the card changed size while asking: ${JSON.stringify(history)}`);
+}
+
+async function statesOf(page, card) {
+  const callId = await card.getAttribute('data-call-id');
+  return (await page.evaluate((id) => window.__cards[id] ?? [], callId)).map((entry) => entry.state);
+}
+
+async function deny(card, reason) {
+  await card.getByTestId('deny').click();
+  await card.getByTestId('deny-reason').fill(reason);
+  await card.getByTestId('deny-confirm').click();
+}
+
+function inboxRow(inbox, chat) {
+  return inbox.locator('[data-testid="approval-row"]').filter({ has: inbox.locator(`a:text-is("${chat}")`) });
+}
+
+function count(posts, expected, what) {
+  if (posts.length !== expected) {
+    throw new Error(`${what}: the page sent ${posts.length} chat requests, not ${expected}`);
+  }
+}
+
+// -- scenarios ---------------------------------------------------------------------------------------------------
+
+async function payAndAsk(run, page) {
+  const card = cardOf(page, 'process_payment');
+  await run.do('ask: pay 50 USD to Hanako', async () => {
+    await say(page, 'pay 50 USD to Hanako');
+    await expectCard(page, card, 'asking', 'payment');
+    await expectHeadline(card, 'Pay 50 USD to Hanako');
+    await expectText(page, card.getByTestId('args'), 'Hanako', 'the card arguments');
+    await card.getByTestId('deadline').waitFor();
+    await expectSteadyCard(page, card);
+  });
+  return card;
+}
+
+const SCENARIOS = {
+  async 'pay-approve'(run, browser) {
+    const context = await newContext(browser);
+    const { page, posts } = await openChat(run, context);
+    await run.shot(page, 'empty');
+    const card = await payAndAsk(run, page);
+    await run.shot(page, 'asking');
+    await run.do('approve', async () => {
+      await card.getByTestId('approve').click();
+      await expectCard(page, card, 'done', 'payment');
+      await expectReply(page, PAID_HANAKO);
+      count(posts, 2, 'deferred approval');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'pay-deny'(run, browser) {
+    const context = await newContext(browser);
+    const { page } = await openChat(run, context);
+    const card = await payAndAsk(run, page);
+    await run.do('deny with a reason', async () => {
+      await card.getByTestId('deny').click();
+      await card.getByTestId('deny-reason').fill('not this month');
+    });
+    await run.shot(page, 'deny-reason');
+    await run.do('the card is refused and the model quotes the reason', async () => {
+      await card.getByTestId('deny-confirm').click();
+      await expectCard(page, card, 'refused', 'payment');
+      await expectText(page, card.getByTestId('card-note'), 'not this month', 'the card');
+      await expectReply(page, 'not this month');
+    });
+    await run.shot(page, 'refused');
+  },
+
+  async 'two-payments'(run, browser) {
+    const context = await newContext(browser);
+    const { page, posts } = await openChat(run, context);
+    const [jiro, saburo] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
+    await run.do('ask for two payments', async () => {
+      await say(page, 'pay 10 USD to Jiro and 20 USD to Saburo');
+      await expectCard(page, jiro, 'asking', 'Jiro');
+      await expectCard(page, saburo, 'asking', 'Saburo');
+      await expectHeadline(jiro, 'Pay 10 USD to Jiro');
+      await expectHeadline(saburo, 'Pay 20 USD to Saburo');
+      await saburo.getByTestId('deadline').waitFor();
+    });
+    await run.shot(page, 'asking');
+    await run.do('approve Jiro: nothing is sent while Saburo still asks', async () => {
+      await jiro.getByTestId('approve').click();
+      await expectCard(page, jiro, 'approved', 'Jiro');
+      await page.waitForTimeout(300);
+      count(posts, 1, 'one of two answered');
+    });
+    await run.do('deny Saburo: both end right', async () => {
+      await deny(saburo, 'too much');
+      await expectCard(page, jiro, 'done', 'Jiro');
+      await expectCard(page, saburo, 'refused', 'Saburo');
+      await expectReply(page, 'Paid 10 USD to Jiro; the balance is 990 USD.');
+      await expectReply(page, 'I did not pay 20 USD to Saburo');
+      await expectReply(page, 'too much');
+      count(posts, 2, 'both answered');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'location-granted'(run, browser) {
+    const context = await newContext(browser, {
+      permissions: ['geolocation'],
+      geolocation: { latitude: 35.6762, longitude: 139.6503 },
+    });
+    for (const wait of [undefined, 'blocking']) {
+      const mode = wait ?? 'deferred';
+      const { page } = await openChat(run, context, { wait, label: `chat (${mode})` });
+      const card = cardOf(page, 'get_location');
+      await run.do(`${mode}: ask: where am I`, async () => {
+        await say(page, 'where am I');
+        await expectCard(page, card, 'asking', 'location');
+        await expectHeadline(card, "Share this browser's location");
+      });
+      await run.shot(page, `${mode}-asking`);
+      await run.do(`${mode}: approve: the browser shares its location`, async () => {
+        await card.getByTestId('approve').click();
+        await expectCard(page, card, 'done', 'location');
+        await expectReply(page, 'You are at 35.6762, 139.6503.');
+      });
+      await run.shot(page, `${mode}-done`);
+      await page.close();
+    }
+  },
+
+  async 'location-denied'(run, browser) {
+    const context = await newContext(browser);
+    const { page } = await openChat(run, context);
+    const card = cardOf(page, 'get_location');
+    await run.do('ask: where am I', async () => {
+      await say(page, 'where am I');
+      await expectCard(page, card, 'asking', 'location');
+    });
+    await run.do('approve, but the browser refuses: an error, not a made-up location', async () => {
+      await card.getByTestId('approve').click();
+      await expectCard(page, card, 'error', 'location');
+      await expectText(page, card.getByTestId('card-note'), 'the browser did not share the location', 'the card');
+      await expectReply(page, 'get_location failed');
+      const said = (await replies(page).allTextContents()).join(' ');
+      if (said.includes('You are at')) throw new Error(`the reply claims a location: ${said}`);
+    });
+    await run.shot(page, 'error');
+  },
+
+  async play(run, browser) {
+    const context = await newContext(browser);
+    for (const wait of [undefined, 'blocking']) {
+      const mode = wait ?? 'deferred';
+      const { page } = await openChat(run, context, { wait, label: `chat (${mode})` });
+      const card = cardOf(page, 'change_bgm');
+      await run.do(`${mode}: play lofi beats: runs in the browser without asking`, async () => {
+        await say(page, 'play lofi beats');
+        await expectCard(page, card, 'done', 'music');
+        await expectHeadline(card, 'Play lofi beats');
+        await expectReply(page, 'Now playing lofi beats.');
+        const states = await statesOf(page, card);
+        if (states.includes('asking')) throw new Error(`the card asked for approval: ${states.join(' → ')}`);
+      });
+      await run.shot(page, `${mode}-done`);
+      await page.close();
+    }
+  },
+
+  async 'inbox-blocking'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts } = await openChat(run, context, { wait: 'blocking' });
+    const card = await payAndAsk(run, page);
+    const inbox = await context.newPage();
+    run.watch(inbox, 'inbox');
+    await run.do('the inbox refuses a wrong token', async () => {
+      await inbox.goto(`${BASE}/approvals`);
+      await inbox.getByTestId('token-input').fill('not-the-token');
+      run.allow(/401/, 2); // the answer itself, and Chromium's "Failed to load resource" line about it
+      await inbox.getByTestId('token-submit').click();
+      await expectText(inbox, inbox.getByTestId('token-error'), 'wrong token', 'the login form');
+    });
+    await run.shot(inbox, 'inbox-wrong-token');
+    const row = inboxRow(inbox, id);
+    await run.do('sign in: the pending payment shows live', async () => {
+      await inbox.getByTestId('token-input').fill(TOKEN);
+      await inbox.getByTestId('token-submit').click();
+      await row.waitFor({ timeout: WAIT_MS });
+      await expectText(inbox, row.getByTestId('description'), 'Pay 50 USD to Hanako', 'the inbox row');
+      await expectText(inbox, row, 'process_payment', 'the inbox row');
+      await expectText(inbox, row, 'asked', 'the inbox row');
+    });
+    await run.shot(inbox, 'inbox-pending');
+    await run.do('approve from the inbox: the open chat stream goes on', async () => {
+      await row.getByTestId('reason').fill('ok from the inbox');
+      await row.getByTestId('approve').click();
+      await row.waitFor({ state: 'detached', timeout: WAIT_MS });
+      await inbox.locator('[data-testid="recent-row"]', { hasText: 'api:inbox' }).first().waitFor({ timeout: WAIT_MS });
+      await expectCard(page, card, 'done', 'payment');
+      await expectReply(page, PAID_HANAKO);
+      count(posts, 1, 'blocking: one stream');
+    });
+    await run.shot(inbox, 'inbox-decided');
+    await run.shot(page, 'chat-done');
+  },
+
+  async 'inbox-race'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id } = await openChat(run, context, { wait: 'blocking' });
+    const card = await payAndAsk(run, page);
+    const inbox = await openInbox(run, context);
+    const row = inboxRow(inbox, id);
+    await run.do('the chat denies while the inbox approves: the loser is told', async () => {
+      await row.waitFor({ timeout: WAIT_MS });
+      await card.getByTestId('deny').click();
+      await card.getByTestId('deny-reason').fill('changed my mind');
+      run.allow(/409|Conflict/, 2); // the loser's answer, and Chromium's "Failed to load resource" line
+      // Both clicks go out within a few milliseconds (no actionability waits), well inside the feed's interval.
+      const press = (button) => button.evaluate((element) => element.click());
+      await Promise.all([press(card.getByTestId('deny-confirm')), press(row.getByTestId('approve'))]);
+      // one of them is told it was already decided
+      const chatLost = page.getByTestId('conflict');
+      const inboxLost = inbox.getByTestId('conflict');
+      await Promise.any([chatLost.waitFor({ timeout: WAIT_MS }), inboxLost.waitFor({ timeout: WAIT_MS })]);
+      if (await chatLost.isVisible()) {
+        await expectText(page, chatLost, 'already decided by api:inbox', 'the chat card');
+        await expectCard(page, card, 'done', 'payment');
+        await expectReply(page, PAID_HANAKO);
+      } else {
+        await expectText(inbox, inboxLost, `already decided by chat:${id}`, 'the inbox');
+        await expectCard(page, card, 'refused', 'payment');
+        await expectReply(page, 'changed my mind');
+      }
+    });
+    await run.shot(page, 'chat');
+    await run.shot(inbox, 'inbox');
+  },
+
+  async 'reload-pending'(run, browser) {
+    const context = await newContext(browser);
+    for (const wait of [undefined, 'blocking']) {
+      const mode = wait ?? 'deferred';
+      const { page } = await openChat(run, context, { wait, label: `chat (${mode})` });
+      const card = await payAndAsk(run, page);
+      await run.do(`${mode}: reload while the card asks`, async () => {
+        await run.reload(page);
+        await expectCard(page, card, 'asking', 'payment');
+        await expectHeadline(card, 'Pay 50 USD to Hanako');
+        const roles = await page.locator('[data-testid="message"]').evaluateAll((ms) => ms.map((m) => m.dataset.role));
+        if (roles.join() !== 'user,assistant') throw new Error(`after the reload the messages are ${roles.join()}`);
+      });
+      await run.shot(page, `${mode}-reloaded`);
+      await run.do(`${mode}: approve after the reload`, async () => {
+        await card.getByTestId('approve').click();
+        await expectCard(page, card, 'done', 'payment');
+        await expectReply(page, PAID_HANAKO);
+      });
+      await run.shot(page, `${mode}-done`);
+      await page.close();
+    }
+  },
+
+  async 'inbox-edit-grants'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id } = await openChat(run, context);
+    const first = await payAndAsk(run, page);
+    const inbox = await openInbox(run, context);
+    const row = inboxRow(inbox, id);
+    await run.do('edit the arguments: bad JSON is caught before sending', async () => {
+      await row.getByTestId('edit-args').click();
+      await row.getByTestId('args-editor').fill('{"amount": 5,');
+      await expectText(inbox, row.getByTestId('args-error'), 'JSON', 'the parse error');
+      if (await row.getByTestId('approve').isEnabled()) throw new Error('Approve is enabled with invalid arguments');
+      await row.getByTestId('args-editor').fill('[5]');
+      await expectText(inbox, row.getByTestId('args-error'), 'must be a JSON object', 'the shape error');
+      await row.getByTestId('args-editor').fill(JSON.stringify({ amount: 5, currency: 'USD', recipient: 'Hanako' }));
+    });
+    await run.shot(inbox, 'editing');
+    await run.do('approve the edited call: the new call and digest show, 5 USD is paid', async () => {
+      await row.getByTestId('approve').click();
+      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 50 USD to Hanako' });
+      await expectText(inbox, recent.getByTestId('edited-args'), '"amount":5', 'the edited call');
+      const digest = await recent.getByTestId('edited-digest').first().textContent({ timeout: WAIT_MS });
+      if (!/^[0-9a-f]{64}$/.test(digest ?? '')) throw new Error(`the edited digest is ${JSON.stringify(digest)}`);
+      await expectCard(page, first, 'done', 'edited payment');
+      await expectReply(page, 'Paid 5 USD to Hanako; the balance is 995 USD.');
+    });
+    await run.shot(inbox, 'edited');
+    await run.shot(page, 'edited-paid');
+    const second = cardOf(page, 'process_payment', 1);
+    await run.do('remember for this chat: approve with the box ticked', async () => {
+      await say(page, 'pay 50 USD to Hanako');
+      await expectCard(page, second, 'asking', 'second payment');
+      await second.getByTestId('remember').check();
+      await second.getByTestId('approve').click();
+      await expectCard(page, second, 'done', 'second payment');
+      await expectReply(page, 'Paid 50 USD to Hanako; the balance is 945 USD.');
+    });
+    const grant = inbox.locator('[data-testid="grant-row"]').filter({ hasText: id });
+    await run.do('the inbox lists the session grant', async () => {
+      await grant.waitFor({ timeout: WAIT_MS });
+      await expectText(inbox, grant, 'process_payment', 'the grant');
+    });
+    await run.shot(inbox, 'grant');
+    const third = cardOf(page, 'process_payment', 2);
+    await run.do('the grant lets the same payment run without asking', async () => {
+      await say(page, 'pay 50 USD to Hanako');
+      await expectCard(page, third, 'done', 'third payment');
+      await expectReply(page, 'Paid 50 USD to Hanako; the balance is 895 USD.');
+      if ((await statesOf(page, third)).includes('asking')) throw new Error('the granted payment asked again');
+    });
+    await run.do('revoke the grant: it leaves the list and the next payment asks again', async () => {
+      await grant.getByTestId('revoke').click();
+      await grant.waitFor({ state: 'detached', timeout: WAIT_MS });
+      await say(page, 'pay 50 USD to Hanako');
+      await expectCard(page, cardOf(page, 'process_payment', 3), 'asking', 'fourth payment');
+    });
+    await run.shot(inbox, 'revoked');
+    await run.shot(page, 'asks-again');
+  },
+};
+
+// -- main ----------------------------------------------------------------------------------------------------------
+
+async function main() {
+  const scenario = process.argv[2];
+  if (!SCENARIOS[scenario]) {
+    throw new Failure(`usage: node tests/js/page.mjs <scenario>; scenarios: ${Object.keys(SCENARIOS).join(', ')}`);
+  }
+  if (!BASE || !TOKEN) throw new Failure('SIGNOFF_BASE and SIGNOFF_TOKEN must be set');
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const run = new Run(scenario);
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
+  try {
+    await SCENARIOS[scenario](run, browser);
+    run.check();
+    console.error(`[${scenario}] passed`);
+  } finally {
+    run.closing = true;
+    await browser.close();
+  }
+}
+
+main().catch((error) => {
+  console.error(error instanceof Failure ? `FAILED: ${error.message}` : error);
+  process.exit(1);
+});
