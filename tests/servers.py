@@ -75,7 +75,9 @@ class DemoServer:
 
 
 @contextlib.contextmanager
-def demo_server(directory: Path, *, keepalive: float = 0.5, timeout: float = 15) -> Iterator[DemoServer]:
+def demo_server(
+    directory: Path, *, keepalive: float = 0.5, timeout: float = 15, browser_timeout: float = 120
+) -> Iterator[DemoServer]:
     """Runs `signoff demo --port 0` with its ledger in `directory`; fails loudly (with the server's stderr)
     if it does not say it is listening within `timeout` seconds, and always stops it afterwards."""
     token = "conformance-" + os.urandom(8).hex()
@@ -90,6 +92,8 @@ def demo_server(directory: Path, *, keepalive: float = 0.5, timeout: float = 15)
         f"sqlite:///{db}",
         "--keepalive",
         str(keepalive),
+        "--browser-timeout",
+        str(browser_timeout),
     ]
     env = {**os.environ, "SIGNOFF_API_TOKEN": token, "COLUMNS": "200"}
     with out_path.open("wb") as out, err_path.open("wb") as err:

@@ -38,6 +38,7 @@ async def test_an_unknown_chat_is_an_empty_one(site: Server) -> None:
         "id": "new",
         "wait": "deferred",
         "running": False,
+        "continues": False,
         "messages": [],
         "approvals": [],
     }
@@ -83,7 +84,7 @@ async def test_a_running_blocking_reply_shows_its_prompt_and_replays_in_full(sit
     post = asyncio.ensure_future(site.client.post("/api/chat", json=body))
     [approval] = await pending(site, "c1", 1)
     shown = await view(site, "c1")
-    assert shown["running"] is True
+    assert shown["running"] is True and shown["continues"] is False
     assert shown["messages"] == body["messages"]  # the stored chat has nothing yet; the stream has it all
     decided = await site.client.post(f"/api/chat/c1/approvals/{approval['id']}", json={"approved": True})
     assert decided.status_code == 200 and decided.json()["decision"]["by"] == "chat:c1"
@@ -178,12 +179,24 @@ async def hasty() -> AsyncIterator[Server]:
 async def test_a_browser_call_without_a_result_ends_as_an_error_the_model_hears(hasty: Server) -> None:
     site = hasty
     first, reply = await ask(site, "c1", "where am I")
+    announced: list[str] = []
+
+    async def watch() -> None:
+        async with site.client.stream("GET", "/api/chat/c1/events") as response:
+            async for line in response.aiter_lines():
+                if line.startswith("event: "):
+                    announced.append(line[7:])
+                    if announced[-1] == "reply":
+                        return
+
+    watching = asyncio.ensure_future(watch())
     handed_over = await site.client.post("/api/chat", json=answer(first, reply, [(True, "")]))
     assert chunks(handed_over.text)[-1] == {"type": "finish", "finishReason": "tool-calls"}
-    for _ in range(200):  # the server itself starts the reply that tells the model
-        if "failed" in str((await view(site, "c1"))["messages"]):
-            break
-        await asyncio.sleep(0.02)
+    await asyncio.wait_for(watching, 10)  # an open page hears that the server started a reply itself
+    shown = await view(site, "c1")
+    assert shown["continues"] is True or shown["running"] is False  # it may have ended already
+    told = await site.client.get("/api/chat/c1/stream")
+    assert "get_location failed" in said(told.text)
     [_, assistant] = (await view(site, "c1"))["messages"]
     [location] = tool_parts(assistant)
     assert location["state"] == "output-error"

@@ -20,12 +20,14 @@ from tests.servers import DemoServer, demo_server
 
 PAGE_MJS = JS_DIR / "page.mjs"
 CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_TIMEOUT = 3.0
 SCENARIOS = (
     "pay-approve",
     "pay-deny",
     "two-payments",
     "location-granted",
     "location-denied",
+    "location-silent",
     "play",
     "inbox-blocking",
     "inbox-race",
@@ -38,8 +40,9 @@ pytestmark = needs_node
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    """One server for every scenario; each scenario uses chats of its own."""
-    with demo_server(tmp_path_factory.mktemp("page")) as running:
+    """One server for every scenario; each scenario uses chats of its own. Browser calls answer within
+    milliseconds here, so a short browser timeout lets `location-silent` watch one run out."""
+    with demo_server(tmp_path_factory.mktemp("page"), browser_timeout=BROWSER_TIMEOUT) as running:
         yield running
 
 

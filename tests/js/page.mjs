@@ -369,6 +369,27 @@ const SCENARIOS = {
     await run.shot(page, 'error');
   },
 
+  async 'location-silent'(run, browser) {
+    const context = await newContext(browser);
+    // A browser that never answers (a permission prompt nobody clicks): the server's deadline must end it.
+    await context.addInitScript(() => {
+      navigator.geolocation.getCurrentPosition = () => {};
+    });
+    const { page } = await openChat(run, context);
+    const card = cardOf(page, 'get_location');
+    await run.do('ask: where am I', async () => {
+      await say(page, 'where am I');
+      await expectCard(page, card, 'asking', 'location');
+    });
+    await run.do('approve; no result comes: the model hears it failed, and the open page follows', async () => {
+      await card.getByTestId('approve').click();
+      await expectCard(page, card, 'error', 'location');
+      await expectText(page, card.getByTestId('card-note'), 'the browser returned no result within', 'the card');
+      await expectReply(page, 'get_location failed: the browser returned no result within');
+    });
+    await run.shot(page, 'timed-out');
+  },
+
   async play(run, browser) {
     const context = await newContext(browser);
     for (const wait of [undefined, 'blocking']) {

@@ -18,6 +18,8 @@ export interface ChatSnapshot {
   wait: WaitMode;
   /** A reply was running when the chat loaded; `messages` are the chat as it began. */
   running: boolean;
+  /** That reply continues the last assistant message (it opens with results of earlier calls). */
+  continues: boolean;
   messages: UIMessage[];
   approvals: Approval[];
 }
@@ -35,7 +37,6 @@ export function Chat({ snapshot, waitOverride }: Props) {
   const chatId = snapshot.id;
   const me = `chat:${chatId}`;
   const mode = waitOverride ?? snapshot.wait;
-  const [approvals, upsertApproval] = useChatApprovals(chatId, snapshot.approvals);
   // Approvals this page answered (approved or not), to tell when another channel got there first.
   const [answered, setAnswered] = useState<ReadonlySet<string>>(new Set());
   // `toolCallId:state` of every tool part the server has seen (see autoSend.ts).
@@ -50,14 +51,55 @@ export function Chat({ snapshot, waitOverride }: Props) {
         },
       }),
   );
-  const { messages, status, error, sendMessage, addToolApprovalResponse, addToolOutput, clearError } = useChat({
+  const {
+    messages,
+    status,
+    error,
+    sendMessage,
+    addToolApprovalResponse,
+    addToolOutput,
+    clearError,
+    setMessages,
+  } = useChat({
     id: chatId,
     messages: snapshot.messages,
     transport,
-    resume: snapshot.running, // only a reply that was running when the chat loaded: it replays in full
+    // A reply that was running when the chat loaded replays in full into a new message; one that
+    // continues an earlier message can't (see catchUp).
+    resume: snapshot.running && !snapshot.continues,
     sendAutomaticallyWhen: ({ messages }) => readyToSend(messages, seen),
   });
   const streaming = status === "submitted" || status === "streaming";
+  const statusNow = useRef(status);
+  statusNow.current = status;
+  // A reply the server started itself (a browser call timed out) continues the last message.
+  const [approvals, upsertApproval] = useChatApprovals(chatId, snapshot.approvals, () => {
+    if (statusNow.current === "ready") void catchUp();
+  });
+
+  // The AI SDK (6.0.x) resumes a stream into a fresh message, so the replay of a reply that continues an
+  // earlier message, which opens with results for that message's calls, can't be applied ("no tool
+  // invocation found"). For such a reply the page waits for its end, then takes the chat from the server.
+  const [catchingUp, setCatchingUp] = useState(false);
+  async function catchUp() {
+    setCatchingUp(true);
+    try {
+      const url = `/api/chat/${encodeURIComponent(chatId)}`;
+      await (await fetch(`${url}/stream`)).text();
+      const fresh = await requestJson<ChatSnapshot>(url);
+      for (const part of allTools(fresh.messages)) seen.add(partKey(part));
+      setMessages(fresh.messages);
+      fresh.approvals.forEach(upsertApproval);
+    } finally {
+      setCatchingUp(false);
+    }
+  }
+  const caughtUpOnLoad = useRef(false);
+  useEffect(() => {
+    if (caughtUpOnLoad.current || !snapshot.running || !snapshot.continues) return;
+    caughtUpOnLoad.current = true;
+    void catchUp();
+  });
   useStickToBottom();
 
   async function decide(part: ToolPart, approved: boolean, reason: string, remember: boolean) {
@@ -144,13 +186,13 @@ export function Chat({ snapshot, waitOverride }: Props) {
         ))}
       </ol>
       <StatusLine
-        status={status}
+        status={catchingUp ? "streaming" : status}
         error={error}
         tools={lastStepTools(messages)}
         approvals={approvals}
         onDismiss={clearError}
       />
-      <Composer busy={streaming} onSend={send} />
+      <Composer busy={streaming || catchingUp} onSend={send} />
     </>
   );
 }

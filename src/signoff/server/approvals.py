@@ -97,15 +97,13 @@ def grant_json(grant: Grant) -> dict[str, Any]:
     return out
 
 
-def feed_response(feed: ApprovalFeed, *, ping: float, chat_id: str | None = None) -> Response:
-    """The approval feed as SSE `approval` events, of one chat or of all."""
+def approval_event(approval: Approval) -> ServerSentEvent:
+    return ServerSentEvent(msgspec.json.encode(approval_json(approval)).decode(), event="approval")
 
-    async def events() -> AsyncIterator[ServerSentEvent]:
-        async for approval in feed.follow(chat_id):
-            yield ServerSentEvent(msgspec.json.encode(approval_json(approval)).decode(), event="approval")
 
+def event_response(events: AsyncIterator[ServerSentEvent], *, ping: float) -> Response:
     return EventSourceResponse(
-        events(), ping=ping, ping_message_factory=lambda: ServerSentEvent(comment="keep-alive")
+        events, ping=ping, ping_message_factory=lambda: ServerSentEvent(comment="keep-alive")
     )
 
 
@@ -167,7 +165,7 @@ class ApprovalsAPI:
         return json_response(approval_json(approval))
 
     async def follow(self, request: Request) -> Response:
-        return feed_response(self.feed, ping=self.ping)
+        return event_response((approval_event(a) async for a in self.feed.follow()), ping=self.ping)
 
     async def grants(self, request: Request) -> Response:
         active = request.query_params.get("active", "true") != "false"

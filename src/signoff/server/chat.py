@@ -4,7 +4,10 @@
   ended moments ago (204 when none).
 - `GET /api/chat/{id}` is the chat as the server holds it, for a page that (re)loads: with `running`
   true, the messages are the chat as that reply began, and the page follows the reply at `/stream`.
-- `GET /api/chat/{id}/events` follows the chat's approvals live, whoever decides them.
+  `continues` says the running reply continues the last assistant message rather than starting one:
+  its replay starts with results for calls made in an earlier request.
+- `GET /api/chat/{id}/events` follows the chat's approvals live, whoever decides them, and says when the
+  server starts a reply on its own (`event: reply`), so an open page can follow it at `/stream`.
 - `POST /api/chat/{id}/approvals/{approval_id}` lets the chat's user decide without a chat request
   (blocking mode, or a remembered answer). It carries the same authority as an approval response in a
   chat request, so it needs no token and reaches only this chat's approvals.
@@ -15,6 +18,8 @@ initiative, the reply that tells the model so.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Literal
@@ -39,7 +44,7 @@ from signoff.protocol import (
     frame,
     parse_chat_request,
 )
-from signoff.server.approvals import approval_json, feed_response
+from signoff.server.approvals import approval_event, approval_json, event_response
 from signoff.server.feed import ApprovalFeed
 from signoff.server.http import BadBody, error, json_response, read_body
 from signoff.server.streams import Stream, Streams
@@ -67,6 +72,8 @@ class ChatAPI:
         self.keepalive = keepalive
         self._due: dict[str, float] = {}
         """Chats waiting on the browser, and when its results are overdue."""
+        self._watchers: dict[str, set[asyncio.Queue[ServerSentEvent | None]]] = {}
+        """The queues of the pages following each chat's events."""
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -115,11 +122,13 @@ class ChatAPI:
                 messages = messages[:-1]
             if stream.prompt is not None:
                 messages = [*messages, stream.prompt]
+        continues = stream is not None and stream.prompt is None and not stream.regenerates
         return json_response(
             {
                 "id": chat_id,
                 "wait": self.wait,
                 "running": stream is not None,
+                "continues": continues,
                 "messages": messages,
                 "approvals": [approval_json(a) for a in view.approvals],
             }
@@ -132,7 +141,30 @@ class ChatAPI:
         return self._sse(stream)
 
     async def events(self, request: Request) -> Response:
-        return feed_response(self.feed, ping=self.keepalive, chat_id=request.path_params["id"])
+        return event_response(self._events(request.path_params["id"]), ping=self.keepalive)
+
+    async def _events(self, chat_id: str) -> AsyncIterator[ServerSentEvent]:
+        """The chat's approval feed merged with the replies the server starts in it."""
+        queue: asyncio.Queue[ServerSentEvent | None] = asyncio.Queue()
+
+        async def approvals() -> None:
+            async for approval in self.feed.follow(chat_id):
+                queue.put_nowait(approval_event(approval))
+            queue.put_nowait(None)  # the feed ended (shutdown, or this reader fell too far behind)
+
+        watchers = self._watchers.setdefault(chat_id, set())
+        watchers.add(queue)
+        feeding = asyncio.get_running_loop().create_task(approvals())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            watchers.discard(queue)
+            if not watchers and self._watchers.get(chat_id) is watchers:
+                del self._watchers[chat_id]
+            feeding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await feeding
 
     async def decide(self, request: Request) -> Response:
         chat_id, approval_id = request.path_params["id"], request.path_params["approval_id"]
@@ -165,8 +197,10 @@ class ChatAPI:
                 reply = None
             if reply is None:
                 self.streams.release(chat_id, stream)
-            else:
-                self._start(reply, stream, ClientVersion.V6)
+                continue
+            self._start(reply, stream, ClientVersion.V6)
+            for queue in self._watchers.get(chat_id, ()):
+                queue.put_nowait(ServerSentEvent("{}", event="reply"))
 
     def _start(self, reply: Reply, stream: Stream, version: ClientVersion) -> None:
         self._due.pop(reply.chat_id, None)
