@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 
 from signoff.core.approval import State
 from signoff.ledger import SqliteLedger
-from tests.conftest import SIGNOFF
+from signoff.ledger.postgres import PostgresLedger
+from tests.conftest import POSTGRES, SIGNOFF, drop
 from tests.workers import payment
 
 
@@ -196,3 +199,25 @@ def test_serve_and_demo_fail_in_one_line(cli_env: dict[str, str], args: list[str
     result = signoff(cli_env, *args)
     assert result.returncode != 0
     assert message in " ".join(result.stderr.split()) and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_db_upgrade_creates_the_schema_once(backend: str, tmp_path: Path) -> None:
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    url = f"sqlite:///{tmp_path / 'up.db'}" if backend == "sqlite" else f"{POSTGRES}?schema={schema}"
+    env = {**os.environ, "SIGNOFF_LEDGER": url}
+    try:
+        first = signoff(env, "db", "upgrade")
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.strip().startswith("ledger schema migrated from version 0 to ")
+        again = signoff(env, "db", "upgrade")
+        assert again.stdout.strip().startswith("ledger schema already at ")
+    finally:
+        if backend == "postgres":
+            asyncio.run(drop(PostgresLedger(POSTGRES, schema=schema)))
+
+
+def test_db_upgrade_names_an_unreachable_server() -> None:
+    env = {**os.environ, "SIGNOFF_LEDGER": "postgresql://nobody@127.0.0.1:1/x"}
+    failed = signoff(env, "db", "upgrade")
+    assert failed.returncode == 1 and "cannot reach PostgreSQL ledger" in failed.stderr

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from signoff.core.approval import State
 from signoff.core.call import ToolCall
@@ -22,7 +26,8 @@ from signoff.core.errors import (
     StaleChat,
 )
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
-from tests.conftest import FakeClock
+from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
+from tests.conftest import POSTGRES, FakeClock, drop
 
 PAY = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
 
@@ -247,7 +252,7 @@ async def test_sqlite_keeps_everything_across_reopen(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("postgres://x", "unsupported ledger URL"),
+        ("redis://x", "unsupported ledger URL"),
         ("sqlite://", "bad SQLite ledger URL"),
         ("sqlite://host/x.db", "bad SQLite ledger URL"),
         ("sqlite:///x.db?synchronous=sometimes", "synchronous must be normal or full"),
@@ -257,6 +262,38 @@ async def test_sqlite_keeps_everything_across_reopen(tmp_path: Path) -> None:
 def test_bad_urls_are_clear_errors(url: str, message: str) -> None:
     with pytest.raises(LedgerUnavailable, match=message):
         open_ledger(url)
+
+
+async def test_an_unreachable_postgres_is_a_clear_error_not_a_hang() -> None:
+    started = time.monotonic()
+    with pytest.raises(LedgerUnavailable, match=r"cannot reach PostgreSQL ledger .*host=127\.0\.0\.1 port=1"):
+        async with open_ledger("postgresql://nobody:secret@127.0.0.1:1/none"):
+            pass
+    assert time.monotonic() - started < 10
+
+
+async def test_a_postgres_url_picks_the_schema_and_upgrading_twice_is_safe() -> None:
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    async with open_ledger(f"{POSTGRES}?schema={schema}") as ledger:
+        assert isinstance(ledger, PostgresLedger) and ledger.schema == schema
+        approval = await ask(ledger)
+        assert await upgrade(POSTGRES, schema) == (SCHEMA_VERSION, SCHEMA_VERSION)
+        assert await ledger.get(approval.id) == approval
+    await drop(ledger)
+
+
+async def test_a_newer_postgres_schema_is_refused() -> None:
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    ledger = PostgresLedger(POSTGRES, schema=schema)
+    assert await upgrade(POSTGRES, schema) == (0, SCHEMA_VERSION)
+    async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("INSERT INTO {}.signoff_schema VALUES (%s)").format(sql.Identifier(schema)),
+            (SCHEMA_VERSION + 1,),
+        )
+    with pytest.raises(LedgerUnavailable, match="newer than this signoff's"):
+        await ledger.start()
+    await drop(ledger)
 
 
 async def test_an_unopenable_sqlite_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -33,9 +33,11 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 approvals_app = typer.Typer(no_args_is_help=True, help="List, show and decide approvals.")
 grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered approvals.")
 audit_app = typer.Typer(no_args_is_help=True, help="Inspect and verify the hash-chained audit log.")
+db_app = typer.Typer(no_args_is_help=True, help="The ledger's database schema.")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
 app.add_typer(audit_app, name="audit")
+app.add_typer(db_app, name="db")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -205,6 +207,23 @@ def audit_list(
         change = f"{e.before or ''} → {e.after or ''}" if e.before or e.after else ""
         table.add_row(str(e.seq), _when(e.at), e.actor, e.action, e.subject, change, json.dumps(e.detail))
     out.print(table if entries else "no audit entries")
+
+
+@db_app.command("upgrade")
+def db_upgrade(ledger: LedgerOption = None) -> None:
+    """Create or migrate the ledger's schema to this signoff's version; safe to run twice, or at once
+    from several machines."""
+
+    async def go() -> tuple[int, int]:
+        return await open_ledger(ledger).upgrade()
+
+    try:
+        before, after = asyncio.run(go())
+    except SignoffError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    change = f"migrated from version {before} to {after}" if before != after else f"already at {after}"
+    out.print(f"ledger schema {change}", highlight=False)
 
 
 @app.command("walkthrough")

@@ -71,6 +71,12 @@ class Ledger(ABC):
     async def close(self) -> None:  # noqa: B027
         """Release connections; waiters in this process stop being woken by other processes."""
 
+    async def upgrade(self) -> tuple[int, int]:
+        """Create or migrate the schema without serving (`signoff db upgrade`); returns its version
+        before and after. `start` does the same, so this is for operators who migrate ahead of a rollout.
+        A ledger with no schema of its own has version 0."""
+        return 0, 0
+
     # -- backend primitives -------------------------------------------------------------------------------
 
     @abstractmethod

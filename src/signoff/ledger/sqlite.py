@@ -15,8 +15,9 @@ which SQLite bumps whenever another connection commits; it polls only while some
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -25,10 +26,19 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
 from signoff.ledger.base import Change, Clock, Ledger, StoredChat
+from signoff.ledger.rows import (
+    AUDIT_COLUMNS,
+    AUDIT_HEAD,
+    SQLITE,
+    approvals_query,
+    audit_entry,
+    grants_query,
+    writes,
+)
 
 Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
@@ -74,12 +84,8 @@ CREATE TABLE IF NOT EXISTS audit (
     hash TEXT NOT NULL
 );
 """
-AUDIT_COLUMNS = "seq, at, actor, action, subject, before, after, detail, prev, hash"
-
-_encode = msgspec.json.Encoder().encode
 _approval = msgspec.json.Decoder(Approval).decode
 _grant = msgspec.json.Decoder(Grant).decode
-_detail = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 class SqliteLedger(Ledger):
@@ -109,6 +115,14 @@ class SqliteLedger(Ledger):
         except BaseException:
             await self.close()
             raise
+
+    async def upgrade(self) -> tuple[int, int]:
+        before = 0
+        if self.path.exists():
+            with contextlib.closing(sqlite3.connect(self.path)) as db:
+                (before,) = db.execute("PRAGMA user_version").fetchone()
+        async with self:
+            return before, SCHEMA_VERSION
 
     def _connect(self) -> None:
         try:
@@ -183,13 +197,9 @@ class SqliteLedger(Ledger):
     async def _query(
         self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
     ) -> list[Approval]:
-        where, params = _where(chat_id=chat_id, state=None if state is None else str(state))
-        if due_by is not None:
-            where += " AND deadline IS NOT NULL AND deadline <= ?"
-            params.append(due_by)
-        sql = f"SELECT record FROM approvals WHERE {where} ORDER BY created_at, rowid LIMIT ?"
-        rows = await self._run(self._rows, sql, [*params, -1 if limit is None else limit])
-        return [_approval(record) for (record,) in rows]
+        state_name = None if state is None else str(state)
+        query = approvals_query(SQLITE, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
+        return [_approval(record) for (record,) in await self._run(self._rows, *query)]
 
     async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
         return await self._run(self._mutate_sync, "approvals", approval_id, _approval, step)
@@ -211,23 +221,17 @@ class SqliteLedger(Ledger):
     async def _append(self, events: Sequence[AuditEvent]) -> None:
         def append() -> None:
             with self._transaction() as db:
-                _chain(db, events)
+                _put(db, Change(events=tuple(events)))
 
         await self._run(append)
 
     async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
-        where, params = _where(tool=tool)
-        if chat_id is not None:
-            where += " AND (chat_id IS NULL OR chat_id = ?)"
-            params.append(chat_id)
-        if active:
-            where += " AND active = 1"
-        sql = f"SELECT record FROM grants WHERE {where} ORDER BY created_at, rowid"
-        return [_grant(record) for (record,) in await self._run(self._rows, sql, params)]
+        query = grants_query(SQLITE, chat_id=chat_id, tool=tool, active=active)
+        return [_grant(record) for (record,) in await self._run(self._rows, *query)]
 
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
         sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
-        return [_entry(row) for row in await self._run(self._rows, sql, (after_seq, limit))]
+        return [audit_entry(row) for row in await self._run(self._rows, sql, (after_seq, limit))]
 
     async def _last_seq(self) -> int:
         rows = await self._run(self._rows, "SELECT coalesce(max(seq), 0) FROM audit")
@@ -297,60 +301,6 @@ class _Transaction:
 
 
 def _put(db: sqlite3.Connection, change: Change, *, new: bool = False) -> None:
-    if (a := change.approval) is not None:
-        record = _encode(a).decode()
-        if new:
-            db.execute(
-                "INSERT INTO approvals (id, chat_id, call_id, state, deadline, created_at, record)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (a.id, a.chat_id, a.call.call_id, str(a.state), a.deadline, a.created_at, record),
-            )
-        else:
-            db.execute(
-                "UPDATE approvals SET state = ?, record = ? WHERE id = ?", (str(a.state), record, a.id)
-            )
-    if (g := change.grant) is not None:
-        db.execute(
-            "INSERT INTO grants (id, tool, chat_id, active, created_at, record) VALUES (?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET active = excluded.active, record = excluded.record",
-            (g.id, g.tool, g.chat_id, int(g.active), g.created_at, _encode(g).decode()),
-        )
-    _chain(db, change.events)
-
-
-def _chain(db: sqlite3.Connection, events: Iterable[AuditEvent]) -> None:
-    row = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-    head: Head = (row[0], row[1]) if row else GENESIS_HEAD
-    for event in events:
-        entry = chain(event, head)
-        db.execute(
-            f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                entry.seq,
-                entry.at,
-                entry.actor,
-                entry.action,
-                entry.subject,
-                entry.before,
-                entry.after,
-                _encode(entry.detail).decode(),
-                entry.prev,
-                entry.hash,
-            ),
-        )
-        head = entry.head
-
-
-def _entry(row: Sequence[Any]) -> AuditEntry:
-    fields = dict(zip(AUDIT_COLUMNS.split(", "), row, strict=True))
-    fields["detail"] = _detail(fields["detail"])
-    return AuditEntry(**fields)
-
-
-def _where(**equal: str | None) -> tuple[str, list[object]]:
-    clauses, params = ["1 = 1"], list[object]()
-    for column, value in equal.items():
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    return " AND ".join(clauses), params
+    row = db.execute(AUDIT_HEAD).fetchone()
+    for statement, params in writes(change, (row[0], row[1]) if row else GENESIS_HEAD, new=new, mark="?"):
+        db.execute(statement, params)

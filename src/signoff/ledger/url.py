@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.base import Ledger
@@ -20,7 +20,8 @@ def ledger_url(url: str | None = None) -> str:
 
 
 def open_ledger(url: str | None = None) -> Ledger:
-    """A ledger for `memory://` or `sqlite:///relative.db` / `sqlite:////absolute.db`, not yet started.
+    """A ledger for `memory://`, `sqlite:///relative.db` / `sqlite:////absolute.db` or
+    `postgresql://user@host:port/database[?schema=name]`, not yet started.
 
     Use it as `async with open_ledger(url) as ledger:`.
     """
@@ -41,4 +42,20 @@ def open_ledger(url: str | None = None) -> Ledger:
         if options:
             raise LedgerUnavailable(f"bad SQLite ledger URL {url!r}: unknown option {next(iter(options))!r}")
         return SqliteLedger(path, synchronous=synchronous)  # type: ignore[arg-type]
-    raise LedgerUnavailable(f"unsupported ledger URL {url!r}: expected memory:// or sqlite:///path")
+    if parts.scheme in ("postgresql", "postgres"):
+        return _postgres(url, options)
+    raise LedgerUnavailable(
+        f"unsupported ledger URL {url!r}: expected memory://, sqlite:///path or postgresql://host/database"
+    )
+
+
+def _postgres(url: str, options: dict[str, str]) -> Ledger:
+    try:
+        from signoff.ledger.postgres import PostgresLedger
+    except ImportError as exc:  # an optional extra: say how to get it
+        raise LedgerUnavailable(
+            f"the PostgreSQL ledger needs psycopg: pip install 'signoff[postgres]' ({exc})"
+        ) from None
+    schema = options.pop("schema", "signoff")
+    dsn = urlunsplit(urlsplit(url)._replace(query=urlencode(options)))  # the rest is libpq's to read
+    return PostgresLedger(dsn, schema=schema)

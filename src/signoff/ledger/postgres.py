@@ -1,0 +1,348 @@
+"""The PostgreSQL ledger: one truth for many workers on many machines.
+
+Every write is one transaction that first takes a transaction-level advisory lock of the ledger's schema.
+That serializes writers exactly as SQLite's `BEGIN IMMEDIATE` does, for two reasons: the audit log is a
+hash chain, so each entry must see the one before it, and a decision must read the record it changes
+without another decision slipping in between (first wins, no lost update). Reads take no lock.
+
+A decision wakes waiters on every worker through `NOTIFY`, sent inside the deciding transaction so it is
+delivered only if the decision committed. Notifications can be missed (a dropped listening connection, a
+restart), so a watcher also polls the approvals its process waits on every `poll_interval` seconds: a
+missed notification can only delay a wakeup, never lose it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from signoff.core.approval import Approval, State
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
+from signoff.core.errors import LedgerUnavailable, NotFound
+from signoff.core.grant import Grant
+from signoff.ledger.base import Change, Clock, Ledger, StoredChat
+from signoff.ledger.rows import (
+    AUDIT_COLUMNS,
+    AUDIT_HEAD,
+    POSTGRES,
+    approvals_query,
+    audit_entry,
+    grants_query,
+    writes,
+)
+
+log = logging.getLogger("signoff.ledger")
+T = TypeVar("T")
+CHANNEL = "signoff_decided"
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        chat_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        deadline DOUBLE PRECISION,
+        created_at DOUBLE PRECISION NOT NULL,
+        seq BIGSERIAL,
+        record TEXT NOT NULL,
+        UNIQUE (chat_id, call_id)
+    );
+    CREATE INDEX approvals_by_state ON approvals (state, deadline);
+    CREATE INDEX approvals_by_chat ON approvals (chat_id, created_at);
+    CREATE TABLE grants (
+        id TEXT PRIMARY KEY,
+        tool TEXT NOT NULL,
+        chat_id TEXT,
+        active BOOLEAN NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        seq BIGSERIAL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX grants_by_tool ON grants (tool, active);
+    CREATE TABLE chats (
+        chat_id TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        state BYTEA NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE audit (
+        seq BIGINT PRIMARY KEY,
+        at DOUBLE PRECISION NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        before TEXT,
+        after TEXT,
+        detail TEXT NOT NULL,
+        prev TEXT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    """,
+)
+"""The schema, one migration per version: version N is the state after MIGRATIONS[N - 1]. Append only."""
+SCHEMA_VERSION = len(MIGRATIONS)
+_approval = msgspec.json.Decoder(Approval).decode
+_grant = msgspec.json.Decoder(Grant).decode
+
+
+class PostgresLedger(Ledger):
+    """`dsn` is a libpq connection string or URL; `schema` holds the ledger's tables (created on start)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "signoff",
+        pool_size: int = 10,
+        connect_timeout: float = 5.0,
+        poll_interval: float = 1.0,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(**({"clock": clock} if clock else {}))
+        self.dsn = dsn
+        self.schema = schema
+        self.pool_size = pool_size
+        self.connect_timeout = connect_timeout
+        self.poll_interval = poll_interval
+        # One advisory lock per schema, so ledgers in separate schemas never wait for each other.
+        self._lock_key = int.from_bytes(
+            hashlib.sha256(f"signoff:{schema}".encode()).digest()[:8], "big", signed=True
+        )
+        self._pool: AsyncConnectionPool | None = None
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await upgrade(self.dsn, self.schema, connect_timeout=self.connect_timeout)
+        pool = AsyncConnectionPool(
+            self.dsn,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True, "options": f"-c search_path={self.schema}"},
+            open=False,
+            name="signoff",
+        )
+        try:
+            await pool.open(wait=True, timeout=self.connect_timeout)
+        except PoolTimeout as exc:
+            await pool.close()
+            raise LedgerUnavailable(f"cannot reach PostgreSQL ledger {_safe(self.dsn)}: {exc}") from exc
+        self._pool = pool
+
+    async def upgrade(self) -> tuple[int, int]:
+        return await upgrade(self.dsn, self.schema, connect_timeout=self.connect_timeout)
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+            self._watcher = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self._pool is None:
+            raise RuntimeError(
+                "the PostgreSQL ledger is not started: use `async with ledger:` or `await ledger.start()`"
+            )
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise LedgerUnavailable(f"the PostgreSQL ledger {_safe(self.dsn)} failed: {exc}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A transaction holding the schema's write lock (see the module docstring)."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            yield conn
+
+    async def _rows(self, query: str, params: Sequence[object] = ()) -> list[Any]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(query, params)
+            return await cursor.fetchall()
+
+    # -- primitives -----------------------------------------------------------------------------------------
+
+    async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "SELECT record FROM approvals WHERE chat_id = %s AND call_id = %s",
+                (approval.chat_id, approval.call.call_id),
+            )
+            if (row := await cursor.fetchone()) is not None:
+                return _approval(row[0])
+            await _put(conn, Change(approval=approval, events=(event,)), new=True)
+        return approval
+
+    async def _load(self, approval_id: str) -> Approval | None:
+        rows = await self._rows("SELECT record FROM approvals WHERE id = %s", (approval_id,))
+        return _approval(rows[0][0]) if rows else None
+
+    async def _find(self, chat_id: str, call_id: str) -> Approval | None:
+        query = "SELECT record FROM approvals WHERE chat_id = %s AND call_id = %s"
+        rows = await self._rows(query, (chat_id, call_id))
+        return _approval(rows[0][0]) if rows else None
+
+    async def _query(
+        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
+    ) -> list[Approval]:
+        state_name = None if state is None else str(state)
+        query = approvals_query(POSTGRES, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
+        return [_approval(record) for (record,) in await self._rows(*query)]
+
+    async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
+        return await self._mutate_in("approvals", approval_id, _approval, step)
+
+    async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
+        return await self._mutate_in("grants", grant_id, _grant, step)
+
+    async def _mutate_in(
+        self, table: str, key: str, decode: Callable[[str], T], step: Callable[[T], Change]
+    ) -> Change:
+        async with self._write() as conn:
+            query = sql.SQL("SELECT record FROM {} WHERE id = %s").format(sql.Identifier(table))
+            cursor = await conn.execute(query, (key,))
+            if (row := await cursor.fetchone()) is None:
+                raise NotFound(f"no {table[:-1]} {key}")
+            change = step(decode(row[0]))
+            await _put(conn, change)
+            if change.approval is not None and change.approval.state is not State.PENDING:
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, change.approval.id))
+        return change
+
+    async def _append(self, events: Sequence[AuditEvent]) -> None:
+        async with self._write() as conn:
+            await _put(conn, Change(events=tuple(events)))
+
+    async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
+        query = grants_query(POSTGRES, chat_id=chat_id, tool=tool, active=active)
+        return [_grant(record) for (record,) in await self._rows(*query)]
+
+    async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
+        query = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > %s ORDER BY seq LIMIT %s"
+        return [audit_entry(row) for row in await self._rows(query, (after_seq, limit))]
+
+    async def _last_seq(self) -> int:
+        rows = await self._rows("SELECT coalesce(max(seq), 0) FROM audit")
+        return int(rows[0][0])
+
+    async def _load_chat(self, chat_id: str) -> StoredChat | None:
+        query = "SELECT chat_id, version, state, updated_at FROM chats WHERE chat_id = %s"
+        rows = await self._rows(query, (chat_id,))
+        if not rows:
+            return None
+        chat_id, version, state, updated_at = rows[0]
+        return StoredChat(chat_id, version, bytes(state), updated_at)
+
+    async def _save_chat(self, chat: StoredChat) -> bool:
+        if chat.version == 1:
+            query = "INSERT INTO chats VALUES (%s, %s, %s, %s) ON CONFLICT (chat_id) DO NOTHING"
+            params: tuple[object, ...] = (chat.chat_id, chat.version, chat.state, chat.updated_at)
+        else:  # the version check makes a concurrent save lose cleanly: one conditional UPDATE
+            query = _SAVE_NEXT_VERSION
+            params = (chat.version, chat.state, chat.updated_at, chat.chat_id, chat.version - 1)
+        async with self._connection() as conn:
+            cursor = await conn.execute(query, params)
+            return cursor.rowcount == 1
+
+    # -- decisions made by other processes ----------------------------------------------------------------
+
+    def _watch(self) -> None:
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_others())
+
+    async def _watch_others(self) -> None:
+        """Listen while anyone here waits; poll as well, so a missed notification only delays a wakeup."""
+        while self.notifier.watched():
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True, connect_timeout=int(self.connect_timeout)
+                ) as listener:
+                    await listener.execute(f"LISTEN {CHANNEL}")
+                    await self._wake(self.notifier.watched())  # what was decided before we listened
+                    while ids := self.notifier.watched():
+                        heard = [n.payload async for n in listener.notifies(timeout=self.poll_interval)]
+                        await self._wake([i for i in heard if i in ids] if heard else ids)
+            except (psycopg.Error, LedgerUnavailable) as exc:  # reconnect; waiters stay parked meanwhile
+                log.warning("the PostgreSQL ledger's listener failed (%s); retrying", exc)
+                await asyncio.sleep(self.poll_interval)
+
+    async def _wake(self, ids: Sequence[str]) -> None:
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            query = "SELECT record FROM approvals WHERE state != 'pending' AND id = ANY(%s)"
+            for (record,) in await self._rows(query, (chunk,)):
+                self.notifier.notify(_approval(record))
+
+
+async def upgrade(dsn: str, schema: str = "signoff", *, connect_timeout: float = 5.0) -> tuple[int, int]:
+    """Create or migrate the ledger's schema to `SCHEMA_VERSION`; returns (before, after).
+
+    Safe to run twice and from several workers at once: migrations run under an advisory lock, and each
+    applied version is recorded in the same transaction as its migration.
+    """
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            dsn, autocommit=True, connect_timeout=int(connect_timeout)
+        )
+    except psycopg.Error as exc:
+        raise LedgerUnavailable(f"cannot reach PostgreSQL ledger {_safe(dsn)}: {exc}") from exc
+    name = sql.Identifier(schema)
+    async with conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(name))
+        await conn.execute(sql.SQL("SET LOCAL search_path = {}").format(name))
+        await conn.execute("CREATE TABLE IF NOT EXISTS signoff_schema (version INTEGER NOT NULL)")
+        cursor = await conn.execute("SELECT coalesce(max(version), 0) FROM signoff_schema")
+        row = await cursor.fetchone()
+        before = int(row[0]) if row else 0
+        if before > SCHEMA_VERSION:
+            raise LedgerUnavailable(
+                f"PostgreSQL schema {schema!r} has ledger schema {before}, newer than this signoff's"
+                f" {SCHEMA_VERSION}"
+            )
+        for version in range(before + 1, SCHEMA_VERSION + 1):
+            await conn.execute(MIGRATIONS[version - 1].encode())
+            await conn.execute("INSERT INTO signoff_schema (version) VALUES (%s)", (version,))
+    return before, SCHEMA_VERSION
+
+
+_SAVE_NEXT_VERSION = """
+    UPDATE chats SET version = %s, state = %s, updated_at = %s WHERE chat_id = %s AND version = %s
+"""
+
+
+def _lock_key(name: str) -> int:
+    """A 64-bit advisory lock key from a name."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+_MIGRATION_LOCK = _lock_key("signoff:migrations")
+
+
+async def _put(conn: psycopg.AsyncConnection[Any], change: Change, *, new: bool = False) -> None:
+    row = await (await conn.execute(AUDIT_HEAD)).fetchone()
+    for statement, params in writes(change, (row[0], row[1]) if row else GENESIS_HEAD, new=new, mark="%s"):
+        await conn.execute(statement.encode(), params)
+
+
+def _safe(dsn: str) -> str:
+    """The DSN without its password, for error messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(unparsable DSN)"
+    return " ".join(f"{k}={v}" for k, v in info.items() if k != "password")
