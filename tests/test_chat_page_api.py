@@ -14,7 +14,19 @@ import pytest
 from signoff.demo.walkthrough import demo_policy
 from signoff.ledger import MemoryLedger
 from signoff.server.app import STATIC
-from tests.test_server import AUTH, Server, answer, ask, chunks, pending, said, serve, user, with_output
+from tests.test_server import (
+    AUTH,
+    Server,
+    answer,
+    ask,
+    chunks,
+    pending,
+    said,
+    serve,
+    spoken,
+    user,
+    with_output,
+)
 
 
 @pytest.fixture
@@ -138,11 +150,7 @@ async def test_remember_for_this_chat_makes_a_session_grant_the_next_call_uses(s
     [grant] = (await site.client.get("/api/grants?chat=c1", headers=AUTH)).json()["grants"]
     assert grant["scope"] == "session" and grant["chat_id"] == "c1" and grant["created_by"] == "chat:c1"
     _, again = await ask(site, "c1", "pay 5 USD to Jiro")
-    assert "tool-approval-request" not in str(again) and "Paid 5 USD to Jiro" in said_of(again)
-
-
-def said_of(reply: list[dict[str, Any]]) -> str:
-    return "".join(c["delta"] for c in reply if c["type"] == "text-delta")
+    assert "tool-approval-request" not in str(again) and "Paid 5 USD to Jiro" in spoken(again)
 
 
 async def test_the_chat_feed_shows_only_that_chats_approvals(site: Server) -> None:

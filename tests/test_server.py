@@ -65,7 +65,12 @@ def chunks(body: str) -> list[dict[str, Any]]:
 
 def said(body: str) -> str:
     """What the model wrote in a reply, joined from its text deltas."""
-    return "".join(c["delta"] for c in chunks(body) if c["type"] == "text-delta")
+    return spoken(chunks(body))
+
+
+def spoken(reply: list[dict[str, Any]]) -> str:
+    """What the model wrote in a reply already split into chunks."""
+    return "".join(c["delta"] for c in reply if c["type"] == "text-delta")
 
 
 def answer(

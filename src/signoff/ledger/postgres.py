@@ -335,7 +335,7 @@ _MIGRATION_LOCK = _lock_key("signoff:migrations")
 
 async def _put(conn: psycopg.AsyncConnection[Any], change: Change, *, new: bool = False) -> None:
     row = await (await conn.execute(AUDIT_HEAD)).fetchone()
-    for statement, params in writes(change, (row[0], row[1]) if row else GENESIS_HEAD, new=new, mark="%s"):
+    for statement, params in writes(POSTGRES, change, (row[0], row[1]) if row else GENESIS_HEAD, new=new):
         await conn.execute(statement.encode(), params)
 
 

@@ -63,11 +63,10 @@ def grants_query(dialect: Dialect, *, chat_id: str | None, tool: str | None, act
     return f"SELECT record FROM grants WHERE {where} ORDER BY created_at, {dialect.order}", tuple(params)
 
 
-def writes(change: Change, head: Head, *, new: bool, mark: str) -> list[Statement]:
-    """The statements that store `change`, its audit entries chained after `head`.
-
-    `new` inserts the approval rather than updating it; `mark` is the driver's parameter marker.
-    """
+def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> list[Statement]:
+    """The statements that store `change`, its audit entries chained after `head`; `new` inserts the
+    approval rather than updating it."""
+    mark = dialect.mark
     statements: list[Statement] = []
     if (a := change.approval) is not None:
         record = encode(a).decode()

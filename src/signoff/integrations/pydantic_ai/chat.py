@@ -56,6 +56,9 @@ class ChatState(msgspec.Struct, kw_only=True):
     frontend_due: float | None = None
     """When the browser's results are overdue: after it, those calls end as errors the model sees."""
 
+    def overdue(self, now: float) -> bool:
+        return bool(self.frontend) and self.frontend_due is not None and now >= self.frontend_due
+
 
 @dataclass(frozen=True)
 class ChatView:
@@ -146,33 +149,29 @@ class AgentChat:
         self.frontend_timeout = frontend_timeout
 
     async def view(self, chat_id: str) -> ChatView:
-        """The chat as stored after its last reply (an unknown chat is an empty one)."""
-        stored = await self.gate.ledger.load_chat(chat_id)
-        state = _decode_state(stored.state) if stored else ChatState()
+        """The chat as stored after its last reply."""
+        _, state = await self._load(chat_id)
         approvals = await self.gate.ledger.approvals(chat_id=chat_id)
         messages = ui_messages(
             ModelMessagesTypeAdapter.validate_json(bytes(state.history)),
             assistant_id=state.assistant_id,
             approvals=approvals,
             asking=state.approvals,
-            frontend=state.frontend,
         )
         return ChatView(messages, approvals)
 
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
         """The reply that tells the model its browser calls got no result in time, started by the server
         itself; None when the chat no longer waits on overdue calls."""
-        stored = await self.gate.ledger.load_chat(chat_id)
-        state = _decode_state(stored.state) if stored else ChatState()
-        if not (state.frontend and state.frontend_due and self.gate.ledger.clock() >= state.frontend_due):
+        _, state = await self._load(chat_id)
+        if not state.overdue(self.gate.ledger.clock()):
             return None
         return await self.prepare(ChatRequest(chat_id=chat_id, trigger="submit-message"), wait)
 
     async def prepare(self, request: ChatRequest, wait: Wait) -> Reply:
         """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
         ledger = self.gate.ledger
-        stored = await ledger.load_chat(request.chat_id)
-        state = _decode_state(stored.state) if stored else ChatState()
+        stored, state = await self._load(request.chat_id)
         history = ModelMessagesTypeAdapter.validate_json(bytes(state.history))
         made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
         await accept_responses(ledger, request.chat_id, state.approvals, request.approvals, self.signing_key)
@@ -181,7 +180,7 @@ class AgentChat:
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
             calls={call_id: _result(output) for call_id, output in outputs.items()},
         )
-        if state.frontend_due is not None and ledger.clock() >= state.frontend_due:
+        if state.overdue(ledger.clock()):
             outputs = {}  # a late output is not used: the deadline is the deadline
             results.calls = await self._overdue(request.chat_id, state.frontend)
         run: dict[str, Any] = {"message_history": history}
@@ -206,6 +205,11 @@ class AgentChat:
         message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
         visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
         return Reply(self, request.chat_id, wait, stored, message_id, visible, run)
+
+    async def _load(self, chat_id: str) -> tuple[StoredChat | None, ChatState]:
+        """The chat's stored record and its state (an unknown chat is an empty one)."""
+        stored = await self.gate.ledger.load_chat(chat_id)
+        return stored, _decode_state(stored.state) if stored else ChatState()
 
     async def _overdue(self, chat_id: str, frontend: dict[str, str]) -> dict[str, Any]:
         why = f"the browser returned no result within {self.frontend_timeout:g} s"

@@ -8,8 +8,8 @@ refused call is `output-denied`. A reload then renders what the stream rendered,
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -28,7 +28,20 @@ from signoff.core.approval import Approval, State
 from signoff.integrations.pydantic_ai.toolset import refused
 
 UIMessage = dict[str, Any]
+Outcome = tuple[Literal["output-available", "output-error", "output-denied"], dict[str, Any]]
 _APPROVED = (State.APPROVED, State.CONSUMED)
+
+
+def outcome(result: ToolReturnPart | RetryPromptPart) -> Outcome:
+    """What a call's result is to the client, the UI part's state and its fields: one answer for the live
+    stream and for a chat rebuilt later, so a reload shows what the stream showed."""
+    if isinstance(result, RetryPromptPart):
+        return "output-error", {"errorText": result.model_response()}
+    if refused(result):
+        return "output-denied", {}
+    if result.outcome == "failed":
+        return "output-error", {"errorText": str(result.content)}
+    return "output-available", {"output": to_jsonable_python(result.content)}
 
 
 def ui_messages(
@@ -37,11 +50,10 @@ def ui_messages(
     assistant_id: str | None,
     approvals: Iterable[Approval],
     asking: Mapping[str, str],
-    frontend: Collection[str],
 ) -> list[UIMessage]:
-    """`asking` maps the calls waiting on a person to their approval ids, `frontend` names the calls
-    waiting on the browser, and `assistant_id` is the id the last assistant message streamed under (a
-    continuation streams into it, so the page must hold it by that id)."""
+    """`asking` maps the calls waiting on a person to their approval ids, and `assistant_id` is the id the
+    last assistant message streamed under (a continuation streams into it, so the page must hold it by
+    that id). A call with no result yet waits on the browser."""
     results = {
         part.tool_call_id: part
         for message in history
@@ -49,7 +61,7 @@ def ui_messages(
         for part in message.parts
         if isinstance(part, ToolReturnPart | RetryPromptPart)
     }
-    parts = _Parts(results, {a.call.call_id: a for a in approvals}, asking, frontend)
+    parts = _Parts(results, {a.call.call_id: a for a in approvals}, asking)
     messages: list[UIMessage] = []
     assistant: UIMessage | None = None
     for message in history:
@@ -80,12 +92,10 @@ class _Parts:
         results: Mapping[str, ToolReturnPart | RetryPromptPart],
         approvals: Mapping[str, Approval],
         asking: Mapping[str, str],
-        frontend: Collection[str],
     ) -> None:
         self.results = results
         self.approvals = approvals
         self.asking = asking
-        self.frontend = frontend
 
     def of(self, part: ModelResponsePart) -> UIMessage | None:
         if isinstance(part, TextPart):
@@ -106,13 +116,8 @@ class _Parts:
         approval = self._approval(call_id)
         if result is None:  # the browser has not answered yet (or the run stopped before the call ran)
             return {**ui, "state": "input-available", **approval}
-        if isinstance(result, RetryPromptPart):
-            return {**ui, "state": "output-error", "errorText": result.model_response(), **approval}
-        if refused(result):
-            return {**ui, "state": "output-denied", **approval}
-        if result.outcome == "failed":
-            return {**ui, "state": "output-error", "errorText": str(result.content), **approval}
-        return {**ui, "state": "output-available", "output": to_jsonable_python(result.content), **approval}
+        state, fields = outcome(result)
+        return {**ui, "state": state, **fields, **approval}
 
     def _approval(self, call_id: str) -> dict[str, Any]:
         """The part's `approval` as the client would hold it after a response: absent if nobody was asked."""
@@ -126,4 +131,4 @@ class _Parts:
         return {"approval": answer}
 
 
-__all__ = ["UIMessage", "ui_messages"]
+__all__ = ["Outcome", "UIMessage", "outcome", "ui_messages"]

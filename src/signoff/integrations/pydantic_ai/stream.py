@@ -27,7 +27,6 @@ from pydantic_ai.messages import (
     PartDeltaEvent,
     PartEndEvent,
     PartStartEvent,
-    RetryPromptPart,
     TextPart,
     TextPartDelta,
     ThinkingPart,
@@ -36,10 +35,9 @@ from pydantic_ai.messages import (
     ToolCallPartDelta,
 )
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
-from pydantic_core import to_jsonable_python
 
 from signoff.core.approval import Approval
-from signoff.integrations.pydantic_ai.toolset import refused
+from signoff.integrations.pydantic_ai.messages import outcome
 from signoff.integrations.turn import Turn, current_turn
 from signoff.protocol import (
     Chunk,
@@ -195,13 +193,13 @@ class Translator:
         call_id = part.tool_call_id
         if call_id not in self.visible:
             return []
-        if refused(part):
-            return [ToolOutputDenied(tool_call_id=call_id)]
-        if isinstance(part, RetryPromptPart):
-            return [ToolOutputError(tool_call_id=call_id, error_text=part.model_response())]
-        if part.outcome == "failed":
-            return [ToolOutputError(tool_call_id=call_id, error_text=str(part.content))]
-        return [ToolOutputAvailable(tool_call_id=call_id, output=to_jsonable_python(part.content))]
+        match outcome(part):
+            case "output-denied", _:
+                return [ToolOutputDenied(tool_call_id=call_id)]
+            case "output-error", fields:
+                return [ToolOutputError(tool_call_id=call_id, error_text=fields["errorText"])]
+            case _, fields:
+                return [ToolOutputAvailable(tool_call_id=call_id, output=fields["output"])]
 
 
 _END = object()
