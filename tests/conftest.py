@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+import redis
 from psycopg import sql
 
-from signoff.ledger import Ledger, MemoryLedger, SqliteLedger
+from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.postgres import PostgresLedger
+from signoff.ledger.redis import RedisLedger
 
-BACKENDS = ["memory", "sqlite", "postgres"]
+BACKENDS = ["memory", "sqlite", "postgres", "redis"]
+SHARED = ["sqlite", "postgres", "redis"]
+"""The backends several processes can share."""
 POSTGRES = os.environ.get("SIGNOFF_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 """The PostgreSQL server the tests use; each test gets a schema of its own there."""
+REDIS = os.environ.get("SIGNOFF_TEST_REDIS", "redis://127.0.0.1:6379/0")
+"""The Redis server the tests use; each test gets a key prefix of its own there."""
 ROOT = Path(__file__).resolve().parent.parent
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))
 
@@ -42,14 +49,44 @@ def make_ledger(backend: str, tmp_path: Path, clock: Callable[[], float] | None 
         return PostgresLedger(
             POSTGRES, schema=f"test_{uuid.uuid4().hex[:12]}", clock=clock, poll_interval=0.05
         )
+    if backend == "redis":
+        return RedisLedger(REDIS, prefix=f"test_{uuid.uuid4().hex[:12]}", clock=clock, poll_interval=0.05)
     return SqliteLedger(tmp_path / "signoff.db", clock=clock)
 
 
 async def drop(ledger: Ledger) -> None:
-    """Remove a test's PostgreSQL schema, so the server does not fill up with them."""
+    """Remove a test's PostgreSQL schema or Redis keys, so the servers do not fill up with them."""
     if isinstance(ledger, PostgresLedger):
         async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
             await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(ledger.schema)))
+    if isinstance(ledger, RedisLedger):
+        async with redis.asyncio.Redis.from_url(REDIS) as client:
+            keys = [key async for key in client.scan_iter(match=f"{ledger.prefix}:*", count=1000)]
+            for start in range(0, len(keys), 1000):
+                await client.delete(*keys[start : start + 1000])
+
+
+def shared_url(backend: str, tmp_path: Path) -> str:
+    """A URL for a fresh, empty ledger of a shared backend, which other processes can open too."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    if backend == "postgres":
+        return f"{POSTGRES}?schema={name}"
+    if backend == "redis":
+        return f"{REDIS}?prefix={name}"
+    return f"sqlite:///{tmp_path / (name + '.db')}"
+
+
+async def drop_url(url: str) -> None:
+    """Remove what a `shared_url` ledger left on its server."""
+    await drop(open_ledger(url))
+
+
+@pytest.fixture(params=SHARED)
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh ledger URL on each shared backend, removed after the test."""
+    url = shared_url(str(request.param), tmp_path)
+    yield url
+    asyncio.run(drop_url(url))
 
 
 @pytest.fixture(params=BACKENDS)

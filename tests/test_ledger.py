@@ -227,14 +227,28 @@ async def test_memory_waiters_wake_without_polling() -> None:
     assert waiter.done()
 
 
-async def test_sqlite_waiters_wake_for_decisions_from_another_connection(tmp_path: Path) -> None:
-    async with SqliteLedger(tmp_path / "s.db") as waiting, SqliteLedger(tmp_path / "s.db") as deciding:
+async def test_waiters_wake_for_decisions_from_another_ledger_instance(shared: str) -> None:
+    """What another worker decides wakes this one's waiter at once: by NOTIFY, pub/sub or data_version,
+    well within the PostgreSQL and Redis ledgers' 1 s safety sweep."""
+    async with open_ledger(shared) as waiting, open_ledger(shared) as deciding:
         approval = await ask(waiting)
         waiter = asyncio.create_task(waiting.wait(approval.id))
         await asyncio.sleep(0.1)
+        started = time.monotonic()
         await deciding.decide(approval.id, Decision.approve("alice"))
         woken = await asyncio.wait_for(waiter, 1)
         assert woken.by == "alice"
+        assert time.monotonic() - started < 0.5
+
+
+async def test_only_one_worker_sweeps_deadlines_at_a_time(shared: str) -> None:
+    async with open_ledger(shared) as one, open_ledger(shared) as two:
+        approval = await ask(one, deadline=-1)
+        assert [a.id for a in await one.expire_due()] == [approval.id]
+        assert await two.expire_due() == []  # the lease is one's until it lapses
+        late = await ask(two, ToolCall("call_late", PAY.tool, PAY.args), deadline=-1)
+        assert await two.expire_due() == []
+        assert [a.id for a in await one.expire_due()] == [late.id]
 
 
 async def test_sqlite_keeps_everything_across_reopen(tmp_path: Path) -> None:
@@ -252,7 +266,9 @@ async def test_sqlite_keeps_everything_across_reopen(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("redis://x", "unsupported ledger URL"),
+        ("mysql://x", "unsupported ledger URL"),
+        ("redis://x/cache", "bad Redis ledger URL"),
+        ("redis://x/0?colour=blue", "unknown option 'colour'"),
         ("sqlite://", "bad SQLite ledger URL"),
         ("sqlite://host/x.db", "bad SQLite ledger URL"),
         ("sqlite:///x.db?synchronous=sometimes", "synchronous must be normal or full"),

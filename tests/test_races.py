@@ -1,4 +1,5 @@
-"""Races and crashes on the SQLite ledger: exactly one decision, exactly one consume, nothing lost."""
+"""Races and crashes on the ledgers several processes share: exactly one decision, exactly one consume,
+nothing lost."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from signoff.core.approval import State
 from signoff.core.decision import Decision
 from signoff.core.errors import AlreadyConsumed, SignoffError
 from signoff.gate import Allowed, Gate
-from signoff.ledger import Ledger, SqliteLedger
+from signoff.ledger import Ledger, SqliteLedger, open_ledger
 from tests.conftest import ROOT
 from tests.workers import payment
 
 APPROVALS = 1000
 DECIDERS = 20
+CONFLICTING = 50
+"""Deciders per approval across two processes: the issue's fault test asks for 50 on each of 1,000."""
 
 
 async def open_many(ledger: Ledger, count: int) -> list[str]:
@@ -86,9 +89,9 @@ async def test_twenty_deciders_per_approval_through_several_connections(tmp_path
             await connection.close()
 
 
-async def test_twenty_deciders_per_approval_across_two_processes(tmp_path: Path) -> None:
-    db, ids_file, go = tmp_path / "race.db", tmp_path / "ids.json", tmp_path / "go"
-    async with SqliteLedger(db) as ledger:
+async def test_fifty_deciders_per_approval_across_two_processes(shared: str, tmp_path: Path) -> None:
+    ids_file, go = tmp_path / "ids.json", tmp_path / "go"
+    async with open_ledger(shared) as ledger:
         ids = await open_many(ledger, APPROVALS)
     ids_file.write_text(json.dumps(ids))
     workers = [
@@ -98,10 +101,10 @@ async def test_twenty_deciders_per_approval_across_two_processes(tmp_path: Path)
                 "-m",
                 "tests.workers",
                 "decide",
-                str(db),
+                shared,
                 str(ids_file),
                 name,
-                str(DECIDERS // 2),
+                str(CONFLICTING // 2),
                 str(go),
             ],
             cwd=ROOT,
@@ -118,17 +121,16 @@ async def test_twenty_deciders_per_approval_across_two_processes(tmp_path: Path)
     assert set(won) == set(ids) and set(won.values()) == {1}
     consumed = Counter(i for report in reports for i in report["consumed"])
     assert set(consumed.values()) <= {1}
-    async with SqliteLedger(db) as ledger:
+    async with open_ledger(shared) as ledger:
         for report in reports:
             for approval_id, by in report["won"].items():
                 assert (await ledger.get(approval_id)).by == by
         await check_outcome(ledger, ids, sum(consumed.values()))
 
 
-async def test_a_killed_process_leaves_its_pending_approvals_to_be_resumed(tmp_path: Path) -> None:
-    db = tmp_path / "crash.db"
+async def test_a_killed_process_leaves_its_pending_approvals_to_be_resumed(shared: str) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-m", "tests.workers", "hold", str(db), "100"],
+        [sys.executable, "-m", "tests.workers", "hold", shared, "100"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -140,7 +142,7 @@ async def test_a_killed_process_leaves_its_pending_approvals_to_be_resumed(tmp_p
         holder.wait(10)
     assert holder.returncode == -signal.SIGKILL
 
-    async with SqliteLedger(db) as ledger:
+    async with open_ledger(shared) as ledger:
         pending = await ledger.approvals(state="pending")
         assert len(pending) == 100
         for approval in pending:

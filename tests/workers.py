@@ -12,7 +12,7 @@ from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import SignoffError
 from signoff.gate import Gate
-from signoff.ledger import SqliteLedger
+from signoff.ledger import open_ledger
 
 
 def payment(i: int) -> ToolCall:
@@ -21,10 +21,10 @@ def payment(i: int) -> ToolCall:
     )
 
 
-async def decide(db: str, ids_file: str, name: str, per_approval: int, go_file: str) -> None:
+async def decide(url: str, ids_file: str, name: str, per_approval: int, go_file: str) -> None:
     """Race `per_approval` deciders on every approval, then race consumes on the approved ones."""
     ids = json.loads(Path(ids_file).read_text())
-    async with SqliteLedger(db) as ledger:
+    async with open_ledger(url) as ledger:
         while not Path(go_file).exists():
             await asyncio.sleep(0.005)
         won: dict[str, str] = {}
@@ -56,9 +56,9 @@ async def decide(db: str, ids_file: str, name: str, per_approval: int, go_file: 
     print(json.dumps({"won": won, "consumed": consumed}))
 
 
-async def hold(db: str, count: int) -> None:
+async def hold(url: str, count: int) -> None:
     """Park `count` blocking waits, say READY, and wait to be killed."""
-    async with SqliteLedger(db) as ledger:
+    async with open_ledger(url) as ledger:
         gate = Gate(ledger)
         tasks = [asyncio.create_task(gate.authorize(payment(i), chat_id="crash-chat")) for i in range(count)]
         while len(await ledger.approvals(state="pending")) < count:

@@ -9,6 +9,7 @@ optimistic compare-and-set that retries.
 
 from __future__ import annotations
 
+import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -52,9 +53,13 @@ class StoredChat:
 class Ledger(ABC):
     """One async interface over every backend. Use as `async with ledger:` or `start()` / `close()`."""
 
+    sweep_lease = 5.0
+    """Seconds one process's deadline sweeper holds its lease: if it dies, another takes over after this."""
+
     def __init__(self, *, clock: Clock = time.time) -> None:
         self.clock = clock
         self.notifier = Notifier()
+        self._holder = secrets.token_hex(8)
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -119,6 +124,11 @@ class Ledger(ABC):
     @abstractmethod
     async def _save_chat(self, chat: StoredChat) -> bool:
         """Store `chat` if the stored version is `chat.version - 1` (or absent when it is 1); else False."""
+
+    async def _lease(self, name: str, holder: str, ttl: float) -> bool:
+        """Take or renew the lease `name` for `ttl` seconds if it is free, expired or already `holder`'s.
+        A ledger only one process uses has nobody to share with."""
+        return True
 
     def _watch(self) -> None:  # noqa: B027 - in-process backends learn of every decision directly
         """Called when someone starts waiting: a backend shared between processes starts watching them."""
@@ -213,7 +223,14 @@ class Ledger(ABC):
         )
 
     async def expire_due(self) -> list[Approval]:
-        """Expire every pending approval whose deadline has passed, applying each one's on_timeout."""
+        """Expire every pending approval whose deadline has passed, applying each one's on_timeout.
+
+        Every worker's sweeper calls this, but only the holder of the sweeper lease does the work, so
+        workers don't all scan and race on the same approvals (a race they would lose cleanly anyway:
+        an expiry is a transition like any other, and only one applies).
+        """
+        if not await self._lease("sweeper", self._holder, self.sweep_lease):
+            return []
         expired = []
         for approval in await self._query(chat_id=None, state=State.PENDING, due_by=self.clock(), limit=None):
             try:

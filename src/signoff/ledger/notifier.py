@@ -37,6 +37,9 @@ class Notifier:
             if not future.done():
                 future.set_result(approval)
 
+    def watches(self, approval_id: str) -> bool:
+        return approval_id in self._waiters
+
     def watched(self) -> list[str]:
         """Ids someone in this process is waiting on: what a cross-process watcher must look after."""
         return list(self._waiters)

@@ -37,6 +37,7 @@ from signoff.ledger.rows import (
     approvals_query,
     audit_entry,
     grants_query,
+    lease,
     writes,
 )
 
@@ -88,6 +89,13 @@ MIGRATIONS: tuple[str, ...] = (
         hash TEXT NOT NULL
     );
     """,
+    """
+    CREATE TABLE leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        until DOUBLE PRECISION NOT NULL
+    );
+    """,
 )
 """The schema, one migration per version: version N is the state after MIGRATIONS[N - 1]. Append only."""
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -114,10 +122,8 @@ class PostgresLedger(Ledger):
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.poll_interval = poll_interval
-        # One advisory lock per schema, so ledgers in separate schemas never wait for each other.
-        self._lock_key = int.from_bytes(
-            hashlib.sha256(f"signoff:{schema}".encode()).digest()[:8], "big", signed=True
-        )
+        self._lock_key = _lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
+
         self._pool: AsyncConnectionPool | None = None
         self._watcher: asyncio.Task[None] | None = None
 
@@ -258,6 +264,12 @@ class PostgresLedger(Ledger):
             cursor = await conn.execute(query, params)
             return cursor.rowcount == 1
 
+    async def _lease(self, name: str, holder: str, ttl: float) -> bool:
+        statement, params = lease(POSTGRES, name, holder, now=self.clock(), ttl=ttl)
+        async with self._connection() as conn:
+            cursor = await conn.execute(statement.encode(), params)
+            return cursor.rowcount == 1
+
     # -- decisions made by other processes ----------------------------------------------------------------
 
     def _watch(self) -> None:
@@ -265,17 +277,19 @@ class PostgresLedger(Ledger):
             self._watcher = asyncio.get_running_loop().create_task(self._watch_others())
 
     async def _watch_others(self) -> None:
-        """Listen while anyone here waits; poll as well, so a missed notification only delays a wakeup."""
+        """Listen while anyone here waits, waking each waiter as its notification arrives; and every
+        `poll_interval`, read every watched approval, so a missed notification only delays a wakeup."""
         while self.notifier.watched():
             try:
                 async with await psycopg.AsyncConnection.connect(
                     self.dsn, autocommit=True, connect_timeout=int(self.connect_timeout)
                 ) as listener:
                     await listener.execute(f"LISTEN {CHANNEL}")
-                    await self._wake(self.notifier.watched())  # what was decided before we listened
                     while ids := self.notifier.watched():
-                        heard = [n.payload async for n in listener.notifies(timeout=self.poll_interval)]
-                        await self._wake([i for i in heard if i in ids] if heard else ids)
+                        await self._wake(ids)  # the first time: what was decided before we listened
+                        async for heard in listener.notifies(timeout=self.poll_interval):
+                            if self.notifier.watches(heard.payload):
+                                await self._wake([heard.payload])
             except (psycopg.Error, LedgerUnavailable) as exc:  # reconnect; waiters stay parked meanwhile
                 log.warning("the PostgreSQL ledger's listener failed (%s); retrying", exc)
                 await asyncio.sleep(self.poll_interval)

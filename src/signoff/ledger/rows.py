@@ -95,6 +95,17 @@ def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> list[S
     return statements
 
 
+def lease(dialect: Dialect, name: str, holder: str, *, now: float, ttl: float) -> Statement:
+    """Take the lease if it is free, expired or already `holder`'s; it is held if one row changed."""
+    mark = dialect.mark
+    statement = (
+        f"INSERT INTO leases (name, holder, until) VALUES ({_marks(mark, 3)}) ON CONFLICT (name) DO UPDATE"
+        " SET holder = excluded.holder, until = excluded.until"
+        f" WHERE leases.holder = excluded.holder OR leases.until < {mark}"
+    )
+    return statement, (name, holder, now + ttl, now)
+
+
 def audit_entry(row: Sequence[Any]) -> AuditEntry:
     fields = dict(zip(AUDIT_COLUMNS.split(", "), row, strict=True))
     fields["detail"] = _detail(fields["detail"])

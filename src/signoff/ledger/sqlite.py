@@ -37,13 +37,14 @@ from signoff.ledger.rows import (
     approvals_query,
     audit_entry,
     grants_query,
+    lease,
     writes,
 )
 
 Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
@@ -82,6 +83,11 @@ CREATE TABLE IF NOT EXISTS audit (
     detail TEXT NOT NULL,
     prev TEXT NOT NULL,
     hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until REAL NOT NULL
 );
 """
 _approval = msgspec.json.Decoder(Approval).decode
@@ -257,6 +263,15 @@ class SqliteLedger(Ledger):
                 )
                 params = (chat.version, chat.state, chat.updated_at, chat.chat_id, chat.version - 1)
             return db.execute(sql, params).rowcount == 1
+
+    async def _lease(self, name: str, holder: str, ttl: float) -> bool:
+        statement, params = lease(SQLITE, name, holder, now=self.clock(), ttl=ttl)
+
+        def take() -> bool:
+            with self._transaction() as db:
+                return db.execute(statement, params).rowcount == 1
+
+        return await self._run(take)
 
     # -- decisions made by other processes ----------------------------------------------------------------
 

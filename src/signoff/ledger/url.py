@@ -21,7 +21,8 @@ def ledger_url(url: str | None = None) -> str:
 
 def open_ledger(url: str | None = None) -> Ledger:
     """A ledger for `memory://`, `sqlite:///relative.db` / `sqlite:////absolute.db` or
-    `postgresql://user@host:port/database[?schema=name]`, not yet started.
+    `postgresql://user@host:port/database[?schema=name]` or `redis://host:port/db[?prefix=name]`, not yet
+    started.
 
     Use it as `async with open_ledger(url) as ledger:`.
     """
@@ -44,8 +45,11 @@ def open_ledger(url: str | None = None) -> Ledger:
         return SqliteLedger(path, synchronous=synchronous)  # type: ignore[arg-type]
     if parts.scheme in ("postgresql", "postgres"):
         return _postgres(url, options)
+    if parts.scheme in ("redis", "rediss"):
+        return _redis(url, options)
     raise LedgerUnavailable(
-        f"unsupported ledger URL {url!r}: expected memory://, sqlite:///path or postgresql://host/database"
+        f"unsupported ledger URL {url!r}: expected memory://, sqlite:///path, postgresql://host/database"
+        " or redis://host:port/db"
     )
 
 
@@ -59,3 +63,22 @@ def _postgres(url: str, options: dict[str, str]) -> Ledger:
     schema = options.pop("schema", "signoff")
     dsn = urlunsplit(urlsplit(url)._replace(query=urlencode(options)))  # the rest is libpq's to read
     return PostgresLedger(dsn, schema=schema)
+
+
+def _redis(url: str, options: dict[str, str]) -> Ledger:
+    try:
+        from signoff.ledger.redis import RedisLedger
+    except ImportError as exc:
+        raise LedgerUnavailable(
+            f"the Redis ledger needs redis-py: pip install 'signoff[redis]' ({exc})"
+        ) from None
+    prefix = options.pop("prefix", "signoff")
+    parts = urlsplit(url)
+    path = parts.path.strip("/")
+    if not prefix or (path and not path.isdigit()):
+        raise LedgerUnavailable(
+            f"bad Redis ledger URL {url!r}: use redis://host:port/db-number[?prefix=name]"
+        )
+    if options:
+        raise LedgerUnavailable(f"bad Redis ledger URL {url!r}: unknown option {next(iter(options))!r}")
+    return RedisLedger(urlunsplit(parts._replace(query="")), prefix=prefix)

@@ -1,0 +1,419 @@
+"""The Redis ledger: approvals in hashes, changes as Lua compare-and-set, the audit log as a stream.
+
+Every write is the same shape as in the SQL ledgers: read the record, apply the core's pure step in
+Python, then store the result and its chained audit entries. Redis has no transaction that can span the
+Python step, so the store is one Lua script (atomic on the server) that checks first and writes only if
+nothing moved since the read:
+
+- the record's `rev` must be the one that was read, or the script answers `stale` and the step runs again
+  on the fresh record. This is where a second decision loses: its retry sees a decided approval.
+- the audit head must be the one the entries were chained after, or the script answers with the real
+  head and the entries are chained again. The step does not run again: the record did not change.
+
+Writers in one process take turns (an `asyncio.Lock`) and remember the head they last wrote, so only
+writes from other processes ever cost a retry.
+
+Keys live under one prefix (`signoff` by default):
+
+    {p}:a:{id}            hash   record, state, rev          one approval
+    {p}:calls             hash   [chat, call] → id           one approval per chat and call id
+    {p}:order             zset   id by insertion number      every approval, oldest first
+    {p}:chat:{chat}       zset   id by insertion number      a chat's approvals
+    {p}:state:{state}     zset   id by insertion number      approvals in one state
+    {p}:due               zset   id by deadline              pending approvals that have one
+    {p}:g:{id}            hash   record, rev                 one grant
+    {p}:grants[:{tool}]   zset   id by insertion number      grants, all and by tool
+    {p}:chat-state:{chat} hash   version, state, updated_at  a chat's server-side state
+    {p}:audit             stream entry JSON at id {seq}-1    the hash-chained audit log
+    {p}:head              hash   seq, hash                   the audit log's newest entry
+    {p}:lease:{name}      string the holder, with a TTL      the deadline sweeper's lease
+
+A decision is published on `{p}:decided` from inside the script, so only a committed one is heard. A
+process's watcher subscribes while anyone there waits, and also reads the state of every approval it
+waits on each `poll_interval`: pub/sub drops messages while a connection is down, so that sweep is what
+makes a missed message only a delay. A single Redis server (with replicas if you like) is supported, not
+Redis Cluster: the scripts touch keys they compute themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+from redis import asyncio as aioredis
+from redis.exceptions import RedisError
+
+from signoff.core.approval import Approval, State
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
+from signoff.core.errors import LedgerUnavailable, NotFound
+from signoff.core.grant import Grant
+from signoff.ledger.base import Change, Clock, Ledger, StoredChat
+
+log = logging.getLogger("signoff.ledger")
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_approval = msgspec.json.Decoder(Approval).decode
+_grant = msgspec.json.Decoder(Grant).decode
+_entry = msgspec.json.Decoder(AuditEntry).decode
+_encode = msgspec.json.Encoder().encode
+
+_COMMIT = """
+local p, c = ARGV[1], cjson.decode(ARGV[2])
+local head = redis.call('HMGET', p .. ':head', 'seq', 'hash')
+local seq = tonumber(head[1]) or 0
+if seq ~= c.head then return {'head', seq, head[2]} end
+local a = c.approval
+if a then
+  local key = p .. ':a:' .. a.id
+  if a.new then
+    local existing = redis.call('HGET', p .. ':calls', a.call)
+    if existing then return {'exists', redis.call('HGET', p .. ':a:' .. existing, 'record')} end
+    local n = redis.call('INCR', p .. ':n')
+    redis.call('HSET', key, 'record', a.record, 'state', a.state, 'rev', 1)
+    redis.call('HSET', p .. ':calls', a.call, a.id)
+    redis.call('ZADD', p .. ':order', n, a.id)
+    redis.call('ZADD', p .. ':chat:' .. a.chat, n, a.id)
+    redis.call('ZADD', p .. ':state:' .. a.state, n, a.id)
+    if a.deadline then redis.call('ZADD', p .. ':due', a.deadline, a.id) end
+  else
+    local current = redis.call('HMGET', key, 'rev', 'state')
+    if tonumber(current[1]) ~= a.rev then return {'stale'} end
+    redis.call('HSET', key, 'record', a.record, 'state', a.state, 'rev', a.rev + 1)
+    if current[2] ~= a.state then
+      local n = redis.call('ZSCORE', p .. ':order', a.id)
+      redis.call('ZREM', p .. ':state:' .. current[2], a.id)
+      redis.call('ZADD', p .. ':state:' .. a.state, n, a.id)
+      redis.call('ZREM', p .. ':due', a.id)
+    end
+  end
+end
+local g = c.grant
+if g then
+  local key = p .. ':g:' .. g.id
+  local rev = tonumber(redis.call('HGET', key, 'rev'))
+  if g.rev and rev ~= g.rev then return {'stale'} end
+  redis.call('HSET', key, 'record', g.record, 'rev', (rev or 0) + 1)
+  if not rev then
+    local n = redis.call('INCR', p .. ':n')
+    redis.call('ZADD', p .. ':grants', n, g.id)
+    redis.call('ZADD', p .. ':grants:' .. g.tool, n, g.id)
+  end
+end
+for _, e in ipairs(c.entries) do redis.call('XADD', p .. ':audit', e[1] .. '-1', 'e', e[2]) end
+if #c.entries > 0 then redis.call('HSET', p .. ':head', 'seq', c.entries[#c.entries][1], 'hash', c.hash) end
+if a and not a.new and a.state ~= 'pending' then redis.call('PUBLISH', p .. ':decided', a.id) end
+return {'ok'}
+"""
+
+_SAVE_CHAT = """
+local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
+if version ~= tonumber(ARGV[1]) - 1 then return 0 end
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'state', ARGV[2], 'updated_at', ARGV[3])
+return 1
+"""
+
+_LEASE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+
+class RedisLedger(Ledger):
+    """`url` is a redis-py URL (`redis://[:password@]host:port/db`, `rediss://` for TLS); every key
+    starts with `prefix`, so several ledgers can share one database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "signoff",
+        pool_size: int = 20,
+        connect_timeout: float = 5.0,
+        poll_interval: float = 1.0,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(**({"clock": clock} if clock else {}))
+        self.url = url
+        self.prefix = prefix
+        self.pool_size = pool_size
+        self.connect_timeout = connect_timeout
+        self.poll_interval = poll_interval
+        self._redis: aioredis.Redis | None = None
+        self._scripts: dict[str, Any] = {}
+        self._writing = asyncio.Lock()
+        self._head: Head = GENESIS_HEAD
+        self._watcher: asyncio.Task[None] | None = None
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    async def start(self) -> None:
+        pool = aioredis.BlockingConnectionPool.from_url(  # callers beyond the pool wait their turn
+            self.url,
+            max_connections=self.pool_size,
+            timeout=self.connect_timeout,
+            socket_connect_timeout=self.connect_timeout,
+            socket_timeout=30.0,
+            health_check_interval=30,
+        )
+        client = aioredis.Redis.from_pool(pool)
+        try:
+            await client.ping()
+            await self._migrate(client)
+        except RedisError as exc:
+            await client.aclose()
+            raise LedgerUnavailable(f"cannot reach Redis ledger {_safe(self.url)}: {exc}") from exc
+        except BaseException:
+            await client.aclose()
+            raise
+        self._redis = client
+        self._scripts = {
+            name: client.register_script(source)
+            for name, source in (("commit", _COMMIT), ("save_chat", _SAVE_CHAT), ("lease", _LEASE))
+        }
+
+    async def _migrate(self, client: aioredis.Redis) -> int:
+        """Version 1 needs no data moved, only the version recorded; a newer one is refused."""
+        before = int(await client.get(self._key("schema")) or 0)
+        if before > SCHEMA_VERSION:
+            raise LedgerUnavailable(
+                f"Redis ledger {_safe(self.url)} (prefix {self.prefix!r}) has ledger schema {before},"
+                f" newer than this signoff's {SCHEMA_VERSION}"
+            )
+        await client.set(self._key("schema"), SCHEMA_VERSION)
+        return before
+
+    async def upgrade(self) -> tuple[int, int]:
+        client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.connect_timeout)
+        try:
+            return await self._migrate(client), SCHEMA_VERSION
+        except RedisError as exc:
+            raise LedgerUnavailable(f"cannot reach Redis ledger {_safe(self.url)}: {exc}") from exc
+        finally:
+            await client.aclose()
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+            self._watcher = None
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise RuntimeError(
+                "the Redis ledger is not started: use `async with ledger:` or `await ledger.start()`"
+            )
+        return self._redis
+
+    async def _call(self, fn: Callable[[aioredis.Redis], Any]) -> Any:
+        """Run one command or pipeline; a connection failure is `LedgerUnavailable`, naming the server."""
+        try:
+            return await fn(self.redis)
+        except RedisError as exc:
+            raise LedgerUnavailable(f"the Redis ledger {_safe(self.url)} failed: {exc}") from exc
+
+    async def _records(self, keys: Sequence[str]) -> list[bytes]:
+        """The `record` field of each hash, in order, skipping any that vanished."""
+
+        async def fetch(redis: aioredis.Redis) -> list[bytes | None]:
+            pipe = redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.hget(key, "record")
+            return list(await pipe.execute())
+
+        return [record for record in await self._call(fetch) if record is not None] if keys else []
+
+    async def _commit(self, change: Change, *, new: bool = False, rev: int | None = None) -> bytes | None:
+        """Store `change` if nothing moved since it was read. Returns None when stored, the stored record
+        when `new` lost to an approval already asked for the same call, and raises `_Stale` when the
+        record's `rev` moved on."""
+        payload: dict[str, Any] = {}
+        if (a := change.approval) is not None:
+            payload["approval"] = _present(
+                id=a.id, record=_encode(a).decode(), state=str(a.state), new=new, rev=rev, chat=a.chat_id,
+                call=_encode([a.chat_id, a.call.call_id]).decode(),
+                deadline=a.deadline if a.state is State.PENDING else None,
+            )  # fmt: skip
+        if (g := change.grant) is not None:
+            grant_rev = None if change.approval is not None else rev
+            payload["grant"] = _present(id=g.id, record=_encode(g).decode(), tool=g.tool, rev=grant_rev)
+        async with self._writing:
+            while True:
+                entries, head = [], self._head
+                for event in change.events:
+                    entry = chain(event, head)
+                    entries.append([entry.seq, _encode(entry).decode()])
+                    head = entry.head
+                payload.update(head=self._head[0], entries=entries, hash=head[1])
+                reply = await self._call(
+                    lambda r: self._scripts["commit"](args=[self.prefix, _encode(payload)], client=r)
+                )
+                outcome = reply[0].decode()
+                if outcome == "head":
+                    self._head = (int(reply[1]), reply[2].decode() if reply[2] else GENESIS_HEAD[1])
+                    continue
+                if outcome == "stale":
+                    raise _Stale
+                if outcome == "exists":
+                    return bytes(reply[1])
+                self._head = head
+                return None
+
+    # -- primitives -----------------------------------------------------------------------------------------
+
+    async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
+        existing = await self._commit(Change(approval=approval, events=(event,)), new=True)
+        return approval if existing is None else _approval(existing)
+
+    async def _load(self, approval_id: str) -> Approval | None:
+        records = await self._records([self._key("a", approval_id)])
+        return _approval(records[0]) if records else None
+
+    async def _find(self, chat_id: str, call_id: str) -> Approval | None:
+        field = _encode([chat_id, call_id])
+        approval_id = await self._call(lambda r: r.hget(self._key("calls"), field))
+        return None if approval_id is None else await self._load(approval_id.decode())
+
+    async def _query(
+        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
+    ) -> list[Approval]:
+        if due_by is not None:
+            index, low, high = self._key("due"), "-inf", str(due_by)
+        elif chat_id is not None:
+            index, low, high = self._key("chat", chat_id), "-inf", "+inf"
+        elif state is not None:
+            index, low, high = self._key("state", str(state)), "-inf", "+inf"
+        else:
+            index, low, high = self._key("order"), "-inf", "+inf"
+        ids = await self._call(lambda r: r.zrangebyscore(index, low, high))
+        found = [_approval(r) for r in await self._records([self._key("a", i.decode()) for i in ids])]
+        found = [
+            a
+            for a in found
+            if (chat_id is None or a.chat_id == chat_id) and (state is None or a.state is state)
+        ]
+        if due_by is not None:
+            found.sort(key=lambda a: a.created_at)
+        return found[:limit]
+
+    async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
+        return await self._mutate_in(self._key("a", approval_id), f"approval {approval_id}", _approval, step)
+
+    async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
+        return await self._mutate_in(self._key("g", grant_id), f"grant {grant_id}", _grant, step)
+
+    async def _mutate_in(
+        self, key: str, what: str, decode: Callable[[bytes], T], step: Callable[[T], Change]
+    ) -> Change:
+        while True:
+            record, rev = await self._call(lambda r: r.hmget(key, "record", "rev"))
+            if record is None:
+                raise NotFound(f"no {what}")
+            change = step(decode(record))
+            try:
+                await self._commit(change, rev=int(rev))
+            except _Stale:  # someone else changed it first: decide again on what they left
+                continue
+            return change
+
+    async def _append(self, events: Sequence[AuditEvent]) -> None:
+        await self._commit(Change(events=tuple(events)))
+
+    async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
+        index = self._key("grants") if tool is None else self._key("grants", tool)
+        ids = await self._call(lambda r: r.zrange(index, 0, -1))
+        grants = [_grant(r) for r in await self._records([self._key("g", i.decode()) for i in ids])]
+        return [
+            g
+            for g in grants
+            if (chat_id is None or g.chat_id is None or g.chat_id == chat_id) and (not active or g.active)
+        ]
+
+    async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
+        start = f"({after_seq}-1" if after_seq else "-"
+        rows = await self._call(lambda r: r.xrange(self._key("audit"), start, "+", count=limit))
+        return [_entry(fields[b"e"]) for _, fields in rows]
+
+    async def _last_seq(self) -> int:
+        return int(await self._call(lambda r: r.hget(self._key("head"), "seq")) or 0)
+
+    async def _load_chat(self, chat_id: str) -> StoredChat | None:
+        key = self._key("chat-state", chat_id)
+        fields = ("version", "state", "updated_at")
+        version, state, updated_at = await self._call(lambda r: r.hmget(key, *fields))
+        if version is None:
+            return None
+        return StoredChat(chat_id, int(version), bytes(state), float(updated_at))
+
+    async def _save_chat(self, chat: StoredChat) -> bool:
+        keys = [self._key("chat-state", chat.chat_id)]
+        args = [chat.version, chat.state, repr(chat.updated_at)]
+        return bool(await self._call(lambda r: self._scripts["save_chat"](keys=keys, args=args, client=r)))
+
+    async def _lease(self, name: str, holder: str, ttl: float) -> bool:
+        keys, args = [self._key("lease", name)], [holder, max(1, int(ttl * 1000))]
+        return bool(await self._call(lambda r: self._scripts["lease"](keys=keys, args=args, client=r)))
+
+    # -- decisions made by other processes ----------------------------------------------------------------
+
+    def _watch(self) -> None:
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_others())
+
+    async def _watch_others(self) -> None:
+        """Subscribe while anyone here waits, and sweep every `poll_interval` (see the module docstring)."""
+        channel = self._key("decided")
+        while self.notifier.watched():
+            try:
+                async with self.redis.pubsub() as pubsub:
+                    await pubsub.subscribe(channel)
+                    swept = 0.0
+                    while ids := self.notifier.watched():
+                        if time.monotonic() - swept >= self.poll_interval:
+                            await self._wake(ids)
+                            swept = time.monotonic()
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=self.poll_interval
+                        )
+                        if message is not None and self.notifier.watches(heard := message["data"].decode()):
+                            await self._wake([heard])
+            except (RedisError, LedgerUnavailable, OSError) as exc:  # waiters stay parked meanwhile
+                log.warning("the Redis ledger's watcher failed (%s); retrying", exc)
+                await asyncio.sleep(self.poll_interval)
+
+    async def _wake(self, ids: Sequence[str]) -> None:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for record in await self._records([self._key("a", i) for i in chunk]):
+                self.notifier.notify(_approval(record))
+
+
+def _present(**fields: object) -> dict[str, object]:
+    """The fields that have a value: Lua's cjson turns JSON null into a value that is true."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+class _Stale(Exception):
+    """The record changed between the read and the compare-and-set."""
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
