@@ -115,10 +115,11 @@ class Gate:
         chat_id: str,
         wait: Wait = "blocking",
         approvers: Sequence[Approver] | None = None,
-        on_pending: Callable[[Approval], None] | None = None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
     ) -> Outcome:
         """`on_pending` hears of the approval before any wait starts, so a transport can show the
-        question while the caller blocks on the answer."""
+        question while the caller blocks on the answer; if it returns an awaitable, the wait starts once
+        that is done (a chat saves itself as waiting, so another worker can resume it if this one dies)."""
         ruling = self.policy.evaluate(call)
         if ruling.action == "allow":
             via: Literal["policy", "mode"] = "mode" if ruling.rule.startswith("mode:") else "policy"
@@ -143,7 +144,9 @@ class Gate:
             await self._refuse_mismatch(approval, call)
 
         if approval.state is State.PENDING and on_pending is not None:
-            on_pending(approval)
+            heard = on_pending(approval)
+            if heard is not None:
+                await heard
         if approval.state is State.PENDING and wait == "blocking":
             chosen = self.approvers if approvers is None else approvers
             if chosen or approval.deadline is not None or ruling.on_abandon == "cancel":
@@ -160,7 +163,7 @@ class Gate:
         chat_id: str,
         wait: Wait = "blocking",
         approvers: Sequence[Approver] | None = None,
-        on_pending: Callable[[Approval], None] | None = None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
     ) -> T | Refused | Pending:
         """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
 

@@ -20,12 +20,12 @@ from rich.table import Table
 
 from signoff.core.approval import State
 from signoff.core.decision import Decision, Remember
-from signoff.core.errors import SignoffError
-from signoff.ledger import Ledger, open_ledger
+from signoff.core.errors import LedgerUnavailable, SignoffError
+from signoff.ledger import Ledger, MemoryLedger, open_ledger
 from signoff.ledger.url import ENV_VAR
 
 if TYPE_CHECKING:
-    from signoff.server.app import Settings
+    from signoff.cli.worker import Served
 
 T = TypeVar("T")
 
@@ -264,6 +264,17 @@ BrowserTimeoutOption = Annotated[
 ]
 
 
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Worker processes on the one port. More than one needs a ledger they share:"
+        " sqlite://, postgresql:// or redis://.",
+    ),
+]
+
+
 @app.command("demo")
 def demo(
     host: HostOption = "127.0.0.1",
@@ -273,13 +284,11 @@ def demo(
     model: ModelOption = None,
     keepalive: KeepaliveOption = 15.0,
     browser_timeout: BrowserTimeoutOption = 120.0,
+    workers: WorkersOption = 1,
 ) -> None:
     """Serve the demo chat offline: a scripted model, payments that need approval, and the approvals API."""
-    from signoff.demo.agent import demo_agent
-    from signoff.demo.walkthrough import demo_policy
-
-    settings = _settings(wait, keepalive, browser_timeout)
-    _serve("demo", demo_agent(model), demo_policy(), host, port, ledger, settings)
+    served = _served(ledger, wait, keepalive, browser_timeout, model=model)
+    _serve("demo", served, host, port, workers)
 
 
 @app.command("serve")
@@ -297,64 +306,57 @@ def serve_command(
     model: ModelOption = None,
     keepalive: KeepaliveOption = 15.0,
     browser_timeout: BrowserTimeoutOption = 120.0,
+    workers: WorkersOption = 1,
 ) -> None:
     """Serve an agent as an AI SDK chat with every tool call gated."""
-    from pathlib import Path
-
-    from signoff.core.policy import Policy
-    from signoff.server.loading import load_agent
-
-    try:
-        rules = Policy() if policy is None else Policy.from_toml(Path(policy).read_text(), source=policy)
-        served = load_agent(agent)
-    except (SignoffError, OSError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    _serve("serve", served, rules, host, port, ledger, _settings(wait, keepalive, browser_timeout), model)
+    served = _served(ledger, wait, keepalive, browser_timeout, model=model, agent=agent, policy=policy)
+    _serve("serve", served, host, port, workers)
 
 
-def _settings(wait: str, keepalive: float, browser_timeout: float) -> Settings:
+def _served(ledger: str | None, wait: str, keepalive: float, browser_timeout: float, **what: Any) -> Served:
     import os
 
-    from signoff.server.app import Settings
+    from signoff.cli.worker import Served
     from signoff.server.auth import new_token
 
     if wait not in ("deferred", "blocking"):
         raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
-    token = os.environ.get("SIGNOFF_API_TOKEN") or new_token()
-    return Settings(
-        token=token,
+    return Served(
+        ledger=ledger,
+        token=os.environ.get("SIGNOFF_API_TOKEN") or new_token(),
         wait=wait,  # type: ignore[arg-type]
         keepalive=keepalive,
         frontend_timeout=browser_timeout,
+        **what,
     )
 
 
-def _serve(
-    name: str,
-    agent: Any,
-    policy: Any,
-    host: str,
-    port: int,
-    ledger: str | None,
-    settings: Settings,
-    model: str | None = None,
-) -> None:
-    from signoff.server.app import create_app
-    from signoff.server.run import serve
+def _serve(name: str, served: Served, host: str, port: int, workers: int) -> None:
+    import os
+
+    from signoff.cli.worker import ENV
+    from signoff.server.run import serve, serve_workers
 
     def ready(url: str) -> None:
         out.print(f"signoff {name}: {url}", highlight=False, soft_wrap=True)
         out.print(f"approvals inbox: {url}/approvals", highlight=False, soft_wrap=True)
-        out.print(f"approvals API token: {settings.token}", highlight=False, soft_wrap=True)
+        out.print(f"approvals API token: {served.token}", highlight=False, soft_wrap=True)
         out.print("Ctrl-C to stop", highlight=False)
 
     async def run() -> None:
-        async with open_ledger(ledger) as opened:
-            await serve(create_app(agent, opened, settings, policy=policy, model=model), host, port, ready)
+        async with open_ledger(served.ledger) as opened:
+            if workers == 1:
+                await serve(served.app(opened), host, port, ready)
+            elif isinstance(opened, MemoryLedger):
+                raise LedgerUnavailable("--workers needs a ledger they can share, not memory://")
+            else:
+                served.build()  # a bad --agent or --policy fails here, once, not in every worker
 
     try:
         asyncio.run(run())
+        if workers > 1:
+            os.environ[ENV] = msgspec.json.encode(served).decode()
+            serve_workers("signoff.cli.worker:app", host, port, workers, ready)
     except (SignoffError, OSError) as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None

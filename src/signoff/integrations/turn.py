@@ -7,7 +7,7 @@ spawns, and two concurrent runs never see each other's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -21,6 +21,10 @@ class Turn:
     wait: Wait
     asked: Callable[[Approval], None] = lambda approval: None
     """Called when a call of this turn waits for a person, before the wait starts."""
+    parked: Callable[[Approval, Sequence[object]], Awaitable[None]] | None = None
+    """Awaited before a blocking wait starts, with the framework's message history so far: the chat saves
+    itself as waiting on that approval, so if this process dies during the wait, any worker can resume
+    the chat as a deferred one."""
 
 
 current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)

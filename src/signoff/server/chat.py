@@ -114,9 +114,9 @@ class ChatAPI:
 
     async def get(self, request: Request) -> Response:
         chat_id = request.path_params["id"]
-        view = await self.chat.view(chat_id)
-        messages = view.messages
         stream = self.streams.running(chat_id)
+        view = await self.chat.view(chat_id, begun=stream is not None)
+        messages = view.messages
         if stream is not None:  # the stream replays the running reply, so show the chat as it began
             if stream.regenerates and messages and messages[-1]["role"] == "assistant":
                 messages = messages[:-1]

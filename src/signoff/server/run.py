@@ -1,4 +1,4 @@
-"""Serve an app with uvicorn and say where, once it is really listening."""
+"""Serve an app with uvicorn, in this process or in several, and say where once it is listening."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.supervisors import Multiprocess
 
 
 async def serve(app: Starlette, host: str, port: int, on_ready: Callable[[str], None]) -> None:
@@ -21,3 +22,15 @@ async def serve(app: Starlette, host: str, port: int, on_ready: Callable[[str], 
     await running
     if not server.started:
         raise OSError(f"could not serve on {host}:{port} (is the port in use?)")
+
+
+def serve_workers(factory: str, host: str, port: int, workers: int, on_ready: Callable[[str], None]) -> None:
+    """Run `workers` processes, each building its app with the factory `module:function`, on one listening
+    socket, until the process is told to stop. uvicorn's own supervisor restarts a worker that dies.
+    `on_ready` gets the base URL once the socket listens; connections wait in its backlog meanwhile."""
+    config = uvicorn.Config(
+        factory, factory=True, host=host, port=port, workers=workers, log_level="warning", lifespan="on"
+    )
+    sock = config.bind_socket()
+    on_ready(f"http://{host}:{sock.getsockname()[1]}")
+    Multiprocess(config, sockets=[sock]).run()

@@ -11,9 +11,10 @@ with a typed error before a byte is streamed; `Reply.chunks` then runs the agent
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
+    ModelResponse,
     ToolCallPart,
     UserPromptPart,
 )
@@ -55,6 +57,13 @@ class ChatState(msgspec.Struct, kw_only=True):
     """Calls waiting on the browser for a result: call id to tool name."""
     frontend_due: float | None = None
     """When the browser's results are overdue: after it, those calls end as errors the model sees."""
+    parked: ChatState | None = None
+    """The chat as a blocking reply left it while it waits on a person (see `Reply._park`). The fields
+    above stay as the reply began, which the worker streaming it shows; every other reader, and a
+    continuation on any worker after that one died, goes on from here."""
+
+    def latest(self) -> ChatState:
+        return self.parked or self
 
     def overdue(self, now: float) -> bool:
         return bool(self.frontend) and self.frontend_due is not None and now >= self.frontend_due
@@ -87,9 +96,14 @@ class Reply:
     run: dict[str, Any] = field(default_factory=dict)
     frontend_due: float | None = None
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
+    begun: ChatState = field(default_factory=lambda: ChatState())
+    """The chat as this reply began from."""
+    parked: dict[str, str] = field(default_factory=dict)
+    """The calls this reply is blocked on, call id to approval id, as saved for another worker."""
+    _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        turn = Turn(chat_id=self.chat_id, wait=self.wait)
+        turn = Turn(chat_id=self.chat_id, wait=self.wait, parked=self._park)
         translator = Translator(turn, self.message_id, self.visible, signing_key=self.chat.signing_key)
         yield Start(message_id=self.message_id)
         try:
@@ -101,6 +115,25 @@ class Reply:
             yield Error(error_text=str(exc))
         except Exception as exc:  # a model or tool failure ends this reply, not the server
             yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
+
+    async def _park(self, approval: Approval, messages: Sequence[object]) -> None:
+        """Save the chat as a deferred reply would have left it at this call: the history up to the
+        model's tool calls and the approvals they wait on. If this process dies while it blocks, the
+        chat resumes on any worker like a deferred one, and the gate's single-use claim makes sure each
+        approved call still runs once."""
+        history = [m for m in messages if isinstance(m, ModelRequest | ModelResponse)]
+        async with self._saving:
+            self.parked[approval.call.call_id] = approval.id
+            parked = ChatState(
+                history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(history)),
+                assistant_id=self.message_id,
+                approvals=dict(self.parked),
+            )
+            await self._store(msgspec.structs.replace(self.begun, parked=parked))
+
+    async def _store(self, state: ChatState) -> None:
+        version = self.stored.version if self.stored else 0
+        self.stored = await self.chat.gate.ledger.save_chat(self.chat_id, _encode(state), version=version)
 
     async def _save(self, messages: list[ModelMessage], output: object) -> None:
         state = ChatState(
@@ -115,8 +148,8 @@ class Reply:
         if state.frontend:
             self.frontend_due = self.chat.gate.ledger.clock() + self.chat.frontend_timeout
             state.frontend_due = self.frontend_due
-        version = self.stored.version if self.stored else 0
-        await self.chat.gate.ledger.save_chat(self.chat_id, _encode(state), version=version)
+        async with self._saving:
+            await self._store(state)
 
 
 async def _events(chat: AgentChat, run: dict[str, Any]) -> AsyncIterator[Any]:
@@ -148,9 +181,9 @@ class AgentChat:
         self.signing_key = signing_key
         self.frontend_timeout = frontend_timeout
 
-    async def view(self, chat_id: str) -> ChatView:
-        """The chat as stored after its last reply."""
-        _, state = await self._load(chat_id)
+    async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
+        """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
+        _, state = await self._load(chat_id, begun=begun)
         approvals = await self.gate.ledger.approvals(chat_id=chat_id)
         messages = ui_messages(
             ModelMessagesTypeAdapter.validate_json(bytes(state.history)),
@@ -172,6 +205,7 @@ class AgentChat:
         """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
         ledger = self.gate.ledger
         stored, state = await self._load(request.chat_id)
+        begun = state
         history = ModelMessagesTypeAdapter.validate_json(bytes(state.history))
         made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
         await accept_responses(ledger, request.chat_id, state.approvals, request.approvals, self.signing_key)
@@ -204,12 +238,14 @@ class AgentChat:
         continues = request.user_message is None and request.trigger != "regenerate-message"
         message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
         visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
-        return Reply(self, request.chat_id, wait, stored, message_id, visible, run)
+        return Reply(self, request.chat_id, wait, stored, message_id, visible, run, begun=begun)
 
-    async def _load(self, chat_id: str) -> tuple[StoredChat | None, ChatState]:
-        """The chat's stored record and its state (an unknown chat is an empty one)."""
+    async def _load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
+        """The chat's stored record and its latest state, or the state its running reply began from
+        (an unknown chat is an empty one)."""
         stored = await self.gate.ledger.load_chat(chat_id)
-        return stored, _decode_state(stored.state) if stored else ChatState()
+        state = _decode_state(stored.state) if stored else ChatState()
+        return stored, state if begun else state.latest()
 
     async def _overdue(self, chat_id: str, frontend: dict[str, str]) -> dict[str, Any]:
         why = f"the browser returned no result within {self.frontend_timeout:g} s"

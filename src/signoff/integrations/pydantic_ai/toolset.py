@@ -18,6 +18,7 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import ValidationError, to_jsonable_python
 
+from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch
 from signoff.gate import Gate, Pending, Refused, Wait
@@ -78,9 +79,15 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
                 return {"status": "error", "message": f"the edited arguments do not fit {name}: {exc}"}
             return await self.wrapped.call_tool(name, edited, ctx, tool)
 
+        async def pending(approval: Approval) -> None:
+            assert turn is not None
+            turn.asked(approval)
+            if wait == "blocking" and turn.parked is not None:
+                await turn.parked(approval, ctx.messages)
+
         try:
             result = await self.gate.run(
-                call, run, chat_id=chat_id, wait=wait, on_pending=turn.asked if turn else None
+                call, run, chat_id=chat_id, wait=wait, on_pending=pending if turn else None
             )
         except (AlreadyConsumed, CallMismatch) as exc:
             return {"status": "error", "message": str(exc)}

@@ -1,0 +1,105 @@
+"""What `signoff serve` and `signoff demo` serve, described so that each worker process can build it.
+
+With `--workers N` uvicorn starts N processes that share one listening socket. An open ledger (a thread,
+a connection pool) cannot cross into them, so the parent checks everything once (the agent imports, the
+policy loads, the ledger opens and migrates), then hands each worker a `Served` in an environment
+variable, and each worker opens its own ledger when it starts. Workers share nothing but the ledger: a
+blocking wait on one wakes when another records the decision, and a deferred chat continues on any.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from pydantic_ai.agent import AbstractAgent
+from starlette.applications import Starlette
+
+from signoff.core.policy import Policy
+from signoff.gate import Wait
+from signoff.ledger import Ledger, open_ledger
+from signoff.server.app import Settings, create_app
+from signoff.server.loading import load_agent
+
+ENV = "SIGNOFF_SERVED"
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class Served(msgspec.Struct, frozen=True, kw_only=True):
+    """`agent` None serves the demo."""
+
+    ledger: str | None
+    token: str
+    wait: Wait
+    keepalive: float
+    frontend_timeout: float
+    agent: str | None = None
+    policy: str | None = None
+    model: str | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(
+            token=self.token, wait=self.wait, keepalive=self.keepalive, frontend_timeout=self.frontend_timeout
+        )
+
+    def build(self) -> tuple[AbstractAgent[Any, Any], Policy]:
+        """The agent and policy; raises `SignoffError` or `OSError` naming what could not be loaded."""
+        if self.agent is None:
+            from signoff.demo.agent import demo_agent
+            from signoff.demo.walkthrough import demo_policy
+
+            return demo_agent(self.model), demo_policy()
+        if self.policy is None:
+            return load_agent(self.agent), Policy()
+        return load_agent(self.agent), Policy.from_toml(Path(self.policy).read_text(), source=self.policy)
+
+    def app(self, ledger: Ledger) -> Starlette:
+        agent, policy = self.build()
+        model = self.model if self.agent is not None else None  # the demo agent was built with it
+        return create_app(agent, ledger, self.settings, policy=policy, model=model)
+
+
+def app() -> Worker:
+    """uvicorn's app factory in each worker process (`signoff.cli.worker:app`)."""
+    return Worker(msgspec.json.decode(os.environ[ENV], type=Served))
+
+
+class Worker:
+    """An ASGI app that opens its ledger and builds the real app when its worker starts.
+
+    uvicorn drives the ASGI lifespan protocol; this answers it by hand because the app it serves does not
+    exist until startup, which is the one thing no framework's lifespan helper covers.
+    """
+
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self._app: Starlette | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        assert self._app is not None, "uvicorn serves requests only after the lifespan startup"
+        await self._app(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await receive()  # lifespan.startup
+            try:
+                ledger = await stack.enter_async_context(open_ledger(self.served.ledger))
+                self._app = self.served.app(ledger)
+                await stack.enter_async_context(self._app.router.lifespan_context(self._app))
+            except Exception as exc:
+                await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
