@@ -22,7 +22,7 @@ from signoff import Approval, SqliteLedger
 from signoff.core.audit import AuditEntry
 from tests.conftest import SIGNOFF
 
-READY = re.compile(r"signoff demo: (http://127\.0\.0\.1:\d+)")
+READY = re.compile(r"signoff (?:demo|serve): (http://127\.0\.0\.1:\d+)")
 
 
 @dataclass(frozen=True)
@@ -82,25 +82,32 @@ def demo_server(
     if it does not say it is listening within `timeout` seconds, and always stops it afterwards."""
     token = "conformance-" + os.urandom(8).hex()
     db = directory / "signoff.db"
-    out_path, err_path = directory / "demo.stdout", directory / "demo.stderr"
-    command = [
-        SIGNOFF,
-        "demo",
-        "--port",
-        "0",
-        "--ledger",
-        f"sqlite:///{db}",
-        "--keepalive",
-        str(keepalive),
-        "--browser-timeout",
-        str(browser_timeout),
-    ]
-    env = {**os.environ, "SIGNOFF_API_TOKEN": token, "COLUMNS": "200"}
+    options = ["--ledger", f"sqlite:///{db}", "--keepalive", str(keepalive)]
+    options += ["--browser-timeout", str(browser_timeout)]
+    with signoff_server(directory, ["demo", *options], token, timeout=timeout) as (base, _process):
+        yield DemoServer(base=base, token=token, db=db, stderr=directory / "demo.stderr")
+
+
+@contextlib.contextmanager
+def signoff_server(
+    directory: Path,
+    args: list[str],
+    token: str,
+    *,
+    timeout: float = 15,
+    env: dict[str, str] | None = None,
+    name: str | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Runs `signoff <args> --port 0`, its output in `directory/<name>.stdout|stderr`; yields its base URL
+    and process once it says it is listening, and always stops it afterwards."""
+    name = name or args[0]
+    out_path, err_path = directory / f"{name}.stdout", directory / f"{name}.stderr"
+    command = [SIGNOFF, *args, "--port", "0"]
+    env = {**os.environ, **(env or {}), "SIGNOFF_API_TOKEN": token, "COLUMNS": "200"}
     with out_path.open("wb") as out, err_path.open("wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
     try:
-        base = _wait_ready(process, out_path, err_path, timeout)
-        yield DemoServer(base=base, token=token, db=db, stderr=err_path)
+        yield _wait_ready(process, out_path, err_path, timeout), process
     finally:
         process.terminate()
         try:
@@ -122,7 +129,7 @@ def _wait_ready(process: subprocess.Popen[bytes], out_path: Path, err_path: Path
             problem = f"did not say it was listening within {timeout} s"
         if problem:
             raise AssertionError(
-                f"signoff demo {problem}\n--- stdout ---\n{out_path.read_text(errors='replace')}"
+                f"signoff {problem}\n--- stdout ---\n{out_path.read_text(errors='replace')}"
                 f"\n--- stderr ---\n{err_path.read_text(errors='replace')}"
             )
         time.sleep(0.05)

@@ -68,6 +68,33 @@ async def hold(url: str, count: int) -> None:
         del tasks
 
 
+async def approve(bases: str, token: str, total: int) -> None:
+    """The approver process: decide `total` approvals, each through the other worker than the one its
+    chat waits on (chat ids look like `<mode>-<worker>-<n>`), denying every tenth."""
+    import httpx
+
+    servers = bases.split(",")
+    auth = {"authorization": f"Bearer {token}"}
+    decided: set[str] = set()
+    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=32)) as client:
+
+        async def one(approval: dict[str, object]) -> None:
+            _, worker, n = str(approval["chat_id"]).split("-")
+            body = {"approved": True} if int(n) % 10 else {"approved": False, "reason": "not this one"}
+            url = f"{servers[1 - int(worker)]}/api/approvals/{approval['id']}/decision"
+            response = await client.post(url, json=body, headers=auth)
+            assert response.status_code == 200, response.text
+
+        while len(decided) < total:
+            found = await client.get(f"{servers[len(decided) % 2]}/api/approvals?state=pending", headers=auth)
+            fresh = [a for a in found.json()["approvals"] if a["id"] not in decided]
+            decided.update(a["id"] for a in fresh)
+            await asyncio.gather(*(one(a) for a in fresh))
+            if not fresh:
+                await asyncio.sleep(0.05)
+    print(json.dumps({"decided": len(decided)}))
+
+
 def main() -> None:
     role, *args = sys.argv[1:]
     started = time.monotonic()
@@ -75,6 +102,8 @@ def main() -> None:
         asyncio.run(decide(args[0], args[1], args[2], int(args[3]), args[4]))
     elif role == "hold":
         asyncio.run(hold(args[0], int(args[1])))
+    elif role == "approve":
+        asyncio.run(approve(args[0], args[1], int(args[2])))
     else:
         raise SystemExit(f"unknown role {role}")
     print(f"{role} took {time.monotonic() - started:.1f}s", file=sys.stderr)
