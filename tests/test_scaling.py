@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -158,4 +161,172 @@ async def test_two_workers_and_an_approver_run_every_approved_call_exactly_once(
         actions = Counter(e.action for e in await ledger.audit(limit=100_000))
         assert actions["open"] == 2 * CHATS and actions["consume"] == len(ran)
         assert actions["approve"] == len(ran) and actions["deny"] == len(denied)
+        assert (await ledger.verify_audit())[1] is None
+
+
+def resumed(view: dict[str, Any]) -> dict[str, Any]:
+    """The continuation a page sends after a reload, when its user answers the approval it shows."""
+    *earlier, last = view["messages"]
+    parts = [
+        {**part, "state": "approval-responded", "approval": {"id": part["approval"]["id"], "approved": True}}
+        if part.get("state") in ("approval-requested", "approval-responded")
+        else part
+        for part in last["parts"]
+    ]
+    return {"id": view["id"], "trigger": "submit-message", "messages": [*earlier, {**last, "parts": parts}]}
+
+
+async def pending(client: httpx.AsyncClient, base: str, count: int) -> list[dict[str, Any]]:
+    for _ in range(600):
+        found = (await client.get(f"{base}/api/approvals?state=pending", headers=AUTH)).json()["approvals"]
+        if len(found) >= count:
+            return list(found)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} pending approvals never appeared")
+
+
+async def decide(client: httpx.AsyncClient, base: str, approval: dict[str, Any]) -> None:
+    """Decide as an inbox would: retry while the ledger is unavailable (503), and accept a 409 only when
+    it names this very decision, whose first attempt landed although its answer was lost."""
+    n = int(approval["chat_id"].split("-")[-1])
+    body = {"approved": True} if n % 10 else {"approved": False, "reason": "not this one"}
+    for _ in range(300):
+        response = await client.post(
+            f"{base}/api/approvals/{approval['id']}/decision", json=body, headers=AUTH
+        )
+        if response.status_code == 200:
+            return
+        if response.status_code == 409:
+            assert response.json()["approval"]["decision"]["by"] == "api", response.text
+            return
+        assert response.status_code == 503, response.text
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"approval {approval['id']} could not be decided")
+
+
+async def test_a_killed_worker_leaves_its_blocking_chats_to_the_other(url: str, tmp_path: Path) -> None:
+    count = 100
+    with ExitStack() as stack:
+        (a, worker_a), (b, _) = workers(stack, tmp_path, url)
+        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
+            streams = [
+                asyncio.ensure_future(
+                    client.post(
+                        f"{a}/api/chat", json=user(f"blk-0-{n}", f"pay {n + 1} USD to k{n}", wait="blocking")
+                    )
+                )
+                for n in range(count)
+            ]
+            asked = await pending(client, b, count)
+            worker_a.send_signal(signal.SIGKILL)
+            worker_a.wait(10)
+            outcomes = await asyncio.gather(*streams, return_exceptions=True)
+            assert all(isinstance(o, httpx.TransportError) for o in outcomes), "a stream survived its worker"
+
+            assert len(await pending(client, b, count)) == count  # nothing decided or lost by the crash
+            await asyncio.gather(*(decide(client, b, approval) for approval in asked))
+            assert runs(tmp_path) == Counter()
+
+            async def resume(n: int) -> dict[str, Any]:
+                view = (await client.get(f"{b}/api/chat/blk-0-{n}")).json()
+                response = await client.post(f"{b}/api/chat", json=resumed(view))
+                assert response.status_code == 200 and finished(response.text), response.text[-300:]
+                return view
+
+            views = await asyncio.gather(*(resume(n) for n in range(count)))
+            again = await client.post(f"{b}/api/chat", json=resumed(views[1]))
+            assert again.status_code == 409  # the chat waits on nothing now: a replay runs nothing
+
+    ran = runs(tmp_path)
+    assert set(ran.values()) == {1}
+    assert set(ran) == {f"k{n}" for n in range(count) if n % 10}
+
+
+@pytest.fixture
+def restartable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Callable[[], None]]]:
+    """A ledger URL and a function that restarts its server. PostgreSQL is the machine's own cluster.
+    Redis is a server of the test's own with the persistence the README asks for (AOF, fsync always),
+    since the machine's keeps nothing on disk and a restart would rightly lose everything."""
+    backend = request.param
+    if backend == "postgres":
+        version = sorted(os.listdir("/etc/postgresql"))[-1] if os.path.isdir("/etc/postgresql") else None
+        if version is None or os.geteuid() != 0:
+            pytest.fail("restarting PostgreSQL needs the local cluster and root")
+        url = shared_url("postgres", tmp_path)
+
+        def restart() -> None:
+            command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"]
+            subprocess.run(command, check=True, capture_output=True, timeout=60)
+
+        yield url, restart
+        asyncio.run(drop_url(url))
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        str(tmp_path),
+    ]
+    command += ["--appendonly", "yes", "--appendfsync", "always", "--daemonize", "yes"]
+    command += ["--pidfile", str(tmp_path / "redis.pid"), "--logfile", str(tmp_path / "redis.log")]
+
+    def start() -> None:
+        subprocess.run(command, check=True, timeout=30)
+        for _ in range(200):
+            if (
+                subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip()
+                == b"PONG"
+            ):
+                return
+            time.sleep(0.05)
+        raise AssertionError("the test's Redis did not start")
+
+    def restart() -> None:
+        subprocess.run(["redis-cli", "-p", str(port), "shutdown"], capture_output=True, timeout=30)
+        start()
+
+    start()
+    yield f"redis://127.0.0.1:{port}/0?prefix=restart", restart
+    subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("restartable", ["postgres", "redis"], indirect=True)
+async def test_waiters_ride_out_a_restart_of_the_database(
+    restartable: tuple[str, Callable[[], None]], tmp_path: Path
+) -> None:
+    url, restart = restartable
+    count = 50
+    with ExitStack() as stack:
+        (a, _), (b, _) = workers(stack, tmp_path, url)
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=200)) as client:
+            streams = [
+                asyncio.ensure_future(
+                    client.post(
+                        f"{a}/api/chat", json=user(f"blk-0-{n}", f"pay {n + 1} USD to r{n}", wait="blocking")
+                    )
+                )
+                for n in range(count)
+            ]
+            asked = await pending(client, b, count)
+            await asyncio.to_thread(restart)
+            await asyncio.gather(*(decide(client, b, approval) for approval in asked))
+            replies = await asyncio.wait_for(asyncio.gather(*streams), 120)
+    for n, reply in enumerate(replies):
+        assert reply.status_code == 200 and finished(reply.text), reply.text[-300:]
+        said = "".join(c["delta"] for c in chunks(reply.text) if c["type"] == "text-delta")
+        assert ("not this one" in said) == (n % 10 == 0), said
+    ran = runs(tmp_path)
+    assert set(ran.values()) == {1} and set(ran) == {f"r{n}" for n in range(count) if n % 10}
+    async with open_ledger(url) as ledger:
+        entries = await ledger.audit(limit=100_000)
+        decided = Counter(e.subject for e in entries if e.action in ("approve", "deny"))
+        assert len(decided) == count and set(decided.values()) == {1}, "an approval was decided twice"
         assert (await ledger.verify_audit())[1] is None

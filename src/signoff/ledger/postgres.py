@@ -136,6 +136,7 @@ class PostgresLedger(Ledger):
             kwargs={"autocommit": True, "options": f"-c search_path={self.schema}"},
             open=False,
             name="signoff",
+            check=AsyncConnectionPool.check_connection,  # after a server restart, drop dead connections
         )
         try:
             await pool.open(wait=True, timeout=self.connect_timeout)

@@ -46,6 +46,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from redis import asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from signoff.core.approval import Approval, State
@@ -163,6 +165,10 @@ class RedisLedger(Ledger):
             socket_connect_timeout=self.connect_timeout,
             socket_timeout=30.0,
             health_check_interval=30,
+            # A pooled connection is dead after the server restarts: try a fresh one before giving up. A
+            # write whose reply was lost and is sent again finds its own change and loses its CAS, so a
+            # retry can report "already decided" for a decision that landed, never apply one twice.
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=6),
         )
         client = aioredis.Redis.from_pool(pool)
         try:

@@ -25,6 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from signoff.approvers.callback import Approver
+from signoff.core.errors import LedgerUnavailable
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Wait
 from signoff.integrations.pydantic_ai.chat import AgentChat
@@ -32,6 +33,7 @@ from signoff.ledger.base import Ledger
 from signoff.server.approvals import ApprovalsAPI
 from signoff.server.chat import ChatAPI
 from signoff.server.feed import ApprovalFeed
+from signoff.server.http import error
 from signoff.server.streams import Streams
 
 log = logging.getLogger("signoff.server")
@@ -89,7 +91,17 @@ def create_app(
 
     pages = [Route(path, _page(html), methods=["GET"]) for path, html in PAGES.items()]
     static = Mount("/static", StaticFiles(directory=STATIC), name="static")
-    return Starlette(routes=[*chat.routes(), *approvals.routes(), *pages, static], lifespan=lifespan)
+    return Starlette(
+        routes=[*chat.routes(), *approvals.routes(), *pages, static],
+        lifespan=lifespan,
+        exception_handlers={LedgerUnavailable: _unavailable},
+    )
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    """The ledger's server is down or restarting: a 503 the client can retry, never a 500."""
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return error(503, str(exc))
 
 
 STATIC = Path(__file__).with_name("static")
