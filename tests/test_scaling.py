@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from signoff.ledger import open_ledger
-from tests.conftest import ROOT, drop_url, shared_url
+from tests.conftest import ROOT, SIGNOFF, drop_url, shared_url
 from tests.servers import signoff_server
 
 TOKEN = "scale-" + os.urandom(6).hex()
@@ -330,3 +330,49 @@ async def test_waiters_ride_out_a_restart_of_the_database(
         decided = Counter(e.subject for e in entries if e.action in ("approve", "deny"))
         assert len(decided) == count and set(decided.values()) == {1}, "an approval was decided twice"
         assert (await ledger.verify_audit())[1] is None
+
+
+async def test_serve_with_two_workers_on_one_port(url: str, tmp_path: Path) -> None:
+    count = 40
+    with ExitStack() as stack:
+        args = [
+            "serve",
+            "--agent",
+            "tests.scale_agent:agent",
+            "--policy",
+            POLICY,
+            "--ledger",
+            url,
+            "--workers",
+            "2",
+        ]
+        env = {"SIGNOFF_TEST_RUNS": str(tmp_path / "runs.jsonl"), "PYTHONPATH": str(ROOT)}
+        base, parent = stack.enter_context(signoff_server(tmp_path, args, TOKEN, env=env, timeout=30))
+        async with httpx.AsyncClient(timeout=60) as client:
+            streams = [
+                asyncio.ensure_future(
+                    client.post(
+                        f"{base}/api/chat",
+                        json=user(f"blk-0-{n}", f"pay {n + 1} USD to w{n}", wait="blocking"),
+                    )
+                )
+                for n in range(count)
+            ]
+            for approval in await pending(client, base, count):
+                await decide(client, base, approval)
+            replies = await asyncio.wait_for(asyncio.gather(*streams), 60)
+        children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
+        spawned = [pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(spawned) == 2, "two worker processes"
+    assert all(finished(r.text) for r in replies)
+    assert set(runs(tmp_path)) == {f"w{n}" for n in range(count) if n % 10}
+
+
+def test_several_workers_need_a_shared_ledger(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [SIGNOFF, "demo", "--workers", "2", "--ledger", "memory://", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "--workers needs a ledger they can share" in done.stderr

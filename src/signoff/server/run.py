@@ -32,5 +32,6 @@ def serve_workers(factory: str, host: str, port: int, workers: int, on_ready: Ca
         factory, factory=True, host=host, port=port, workers=workers, log_level="warning", lifespan="on"
     )
     sock = config.bind_socket()
+    sock.listen(config.backlog)  # uvicorn listens only in the workers; until they are up, connections queue
     on_ready(f"http://{host}:{sock.getsockname()[1]}")
     Multiprocess(config, sockets=[sock]).run()
