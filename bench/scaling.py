@@ -56,7 +56,10 @@ DEFAULT_URL: dict[Backend, str] = {
     "postgres": "postgresql://postgres@127.0.0.1:5432/test",
     "redis": "redis://127.0.0.1:6379/0",
 }
-FLOOR_CALL: dict[Backend, str] = {"postgres": "SELECT 1", "redis": "PING"}
+Floor = Literal["select", "commit", "ping"]
+FLOORS: dict[Backend, tuple[Floor, ...]] = {"postgres": ("select", "commit"), "redis": ("ping",)}
+FLOOR_NAME: dict[Floor, str] = {"select": "SELECT 1", "commit": "INSERT commit", "ping": "PING"}
+FLOOR_TABLE = "bench_floor"  # in the run's schema: what the commit floor inserts into
 
 # Targets from the issue.
 LATENCY_TARGET: dict[Backend, float] = {"redis": 1e-3, "postgres": 3e-3}
@@ -67,7 +70,8 @@ LATENCY_SAMPLES = 300
 LATENCY_WARMUP = 20  # samples run first and discarded: connections, caches, first-use allocations
 THROUGHPUT_DECISIONS = 10_000  # all workers together
 FLOOR_ROUND_TRIPS = 1_000
-FLOOR_THROUGHPUT_CALLS = 40_000  # all workers together
+FLOOR_THROUGHPUT_CALLS: dict[Floor, int] = {"select": 40_000, "commit": 10_000, "ping": 40_000}  # all workers
+FLOOR_WARM_CALLS = 1_000  # per worker, before the start signal
 
 WORKERS = 2
 CONCURRENCY = 32  # coroutines per worker process
@@ -145,6 +149,16 @@ class Server:
                     batch.clear()
             if batch:
                 client.delete(*batch)
+
+    async def prepare(self) -> None:
+        """Create the schema (the ledger would) and the table the commit floor inserts into."""
+        if self.backend == "postgres":
+            async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                await conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.name))
+                )
+                table = sql.Identifier(self.name, FLOOR_TABLE)
+                await conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (n BIGINT)").format(table))
 
     async def version(self) -> str:
         """The server's version, which also checks that it can be reached at all."""
@@ -361,8 +375,8 @@ async def waiter_role(spec: dict[str, Any], inbox: Inbox) -> None:
 
     With `standing`, one more approval is waited on throughout, as in any worker with a call pending, so
     the ledger's LISTEN / SUBSCRIBE watcher is already up when a waiter parks: the steady state a person's
-    answer (seconds later) always meets. Without it the watcher starts with each waiter, and the decision
-    races its set-up.
+    answer (seconds later) always meets. Without it, the watcher stops once nobody in W waits (Redis's at
+    once, PostgreSQL's at its next poll, up to a second later), and a decision can race its restart.
     """
     async with open_ledger(spec["url"]) as ledger:
         parks = Parks(ledger)
@@ -405,36 +419,55 @@ async def decider_role(spec: dict[str, Any], inbox: Inbox) -> None:
         inbox.send({"done": len(spec["ids"]), "start": start, "end": time.monotonic_ns()})
 
 
+Call = Callable[[], Awaitable[object]]
+
+
 @contextlib.asynccontextmanager
-async def floor_client(
-    backend: Backend, url: str, size: int
-) -> AsyncIterator[Callable[[], Awaitable[object]]]:
-    """The client library alone, pooled like the ledger (`size` connections): one call is a `SELECT 1`
-    (psycopg, autocommit, a connection checked out of a psycopg_pool pool per call) or a `PING` (redis-py
-    asyncio on a `BlockingConnectionPool`, as the ledger uses)."""
-    if backend == "postgres":
-        pool = AsyncConnectionPool(url, min_size=size, max_size=size, kwargs={"autocommit": True}, open=False)
-        await pool.open(wait=True, timeout=10)
+async def floor_client(kind: Floor, url: str, schema: str, size: int) -> AsyncIterator[Call]:
+    """The client library alone against the same server, with nothing of signoff's: one call is
 
-        async def select_one() -> object:
-            async with pool.connection() as conn:
-                return await (await conn.execute("SELECT 1")).fetchone()
+    - `select`: `SELECT 1` with psycopg (autocommit): the wire and the driver;
+    - `commit`: a one-row `INSERT` into the run's floor table (autocommit): adds a commit, and with it the
+      server's WAL flush, which every ledger write also waits for;
+    - `ping`: `PING` with redis-py asyncio.
 
+    `size` 1 is one plain connection, for round trips one at a time; more is the pool the ledger itself
+    uses (psycopg_pool, redis-py's `BlockingConnectionPool`) at that size, a connection checked out per call.
+    """
+    if kind == "ping":
+        client = aioredis.Redis.from_pool(aioredis.BlockingConnectionPool.from_url(url, max_connections=size))
         try:
-            yield select_one
+            yield client.ping
         finally:
-            await pool.close()
+            await client.aclose()
         return
-    client = aioredis.Redis.from_pool(aioredis.BlockingConnectionPool.from_url(url, max_connections=size))
+    statement: sql.SQL | sql.Composed = sql.SQL("SELECT 1")
+    if kind == "commit":
+        statement = sql.SQL("INSERT INTO {} (n) VALUES (1)").format(sql.Identifier(schema, FLOOR_TABLE))
+    if size == 1:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+
+            async def direct() -> object:
+                return await conn.execute(statement)
+
+            yield direct
+        return
+    pool = AsyncConnectionPool(url, min_size=size, max_size=size, kwargs={"autocommit": True}, open=False)
+    await pool.open(wait=True, timeout=10)
+
+    async def pooled() -> object:
+        async with pool.connection() as conn:
+            return await conn.execute(statement)
+
     try:
-        yield client.ping
+        yield pooled
     finally:
-        await client.aclose()
+        await pool.close()
 
 
 async def pinger_role(spec: dict[str, Any], inbox: Inbox) -> None:
-    """A worker of the floor throughput: the same shape as a decider, with `SELECT 1` / `PING` as the work."""
-    async with floor_client(spec["backend"], spec["url"], spec["pool"]) as call:
+    """A worker of a floor throughput: the same shape as a decider, with the floor's call as the work."""
+    async with floor_client(spec["kind"], spec["url"], spec["schema"], spec["pool"]) as call:
         await concurrently(spec["warm"], CONCURRENCY, lambda i: call())
         inbox.send({"ready": True})
         await inbox.expect("go")
@@ -491,22 +524,15 @@ async def cross_process_latency(
     return latency, deciding
 
 
-async def round_trips(server: Server, count: int) -> list[float]:
-    """The floor of one round trip from Python: `SELECT 1` on one psycopg AsyncConnection (autocommit) or
-    `PING` on one redis-py asyncio connection, sequentially, after a warm-up."""
+async def round_trips(server: Server, kind: Floor, count: int) -> list[float]:
+    """The floor of one round trip from Python: the floor's call on one connection, one call at a time,
+    after a warm-up."""
     samples = []
-    if server.backend == "postgres":
-        async with await psycopg.AsyncConnection.connect(server.url, autocommit=True) as conn:
-            for _ in range(LATENCY_WARMUP + count):
-                t0 = time.perf_counter()
-                await (await conn.execute("SELECT 1")).fetchone()
-                samples.append(time.perf_counter() - t0)
-    else:
-        async with aioredis.Redis.from_url(server.url) as client:
-            for _ in range(LATENCY_WARMUP + count):
-                t0 = time.perf_counter()
-                await client.ping()
-                samples.append(time.perf_counter() - t0)
+    async with floor_client(kind, server.url, server.name, 1) as call:
+        for _ in range(LATENCY_WARMUP + count):
+            t0 = time.perf_counter()
+            await call()
+            samples.append(time.perf_counter() - t0)
     return samples[LATENCY_WARMUP:]
 
 
@@ -515,8 +541,10 @@ async def bench_latency(report: Report, servers: Sequence[Server], scale: float)
     for server in servers:
         backend, limit = server.backend, LATENCY_TARGET[server.backend]
         count = scaled(FLOOR_ROUND_TRIPS, scale)
-        status(f"floor {backend}: {count:,} sequential {FLOOR_CALL[backend]} round trips")
-        floor = await round_trips(server, count)
+        floors = {}
+        for kind in FLOORS[backend]:
+            status(f"floor {backend}: {count:,} sequential {FLOOR_NAME[kind]} round trips")
+            floors[kind] = await round_trips(server, kind, count)
         count = scaled(LATENCY_SAMPLES, scale)
         status(f"latency {backend}: {LATENCY_WARMUP} + {count:,} decisions, each to a waiter elsewhere")
         latency, deciding = await cross_process_latency(server, count, standing=True)
@@ -536,12 +564,13 @@ async def bench_latency(report: Report, servers: Sequence[Server], scale: float)
         cold, _ = await cross_process_latency(server, count, standing=False)
         report.line(
             f"{'  no standing waiter':<{NAME_WIDTH}}{' ' * 9}{spread_figures(cold)}"
-            "  (W's watcher starts with each wait; context)"
+            "  (W's watcher may stop between waits; context)"
         )
-        report.line(
-            f"{'  floor: ' + FLOOR_CALL[backend] + ' round trip':<{NAME_WIDTH}}n={len(floor):<6,} "
-            f"{spread_figures(floor)}  (one connection; context)"
-        )
+        for kind, floor in floors.items():
+            report.line(
+                f"{'  floor: ' + FLOOR_NAME[kind]:<{NAME_WIDTH}}n={len(floor):<6,} {spread_figures(floor)}"
+                "  (round trips on one connection; context)"
+            )
 
 
 # -- 2. throughput: decisions per second from two worker processes ------------------------------------------
@@ -568,7 +597,7 @@ def split(items: Sequence[str], parts: int) -> list[list[str]]:
 
 
 async def decisions_per_second(server: Server, count: int) -> tuple[int, float, list[float]]:
-    """Pre-open the approvals here (not timed), then race two deciders over their halves."""
+    """Pre-open the approvals here (not timed), then race the deciders, each over its share."""
     warm = WORKERS * WARM_DECISIONS
     async with open_ledger(server.ledger_url) as ledger:
         label = f"opening approvals for throughput {server.backend}"
@@ -591,17 +620,16 @@ async def decisions_per_second(server: Server, count: int) -> tuple[int, float, 
     return result
 
 
-async def floor_per_second(server: Server, count: int) -> tuple[int, float, list[float]]:
+async def floor_per_second(server: Server, kind: Floor, count: int) -> tuple[int, float, list[float]]:
+    """The floor's call from two processes of 32 coroutines, over as many connections as the ledger pools."""
     size = pool_size(server)
     status(
         f"floor {server.backend}: {WORKERS} workers x {CONCURRENCY} coroutines,"
-        f" {count:,} {FLOOR_CALL[server.backend]} over {size} connections each"
+        f" {count:,} {FLOOR_NAME[kind]} over {size} connections each"
     )
-    specs = [
-        {"backend": server.backend, "url": server.url, "pool": size, "warm": 1000, "calls": share}
-        for share in (count // WORKERS + (k < count % WORKERS) for k in range(WORKERS))
-    ]
-    return await race("_pinger", specs, REPLY_TIMEOUT + count / 1000)
+    shares = [count // WORKERS + (k < count % WORKERS) for k in range(WORKERS)]
+    spec = {"kind": kind, "url": server.url, "schema": server.name, "pool": size, "warm": FLOOR_WARM_CALLS}
+    return await race("_pinger", [{**spec, "calls": share} for share in shares], REPLY_TIMEOUT + count / 500)
 
 
 def rate_figures(done: int, wall: float, rates: list[float]) -> str:
@@ -616,7 +644,10 @@ async def bench_throughput(report: Report, servers: Sequence[Server], scale: flo
     )
     for server in servers:
         backend, limit = server.backend, THROUGHPUT_TARGET[server.backend]
-        floor = await floor_per_second(server, scaled(FLOOR_THROUGHPUT_CALLS, scale))
+        floors = {
+            kind: await floor_per_second(server, kind, scaled(FLOOR_THROUGHPUT_CALLS[kind], scale))
+            for kind in FLOORS[backend]
+        }
         done, wall, rates = await decisions_per_second(server, scaled(THROUGHPUT_DECISIONS, scale))
         name = f"throughput {backend} {WORKERS} workers"
         rate = done / wall
@@ -628,11 +659,11 @@ async def bench_throughput(report: Report, servers: Sequence[Server], scale: flo
             key=fmt_rate(rate),
             miss=short(rate, limit),
         )
-        floor_rate = floor[0] / floor[1]
-        report.line(
-            f"{'  floor: ' + FLOOR_CALL[backend]:<{NAME_WIDTH}}{rate_figures(*floor)}"
-            f"  (context: the ledger does {rate / floor_rate:.0%} of this)"
-        )
+        for kind, (calls, seconds, each) in floors.items():
+            report.line(
+                f"{'  floor: ' + FLOOR_NAME[kind]:<{NAME_WIDTH}}{rate_figures(calls, seconds, each)}"
+                f"  (context: the ledger does {rate / (calls / seconds):.0%} of this)"
+            )
 
 
 # -- driver -------------------------------------------------------------------------------------------------
@@ -647,20 +678,22 @@ async def reachable(report: Report, servers: Sequence[Server]) -> list[Server]:
     found = []
     for server in servers:
         try:
-            found.append(server)
             what = await server.version()
         except (psycopg.Error, redis.RedisError, OSError) as exc:
-            found.pop()
             report.line(f"{server.backend}: cannot reach {safe(server.url)} ({exc}); skipped")
             continue
         corner = "schema" if server.backend == "postgres" else "key prefix"
-        where = f"{safe(server.url)}, {corner} {server.name}"
-        report.line(f"{server.backend}: {what} at {where} (removed at exit)")
+        report.line(
+            f"{server.backend}: {what} at {safe(server.url)}, {corner} {server.name} (removed at exit)"
+        )
+        found.append(server)
     return found
 
 
 async def run_async(command: str, servers: Sequence[Server], scale: float, report: Report) -> None:
     servers = await reachable(report, servers)
+    for server in servers:
+        await server.prepare()
     report.line(f"machine yardstick at start: {fmt_time(yardstick())} per unit (lower is faster)")
     if command in ("latency", "all") and servers:
         report.line()
@@ -672,6 +705,7 @@ async def run_async(command: str, servers: Sequence[Server], scale: float, repor
 
 def stop(signum: int, frame: FrameType | None) -> None:
     """SIGTERM ends the run like Ctrl-C does, so helpers, schemas and keys are cleaned up."""
+    print("terminated; cleaning up", file=sys.stderr)
     raise SystemExit(128 + signum)
 
 
