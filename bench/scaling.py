@@ -680,7 +680,8 @@ async def reachable(report: Report, servers: Sequence[Server]) -> list[Server]:
         try:
             what = await server.version()
         except (psycopg.Error, redis.RedisError, OSError) as exc:
-            report.line(f"{server.backend}: cannot reach {safe(server.url)} ({exc}); skipped")
+            reason = " ".join(str(exc).split())  # libpq's messages span lines
+            report.line(f"{server.backend}: cannot reach {safe(server.url)} ({reason}); skipped")
             continue
         corner = "schema" if server.backend == "postgres" else "key prefix"
         report.line(
@@ -690,8 +691,9 @@ async def reachable(report: Report, servers: Sequence[Server]) -> list[Server]:
     return found
 
 
-async def run_async(command: str, servers: Sequence[Server], scale: float, report: Report) -> None:
-    servers = await reachable(report, servers)
+async def run_async(command: str, servers: list[Server], scale: float, report: Report) -> None:
+    """Measure on the servers that can be reached; the others leave `servers`, so nothing is removed there."""
+    servers[:] = await reachable(report, servers)
     for server in servers:
         await server.prepare()
     report.line(f"machine yardstick at start: {fmt_time(yardstick())} per unit (lower is faster)")
