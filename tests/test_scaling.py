@@ -23,6 +23,7 @@ import pytest
 from signoff.ledger import open_ledger
 from tests.conftest import ROOT, SIGNOFF, drop_url, shared_url
 from tests.servers import signoff_server
+from tests.test_server import answer, chunks, said, user
 
 TOKEN = "scale-" + os.urandom(6).hex()
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -42,8 +43,7 @@ def workers(
     stack: ExitStack, tmp_path: Path, url: str, count: int = 2
 ) -> list[tuple[str, subprocess.Popen[bytes]]]:
     """`count` independent `signoff serve` processes on one ledger, each on its own port."""
-    args = ["serve", "--agent", "tests.scale_agent:agent", "--policy", POLICY, "--ledger", url]
-    env = {"SIGNOFF_TEST_RUNS": str(tmp_path / "runs.jsonl"), "PYTHONPATH": str(ROOT)}
+    args, env = serving(url, tmp_path)
     return [
         stack.enter_context(
             signoff_server(
@@ -54,34 +54,18 @@ def workers(
     ]
 
 
-def user(chat: str, text: str, **extra: Any) -> dict[str, Any]:
-    message = {"id": "u-" + chat, "role": "user", "parts": [{"type": "text", "text": text}]}
-    return {"id": chat, "trigger": "submit-message", "messages": [message], **extra}
+def serving(url: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """The `signoff serve` command line for the counting agent, and the environment it runs in."""
+    args = ["serve", "--agent", "tests.scale_agent:agent", "--policy", POLICY, "--ledger", url]
+    return args, {"SIGNOFF_TEST_RUNS": str(tmp_path / "runs.jsonl"), "PYTHONPATH": str(ROOT)}
 
 
-def chunks(body: str) -> list[dict[str, Any]]:
-    return [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
-
-
-def continuation(first: dict[str, Any], reply: list[dict[str, Any]]) -> dict[str, Any]:
-    """What a client sends after its user answered: the ledger's earlier decision stands either way."""
-    inputs = {c["toolCallId"]: c for c in reply if c["type"] == "tool-input-available"}
-    parts: list[dict[str, Any]] = [{"type": "step-start"}]
-    for asked in (c for c in reply if c["type"] == "tool-approval-request"):
-        call = inputs[asked["toolCallId"]]
-        parts.append(
-            {
-                "type": f"tool-{call['toolName']}",
-                "toolCallId": call["toolCallId"],
-                "state": "approval-responded",
-                "input": call["input"],
-                "approval": {"id": asked["approvalId"], "approved": True},
-            }
-        )
-    return {
-        **first,
-        "messages": [*first["messages"], {"id": reply[0]["messageId"], "role": "assistant", "parts": parts}],
-    }
+def blocked(
+    client: httpx.AsyncClient, base: str, tag: str, count: int
+) -> list[asyncio.Future[httpx.Response]]:
+    """`count` blocking chats `blk-0-<n>` started on `base`, each paying `<tag><n>` and open until decided."""
+    bodies = [user(f"blk-0-{n}", f"pay {n + 1} USD to {tag}{n}", wait="blocking") for n in range(count)]
+    return [asyncio.ensure_future(client.post(f"{base}/api/chat", json=body)) for body in bodies]
 
 
 def runs(tmp_path: Path) -> Counter[str]:
@@ -137,7 +121,7 @@ async def test_two_workers_and_an_approver_run_every_approved_call_exactly_once(
                 assert view["approvals"][0]["id"] == asked["approvalId"]
                 async with gate:  # and the reply goes on there, on the worker that did not start it
                     response = await client.post(
-                        f"{bases[1 - worker]}/api/chat", json=continuation(first, reply)
+                        f"{bases[1 - worker]}/api/chat", json=answer(first, reply, [(True, "")])
                     )
                 assert response.status_code == 200 and finished(response.text), response.text[-300:]
                 return response.text
@@ -154,8 +138,7 @@ async def test_two_workers_and_an_approver_run_every_approved_call_exactly_once(
     assert set(ran.values()) == {1}, "a call ran more than once"
     assert set(ran) == {f"{mode}{n}" for mode in "bd" for n in range(CHATS)} - denied
     for n, text in enumerate(replies[:CHATS]):
-        said = "".join(c["delta"] for c in chunks(text) if c["type"] == "text-delta")
-        assert ("not this one" in said) == (n % 10 == 0), said
+        assert ("not this one" in said(text)) == (n % 10 == 0), said(text)
     async with open_ledger(url) as ledger:
         assert await ledger.approvals(state="pending") == []
         actions = Counter(e.action for e in await ledger.audit(limit=100_000))
@@ -185,6 +168,20 @@ async def pending(client: httpx.AsyncClient, base: str, count: int) -> list[dict
     raise AssertionError(f"{count} pending approvals never appeared")
 
 
+async def waiting(client: httpx.AsyncClient, base: str, count: int) -> None:
+    """Until every chat `blk-0-<n>` shows its question on `base`: its reply has saved itself as parked
+    and started to wait. (A worker that dies after opening an approval but before that save leaves the
+    approval pending and the chat without it: see the closing note of issue 5.)"""
+    for n in range(count):
+        for _ in range(600):
+            messages = (await client.get(f"{base}/api/chat/blk-0-{n}")).json()["messages"]
+            if messages and messages[-1]["role"] == "assistant":
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"chat blk-0-{n} never showed its question")
+
+
 async def decide(client: httpx.AsyncClient, base: str, approval: dict[str, Any]) -> None:
     """Decide as an inbox would: retry while the ledger is unavailable (503), and accept a 409 only when
     it names this very decision, whose first attempt landed although its answer was lost."""
@@ -209,15 +206,9 @@ async def test_a_killed_worker_leaves_its_blocking_chats_to_the_other(url: str, 
     with ExitStack() as stack:
         (a, worker_a), (b, _) = workers(stack, tmp_path, url)
         async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
-            streams = [
-                asyncio.ensure_future(
-                    client.post(
-                        f"{a}/api/chat", json=user(f"blk-0-{n}", f"pay {n + 1} USD to k{n}", wait="blocking")
-                    )
-                )
-                for n in range(count)
-            ]
+            streams = blocked(client, a, "k", count)
             asked = await pending(client, b, count)
+            await waiting(client, b, count)
             worker_a.send_signal(signal.SIGKILL)
             worker_a.wait(10)
             outcomes = await asyncio.gather(*streams, return_exceptions=True)
@@ -307,22 +298,14 @@ async def test_waiters_ride_out_a_restart_of_the_database(
     with ExitStack() as stack:
         (a, _), (b, _) = workers(stack, tmp_path, url)
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=200)) as client:
-            streams = [
-                asyncio.ensure_future(
-                    client.post(
-                        f"{a}/api/chat", json=user(f"blk-0-{n}", f"pay {n + 1} USD to r{n}", wait="blocking")
-                    )
-                )
-                for n in range(count)
-            ]
+            streams = blocked(client, a, "r", count)
             asked = await pending(client, b, count)
             await asyncio.to_thread(restart)
             await asyncio.gather(*(decide(client, b, approval) for approval in asked))
             replies = await asyncio.wait_for(asyncio.gather(*streams), 120)
     for n, reply in enumerate(replies):
         assert reply.status_code == 200 and finished(reply.text), reply.text[-300:]
-        said = "".join(c["delta"] for c in chunks(reply.text) if c["type"] == "text-delta")
-        assert ("not this one" in said) == (n % 10 == 0), said
+        assert ("not this one" in said(reply.text)) == (n % 10 == 0), said(reply.text)
     ran = runs(tmp_path)
     assert set(ran.values()) == {1} and set(ran) == {f"r{n}" for n in range(count) if n % 10}
     async with open_ledger(url) as ledger:
@@ -335,29 +318,12 @@ async def test_waiters_ride_out_a_restart_of_the_database(
 async def test_serve_with_two_workers_on_one_port(url: str, tmp_path: Path) -> None:
     count = 40
     with ExitStack() as stack:
-        args = [
-            "serve",
-            "--agent",
-            "tests.scale_agent:agent",
-            "--policy",
-            POLICY,
-            "--ledger",
-            url,
-            "--workers",
-            "2",
-        ]
-        env = {"SIGNOFF_TEST_RUNS": str(tmp_path / "runs.jsonl"), "PYTHONPATH": str(ROOT)}
-        base, parent = stack.enter_context(signoff_server(tmp_path, args, TOKEN, env=env, timeout=30))
+        args, env = serving(url, tmp_path)
+        base, parent = stack.enter_context(
+            signoff_server(tmp_path, [*args, "--workers", "2"], TOKEN, env=env, timeout=30)
+        )
         async with httpx.AsyncClient(timeout=60) as client:
-            streams = [
-                asyncio.ensure_future(
-                    client.post(
-                        f"{base}/api/chat",
-                        json=user(f"blk-0-{n}", f"pay {n + 1} USD to w{n}", wait="blocking"),
-                    )
-                )
-                for n in range(count)
-            ]
+            streams = blocked(client, base, "w", count)
             for approval in await pending(client, base, count):
                 await decide(client, base, approval)
             replies = await asyncio.wait_for(asyncio.gather(*streams), 60)

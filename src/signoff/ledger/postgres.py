@@ -123,7 +123,6 @@ class PostgresLedger(Ledger):
         self.connect_timeout = connect_timeout
         self.poll_interval = poll_interval
         self._lock_key = _lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
-
         self._pool: AsyncConnectionPool | None = None
         self._watcher: asyncio.Task[None] | None = None
 

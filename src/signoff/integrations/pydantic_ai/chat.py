@@ -96,7 +96,7 @@ class Reply:
     run: dict[str, Any] = field(default_factory=dict)
     frontend_due: float | None = None
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
-    begun: ChatState = field(default_factory=lambda: ChatState())
+    begun: ChatState = field(default_factory=ChatState)
     """The chat as this reply began from."""
     parked: dict[str, str] = field(default_factory=dict)
     """The calls this reply is blocked on, call id to approval id, as saved for another worker."""
