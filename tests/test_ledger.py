@@ -24,6 +24,7 @@ from signoff.core.errors import (
     LedgerUnavailable,
     NotFound,
     StaleChat,
+    Unstorable,
 )
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
@@ -93,6 +94,39 @@ async def test_concurrent_consumes_have_one_winner(ledger: Ledger) -> None:
     )
     assert sum(not isinstance(r, BaseException) for r in results) == 1
     assert all(isinstance(r, AlreadyConsumed) for r in results if isinstance(r, BaseException))
+
+
+async def test_a_burst_of_mixed_writes_lands_whole_and_in_one_chain(ledger: Ledger) -> None:
+    """Concurrent writes of one process share batches on the shared backends: opens, repeated opens,
+    decisions racing on one approval, grants and plain audit events all land, once each, in one chain."""
+    calls = [ToolCall(f"call_{i}", PAY.tool, {**PAY.args, "amount": i}) for i in range(60)]
+    opened = await asyncio.gather(*(ask(ledger, call) for call in calls + calls[:10]))
+    assert len({a.id for a in opened}) == 60 and len(await ledger.approvals()) == 60
+    racing = [ledger.decide(opened[0].id, Decision.approve(f"p{i}")) for i in range(10)]
+    others = [ledger.decide(a.id, Decision.approve("alice", remember="session")) for a in opened[1:60]]
+    notes = [ledger.record("note", f"n{i}", "tester") for i in range(20)]
+    results = await asyncio.gather(*racing, *others, *notes, return_exceptions=True)
+    assert sum(isinstance(r, AlreadyDecided) for r in results[:10]) == 9
+    assert not [r for r in results[10:] if isinstance(r, BaseException)]
+    assert len(await ledger.grants()) == 59
+    count, broken = await ledger.verify_audit()
+    assert broken is None and count == 60 + 1 + 59 * 2 + 20  # opens, one winner, decisions + grants, notes
+
+
+async def test_a_write_the_database_refuses_fails_alone() -> None:
+    """A batch that PostgreSQL refuses is stored again one write at a time, so only the bad write fails,
+    as a typed error (a NUL in a text column; which the server answers with a 400)."""
+    async with PostgresLedger(POSTGRES, schema=f"test_{uuid.uuid4().hex[:12]}") as ledger:
+        approval = await ask(ledger)
+        bad, good = await asyncio.gather(
+            ledger.record("note", "s", "nul\x00actor"),
+            ledger.decide(approval.id, Decision.approve("alice")),
+            return_exceptions=True,
+        )
+        assert isinstance(bad, Unstorable) and "NUL" in str(bad)
+        assert not isinstance(good, BaseException) and good.state is State.APPROVED
+        assert (await ledger.verify_audit()) == (2, None)
+    await drop(ledger)
 
 
 async def test_edit_re_digests_and_only_the_edited_call_runs(ledger: Ledger) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,9 @@ from signoff.core.policy import Policy
 from signoff.demo.agent import demo_agent
 from signoff.demo.walkthrough import demo_policy
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger
+from signoff.ledger.postgres import PostgresLedger
 from signoff.server.app import Settings, create_app
-from tests.conftest import SIGNOFF
+from tests.conftest import POSTGRES, SIGNOFF, drop
 
 TOKEN = "test-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -332,6 +334,7 @@ async def test_deadlines_expire_without_any_waiter() -> None:
             "messages[0].role",
         ),
         (b'{"id": "c1", "wait": "forever", "messages": [{"id": "m", "role": "user", "parts": []}]}', "wait"),
+        (b'{"id": "c\\u0000", "messages": [{"id": "m", "role": "user", "parts": []}]}', "id"),
     ],
 )
 async def test_a_malformed_chat_body_is_a_400_naming_the_field(
@@ -341,6 +344,15 @@ async def test_a_malformed_chat_body_is_a_400_naming_the_field(
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["message"] and (field is None or error["field"] == field)
+
+
+async def test_an_id_with_control_characters_is_a_400_even_on_postgresql() -> None:
+    ledger = PostgresLedger(POSTGRES, schema=f"test_{uuid.uuid4().hex[:12]}")
+    async for site in serve(ledger, demo_policy()):
+        for path in ("/api/chat/a%00b", "/api/chat/a%00b/events"):
+            response = await site.client.get(path)
+            assert response.status_code == 400 and "control" in response.json()["error"]["message"], path
+    await drop(ledger)
 
 
 async def test_continuing_a_chat_that_waits_on_nothing_is_refused(site: Server) -> None:

@@ -14,6 +14,7 @@ from signoff.core.errors import (
     PolicyError,
     SignoffError,
     StaleChat,
+    Unstorable,
 )
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy, Rule, Ruling
@@ -51,5 +52,6 @@ __all__ = [
     "State",
     "TerminalApprover",
     "ToolCall",
+    "Unstorable",
     "open_ledger",
 ]

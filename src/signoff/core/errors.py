@@ -32,6 +32,10 @@ class LedgerUnavailable(SignoffError, ConnectionError):
     """The ledger cannot be reached or opened. The message names which ledger and why."""
 
 
+class Unstorable(SignoffError, ValueError):
+    """A value the ledger's database refuses, such as a NUL character in PostgreSQL text."""
+
+
 class NotFound(SignoffError, LookupError):
     """No approval or grant with that id."""
 

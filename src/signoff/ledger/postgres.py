@@ -5,6 +5,9 @@ That serializes writers exactly as SQLite's `BEGIN IMMEDIATE` does, for two reas
 hash chain, so each entry must see the one before it, and a decision must read the record it changes
 without another decision slipping in between (first wins, no lost update). Reads take no lock.
 
+Holding that lock through the commit's WAL flush would allow only about a thousand writes a second, so a
+process's writes are group-committed (`ledger/batch.py`): one transaction stores all that queued meanwhile.
+
 A decision wakes waiters on every worker through `NOTIFY`, sent inside the deciding transaction so it is
 delivered only if the decision committed. Notifications can be missed (a dropped listening connection, a
 restart), so a watcher also polls the approvals its process waits on every `poll_interval` seconds: a
@@ -16,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import msgspec
 import psycopg
@@ -26,14 +30,16 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
-from signoff.core.errors import LedgerUnavailable, NotFound
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head
+from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.grant import Grant
-from signoff.ledger.base import Change, Clock, Ledger, StoredChat
+from signoff.ledger.base import Clock, StoredChat
+from signoff.ledger.batch import Batch, Batched, Key, Stored, Write
 from signoff.ledger.rows import (
     AUDIT_COLUMNS,
     AUDIT_HEAD,
     POSTGRES,
+    Statement,
     approvals_query,
     audit_entry,
     grants_query,
@@ -42,7 +48,6 @@ from signoff.ledger.rows import (
 )
 
 log = logging.getLogger("signoff.ledger")
-T = TypeVar("T")
 CHANNEL = "signoff_decided"
 
 MIGRATIONS: tuple[str, ...] = (
@@ -103,7 +108,7 @@ _approval = msgspec.json.Decoder(Approval).decode
 _grant = msgspec.json.Decoder(Grant).decode
 
 
-class PostgresLedger(Ledger):
+class PostgresLedger(Batched):
     """`dsn` is a libpq connection string or URL; `schema` holds the ledger's tables (created on start)."""
 
     def __init__(
@@ -148,6 +153,7 @@ class PostgresLedger(Ledger):
         return await upgrade(self.dsn, self.schema, connect_timeout=self.connect_timeout)
 
     async def close(self) -> None:
+        await self._drain()
         if self._watcher is not None:
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
@@ -167,31 +173,23 @@ class PostgresLedger(Ledger):
                 yield conn
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise LedgerUnavailable(f"the PostgreSQL ledger {_safe(self.dsn)} failed: {exc}") from exc
-
-    @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A transaction holding the schema's write lock (see the module docstring)."""
-        async with self._connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            yield conn
+        except psycopg.DataError as exc:
+            raise Unstorable(f"the PostgreSQL ledger cannot store this value: {exc}") from exc
 
     async def _rows(self, query: str, params: Sequence[object] = ()) -> list[Any]:
         async with self._connection() as conn:
             cursor = await conn.execute(query, params)
             return await cursor.fetchall()
 
-    # -- primitives -----------------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _batch(self) -> AsyncIterator[Batch]:
+        """A transaction holding the schema's write lock, pipelined: the lock, the head and the loads go in
+        one round trip, and the writes with the commit in one more."""
+        async with self._connection() as conn, conn.pipeline(), conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            yield _Transaction(conn)
 
-    async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
-        async with self._write() as conn:
-            cursor = await conn.execute(
-                "SELECT record FROM approvals WHERE chat_id = %s AND call_id = %s",
-                (approval.chat_id, approval.call.call_id),
-            )
-            if (row := await cursor.fetchone()) is not None:
-                return _approval(row[0])
-            await _put(conn, Change(approval=approval, events=(event,)), new=True)
-        return approval
+    # -- reads ----------------------------------------------------------------------------------------------
 
     async def _load(self, approval_id: str) -> Approval | None:
         rows = await self._rows("SELECT record FROM approvals WHERE id = %s", (approval_id,))
@@ -208,30 +206,6 @@ class PostgresLedger(Ledger):
         state_name = None if state is None else str(state)
         query = approvals_query(POSTGRES, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
         return [_approval(record) for (record,) in await self._rows(*query)]
-
-    async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
-        return await self._mutate_in("approvals", approval_id, _approval, step)
-
-    async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
-        return await self._mutate_in("grants", grant_id, _grant, step)
-
-    async def _mutate_in(
-        self, table: str, key: str, decode: Callable[[str], T], step: Callable[[T], Change]
-    ) -> Change:
-        async with self._write() as conn:
-            query = sql.SQL("SELECT record FROM {} WHERE id = %s").format(sql.Identifier(table))
-            cursor = await conn.execute(query, (key,))
-            if (row := await cursor.fetchone()) is None:
-                raise NotFound(f"no {table[:-1]} {key}")
-            change = step(decode(row[0]))
-            await _put(conn, change)
-            if change.approval is not None and change.approval.state is not State.PENDING:
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, change.approval.id))
-        return change
-
-    async def _append(self, events: Sequence[AuditEvent]) -> None:
-        async with self._write() as conn:
-            await _put(conn, Change(events=tuple(events)))
 
     async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
         query = grants_query(POSTGRES, chat_id=chat_id, tool=tool, active=active)
@@ -347,10 +321,51 @@ def _lock_key(name: str) -> int:
 _MIGRATION_LOCK = _lock_key("signoff:migrations")
 
 
-async def _put(conn: psycopg.AsyncConnection[Any], change: Change, *, new: bool = False) -> None:
-    row = await (await conn.execute(AUDIT_HEAD)).fetchone()
-    for statement, params in writes(POSTGRES, change, (row[0], row[1]) if row else GENESIS_HEAD, new=new):
-        await conn.execute(statement.encode(), params)
+class _Transaction(Batch):
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+        self.head: Head = GENESIS_HEAD
+
+    async def load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
+        """Every record in one round trip, with the audit head the writes will chain after."""
+        ids = {kind: [key[1] for key in keys if key[0] == kind] for kind in ("approval", "grant")}
+        calls = [key for key in keys if key[0] == "call"]
+        cursors = [
+            await self.conn.execute(AUDIT_HEAD),
+            await self.conn.execute("SELECT record FROM approvals WHERE id = ANY(%s)", (ids["approval"],)),
+            await self.conn.execute("SELECT record FROM grants WHERE id = ANY(%s)", (ids["grant"],)),
+            await self.conn.execute(
+                "SELECT record FROM approvals WHERE (chat_id, call_id) IN"
+                " (SELECT * FROM unnest(%s::text[], %s::text[]))",
+                ([chat for _, chat, _ in calls], [call for _, _, call in calls]),
+            ),
+        ]
+        head, approvals, grants, asked = [await cursor.fetchall() for cursor in cursors]
+        self.head = (head[0][0], head[0][1]) if head else GENESIS_HEAD
+        stored: dict[Key, Stored] = {}
+        for (record,) in approvals:
+            approval = _approval(record)
+            stored[("approval", approval.id)] = Stored(approval, 0)
+        for (record,) in grants:
+            grant = _grant(record)
+            stored[("grant", grant.id)] = Stored(grant, 0)
+        for (record,) in asked:
+            approval = _approval(record)
+            stored[("call", approval.chat_id, approval.call.call_id)] = Stored(approval, 0)
+        return stored
+
+    async def store(self, batch: Sequence[Write]) -> None:
+        """Every statement, sent without waiting for replies; runs of the same statement go as one
+        `executemany`. Decisions are announced with `NOTIFY`, delivered only if the batch commits."""
+        statements: list[Statement] = []
+        for write in batch:
+            more, self.head = writes(POSTGRES, write.change, self.head, new=write.new)
+            statements += more
+            if (a := write.change.approval) is not None and a.state is not State.PENDING:
+                statements.append(("SELECT pg_notify(%s, %s)", (CHANNEL, a.id)))
+        async with self.conn.cursor() as cursor:
+            for statement, group in itertools.groupby(statements, key=lambda s: s[0]):
+                await cursor.executemany(statement.encode(), [params for _, params in group])
 
 
 def _safe(dsn: str) -> str:

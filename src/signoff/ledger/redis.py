@@ -1,17 +1,18 @@
 """The Redis ledger: approvals in hashes, changes as Lua compare-and-set, the audit log as a stream.
 
-Every write is the same shape as in the SQL ledgers: read the record, apply the core's pure step in
-Python, then store the result and its chained audit entries. Redis has no transaction that can span the
-Python step, so the store is one Lua script (atomic on the server) that checks first and writes only if
-nothing moved since the read:
+Writes are group-committed (`ledger/batch.py`) the same way as in PostgreSQL: load the records, apply the
+core's pure steps in Python, then store the results and their chained audit entries. Redis has no
+transaction that can span the Python steps, so the store is one Lua script (atomic on the server) that
+checks first and writes only if nothing moved since the load:
 
-- the record's `rev` must be the one that was read, or the script answers `stale` and the step runs again
-  on the fresh record. This is where a second decision loses: its retry sees a decided approval.
+- every record's `rev` must be the one that was loaded, and no new approval's call may have been asked
+  meanwhile, or the script answers `stale` and the batch runs again on fresh records. This is where a
+  second decision from another process loses: its rerun sees a decided approval.
 - the audit head must be the one the entries were chained after, or the script answers with the real
-  head and the entries are chained again. The step does not run again: the record did not change.
+  head and the entries are chained again. The steps do not run again: no record changed.
 
-Writers in one process take turns (an `asyncio.Lock`) and remember the head they last wrote, so only
-writes from other processes ever cost a retry.
+A process has one committer and remembers the head it last wrote, so only writes from other processes
+ever cost a retry.
 
 Keys live under one prefix (`signoff` by default):
 
@@ -28,7 +29,8 @@ Keys live under one prefix (`signoff` by default):
     {p}:head              hash   seq, hash                   the audit log's newest entry
     {p}:lease:{name}      string the holder, with a TTL      the deadline sweeper's lease
 
-A decision is published on `{p}:decided` from inside the script, so only a committed one is heard. A
+A decision is published on `{p}:decided` from inside the script, so only a committed one is heard; the
+message is the decided record, so a waiter in another process resumes without reading it back. A
 process's watcher subscribes while anyone there waits, and also reads the state of every approval it
 waits on each `poll_interval`: pub/sub drops messages while a connection is down, so that sweep is what
 makes a missed message only a delay. A single Redis server (with replicas if you like) is supported, not
@@ -38,10 +40,11 @@ Redis Cluster: the scripts touch keys they compute themselves.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
@@ -51,13 +54,13 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
-from signoff.core.errors import LedgerUnavailable, NotFound
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, chain
+from signoff.core.errors import LedgerUnavailable
 from signoff.core.grant import Grant
-from signoff.ledger.base import Change, Clock, Ledger, StoredChat
+from signoff.ledger.base import Clock, StoredChat
+from signoff.ledger.batch import Batch, Batched, Conflict, Key, Stored, Write
 
 log = logging.getLogger("signoff.ledger")
-T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 _approval = msgspec.json.Decoder(Approval).decode
@@ -67,15 +70,19 @@ _encode = msgspec.json.Encoder().encode
 
 _COMMIT = """
 local p, c = ARGV[1], cjson.decode(ARGV[2])
+for _, r in ipairs(c.revs) do
+  local rev = tonumber(redis.call('HGET', p .. ':' .. r[1] .. ':' .. r[2], 'rev')) or 0
+  if rev ~= r[3] then return {'stale'} end
+end
+for _, call in ipairs(c.calls) do
+  if redis.call('HEXISTS', p .. ':calls', call) == 1 then return {'stale'} end
+end
 local head = redis.call('HMGET', p .. ':head', 'seq', 'hash')
 local seq = tonumber(head[1]) or 0
 if seq ~= c.head then return {'head', seq, head[2]} end
-local a = c.approval
-if a then
+for _, a in ipairs(c.approvals) do
   local key = p .. ':a:' .. a.id
-  if a.new then
-    local existing = redis.call('HGET', p .. ':calls', a.call)
-    if existing then return {'exists', redis.call('HGET', p .. ':a:' .. existing, 'record')} end
+  if a.call then
     local n = redis.call('INCR', p .. ':n')
     redis.call('HSET', key, 'record', a.record, 'state', a.state, 'rev', 1)
     redis.call('HSET', p .. ':calls', a.call, a.id)
@@ -84,24 +91,22 @@ if a then
     redis.call('ZADD', p .. ':state:' .. a.state, n, a.id)
     if a.deadline then redis.call('ZADD', p .. ':due', a.deadline, a.id) end
   else
-    local current = redis.call('HMGET', key, 'rev', 'state')
-    if tonumber(current[1]) ~= a.rev then return {'stale'} end
-    redis.call('HSET', key, 'record', a.record, 'state', a.state, 'rev', a.rev + 1)
-    if current[2] ~= a.state then
+    local was = redis.call('HGET', key, 'state')
+    redis.call('HSET', key, 'record', a.record, 'state', a.state)
+    redis.call('HINCRBY', key, 'rev', 1)
+    if was ~= a.state then
       local n = redis.call('ZSCORE', p .. ':order', a.id)
-      redis.call('ZREM', p .. ':state:' .. current[2], a.id)
+      redis.call('ZREM', p .. ':state:' .. was, a.id)
       redis.call('ZADD', p .. ':state:' .. a.state, n, a.id)
       redis.call('ZREM', p .. ':due', a.id)
+      if a.state ~= 'pending' then redis.call('PUBLISH', p .. ':decided', a.record) end
     end
   end
 end
-local g = c.grant
-if g then
+for _, g in ipairs(c.grants) do
   local key = p .. ':g:' .. g.id
-  local rev = tonumber(redis.call('HGET', key, 'rev'))
-  if g.rev and rev ~= g.rev then return {'stale'} end
-  redis.call('HSET', key, 'record', g.record, 'rev', (rev or 0) + 1)
-  if not rev then
+  redis.call('HSET', key, 'record', g.record)
+  if redis.call('HINCRBY', key, 'rev', 1) == 1 then
     local n = redis.call('INCR', p .. ':n')
     redis.call('ZADD', p .. ':grants', n, g.id)
     redis.call('ZADD', p .. ':grants:' .. g.tool, n, g.id)
@@ -109,9 +114,10 @@ if g then
 end
 for _, e in ipairs(c.entries) do redis.call('XADD', p .. ':audit', e[1] .. '-1', 'e', e[2]) end
 if #c.entries > 0 then redis.call('HSET', p .. ':head', 'seq', c.entries[#c.entries][1], 'hash', c.hash) end
-if a and not a.new and a.state ~= 'pending' then redis.call('PUBLISH', p .. ':decided', a.id) end
 return {'ok'}
 """
+"""Store a batch of writes (see `_Transaction.store`) if nothing it was computed from moved: every record's
+`rev` and every new approval's call (`stale`), and the audit head (`head`, with the real one)."""
 
 _SAVE_CHAT = """
 local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
@@ -128,7 +134,7 @@ return 1
 """
 
 
-class RedisLedger(Ledger):
+class RedisLedger(Batched):
     """`url` is a redis-py URL (`redis://[:password@]host:port/db`, `rediss://` for TLS); every key
     starts with `prefix`, so several ledgers can share one database."""
 
@@ -150,7 +156,6 @@ class RedisLedger(Ledger):
         self.poll_interval = poll_interval
         self._redis: aioredis.Redis | None = None
         self._scripts: dict[str, Any] = {}
-        self._writing = asyncio.Lock()
         self._head: Head = GENESIS_HEAD
         self._watcher: asyncio.Task[None] | None = None
 
@@ -207,6 +212,7 @@ class RedisLedger(Ledger):
             await client.aclose()
 
     async def close(self) -> None:
+        await self._drain()
         if self._watcher is not None:
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
@@ -241,47 +247,11 @@ class RedisLedger(Ledger):
 
         return [record for record in await self._call(fetch) if record is not None] if keys else []
 
-    async def _commit(self, change: Change, *, new: bool = False, rev: int | None = None) -> bytes | None:
-        """Store `change` if nothing moved since it was read. Returns None when stored, the stored record
-        when `new` lost to an approval already asked for the same call, and raises `_Stale` when the
-        record's `rev` moved on."""
-        payload: dict[str, Any] = {}
-        if (a := change.approval) is not None:
-            payload["approval"] = _present(
-                id=a.id, record=_encode(a).decode(), state=str(a.state), new=new, rev=rev, chat=a.chat_id,
-                call=_encode([a.chat_id, a.call.call_id]).decode(),
-                deadline=a.deadline if a.state is State.PENDING else None,
-            )  # fmt: skip
-        if (g := change.grant) is not None:
-            grant_rev = None if change.approval is not None else rev
-            payload["grant"] = _present(id=g.id, record=_encode(g).decode(), tool=g.tool, rev=grant_rev)
-        async with self._writing:
-            while True:
-                entries, head = [], self._head
-                for event in change.events:
-                    entry = chain(event, head)
-                    entries.append([entry.seq, _encode(entry).decode()])
-                    head = entry.head
-                payload.update(head=self._head[0], entries=entries, hash=head[1])
-                reply = await self._call(
-                    lambda r: self._scripts["commit"](args=[self.prefix, _encode(payload)], client=r)
-                )
-                outcome = reply[0].decode()
-                if outcome == "head":
-                    self._head = (int(reply[1]), reply[2].decode() if reply[2] else GENESIS_HEAD[1])
-                    continue
-                if outcome == "stale":
-                    raise _Stale
-                if outcome == "exists":
-                    return bytes(reply[1])
-                self._head = head
-                return None
+    @contextlib.asynccontextmanager
+    async def _batch(self) -> AsyncIterator[Batch]:
+        yield _Transaction(self)
 
     # -- primitives -----------------------------------------------------------------------------------------
-
-    async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
-        existing = await self._commit(Change(approval=approval, events=(event,)), new=True)
-        return approval if existing is None else _approval(existing)
 
     async def _load(self, approval_id: str) -> Approval | None:
         records = await self._records([self._key("a", approval_id)])
@@ -313,29 +283,6 @@ class RedisLedger(Ledger):
         if due_by is not None:
             found.sort(key=lambda a: a.created_at)
         return found[:limit]
-
-    async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
-        return await self._mutate_in(self._key("a", approval_id), f"approval {approval_id}", _approval, step)
-
-    async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
-        return await self._mutate_in(self._key("g", grant_id), f"grant {grant_id}", _grant, step)
-
-    async def _mutate_in(
-        self, key: str, what: str, decode: Callable[[bytes], T], step: Callable[[T], Change]
-    ) -> Change:
-        while True:
-            record, rev = await self._call(lambda r: r.hmget(key, "record", "rev"))
-            if record is None:
-                raise NotFound(f"no {what}")
-            change = step(decode(record))
-            try:
-                await self._commit(change, rev=int(rev))
-            except _Stale:  # someone else changed it first: decide again on what they left
-                continue
-            return change
-
-    async def _append(self, events: Sequence[AuditEvent]) -> None:
-        await self._commit(Change(events=tuple(events)))
 
     async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
         index = self._key("grants") if tool is None else self._key("grants", tool)
@@ -393,8 +340,10 @@ class RedisLedger(Ledger):
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=self.poll_interval
                         )
-                        if message is not None and self.notifier.watches(heard := message["data"].decode()):
-                            await self._wake([heard])
+                        if message is not None:  # the decided record itself: no read needed
+                            heard = _approval(message["data"])
+                            if self.notifier.watches(heard.id):
+                                self.notifier.notify(heard)
             except (RedisError, LedgerUnavailable, OSError) as exc:  # waiters stay parked meanwhile
                 log.warning("the Redis ledger's watcher failed (%s); retrying", exc)
                 await asyncio.sleep(self.poll_interval)
@@ -406,13 +355,83 @@ class RedisLedger(Ledger):
                 self.notifier.notify(_approval(record))
 
 
+class _Transaction(Batch):
+    """Loads in one pipelined round trip; stores with one `_COMMIT`, which checks before it writes."""
+
+    def __init__(self, ledger: RedisLedger) -> None:
+        self.ledger = ledger
+
+    async def load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
+        ledger = self.ledger
+        records = [key for key in keys if key[0] != "call"]
+        calls = [key for key in keys if key[0] == "call"]
+
+        async def fetch(redis: aioredis.Redis) -> list[Any]:
+            pipe = redis.pipeline(transaction=False)
+            for kind, name in records:
+                pipe.hmget(ledger._key(kind[0], name), "record", "rev")
+            for _, chat, call in calls:
+                pipe.hget(ledger._key("calls"), _encode([chat, call]))
+            return list(await pipe.execute())
+
+        replies = await ledger._call(fetch) if keys else []
+        stored: dict[Key, Stored] = {}
+        for key, (record, rev) in zip(records, replies, strict=False):
+            if record is not None:
+                stored[key] = Stored((_approval if key[0] == "approval" else _grant)(record), int(rev))
+        asked = [(key, i.decode()) for key, i in zip(calls, replies[len(records) :], strict=True) if i]
+        if asked:
+            found = await self.load([("approval", approval_id) for _, approval_id in asked])
+            for key, approval_id in asked:
+                if (approval := found.get(("approval", approval_id))) is not None:
+                    stored[key] = approval
+        return stored
+
+    async def store(self, batch: Sequence[Write]) -> None:
+        ledger = self.ledger
+        revs: dict[Key, list[object]] = {}
+        calls, approvals, grants, created = [], [], [], set[str]()
+        for write in batch:
+            change = write.change
+            if write.new and (a := change.approval) is not None:
+                calls.append(_encode([a.chat_id, a.call.call_id]).decode())
+                created.add(a.id)
+            elif write.key is not None and write.key[1] not in created and write.rev is not None:
+                revs.setdefault(write.key, [write.key[0][0], write.key[1], write.rev])
+            if (a := change.approval) is not None:
+                approval = _present(
+                    id=a.id, record=_encode(a).decode(), state=str(a.state),
+                    call=calls[-1] if write.new else None, chat=a.chat_id,
+                    deadline=a.deadline if write.new and a.state is State.PENDING else None,
+                )  # fmt: skip
+                approvals.append(approval)
+            if (g := change.grant) is not None:
+                grants.append({"id": g.id, "record": _encode(g).decode(), "tool": g.tool})
+        events = [event for write in batch for event in write.change.events]
+        payload = {"revs": list(revs.values()), "calls": calls, "approvals": approvals, "grants": grants}
+        while True:
+            entries, head = [], ledger._head
+            for event in events:
+                entry = chain(event, head)
+                entries.append([entry.seq, _encode(entry).decode()])
+                head = entry.head
+            payload.update(head=ledger._head[0], entries=entries, hash=head[1])
+            reply = await ledger._call(
+                lambda r: ledger._scripts["commit"](args=[ledger.prefix, _encode(payload)], client=r)
+            )
+            outcome = reply[0].decode()
+            if outcome == "stale":
+                raise Conflict
+            if outcome == "head":  # another process wrote since: chain after its entries instead
+                ledger._head = (int(reply[1]), reply[2].decode() if reply[2] else GENESIS_HEAD[1])
+                continue
+            ledger._head = head
+            return
+
+
 def _present(**fields: object) -> dict[str, object]:
     """The fields that have a value: Lua's cjson turns JSON null into a value that is true."""
     return {name: value for name, value in fields.items() if value is not None}
-
-
-class _Stale(Exception):
-    """The record changed between the read and the compare-and-set."""
 
 
 def _safe(url: str) -> str:

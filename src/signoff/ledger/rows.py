@@ -63,9 +63,9 @@ def grants_query(dialect: Dialect, *, chat_id: str | None, tool: str | None, act
     return f"SELECT record FROM grants WHERE {where} ORDER BY created_at, {dialect.order}", tuple(params)
 
 
-def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> list[Statement]:
-    """The statements that store `change`, its audit entries chained after `head`; `new` inserts the
-    approval rather than updating it."""
+def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> tuple[list[Statement], Head]:
+    """The statements that store `change`, its audit entries chained after `head`, and the new head;
+    `new` inserts the approval rather than updating it."""
     mark = dialect.mark
     statements: list[Statement] = []
     if (a := change.approval) is not None:
@@ -92,7 +92,7 @@ def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> list[S
         row = (entry.seq, entry.at, entry.actor, entry.action, entry.subject)
         statements.append((insert, (*row, entry.before, entry.after, detail, entry.prev, entry.hash)))
         head = entry.head
-    return statements
+    return statements, head
 
 
 def lease(dialect: Dialect, name: str, holder: str, *, now: float, ttl: float) -> Statement:

@@ -317,5 +317,6 @@ class _Transaction:
 
 def _put(db: sqlite3.Connection, change: Change, *, new: bool = False) -> None:
     row = db.execute(AUDIT_HEAD).fetchone()
-    for statement, params in writes(SQLITE, change, (row[0], row[1]) if row else GENESIS_HEAD, new=new):
+    statements, _ = writes(SQLITE, change, (row[0], row[1]) if row else GENESIS_HEAD, new=new)
+    for statement, params in statements:
         db.execute(statement, params)

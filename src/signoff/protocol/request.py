@@ -157,6 +157,8 @@ def _id(container: dict[str, Any], key: str, field: str) -> str:
         raise BadRequest(field, "must not be empty")
     if len(value) > MAX_ID:
         raise BadRequest(field, f"is longer than {MAX_ID} characters")
+    if not value.isprintable():
+        raise BadRequest(field, "must not contain control characters")
     return value
 
 

@@ -19,13 +19,15 @@ from typing import Any
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.models import Model
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.approvers.callback import Approver
-from signoff.core.errors import LedgerUnavailable
+from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Wait
 from signoff.integrations.pydantic_ai.chat import AgentChat
@@ -94,14 +96,34 @@ def create_app(
     return Starlette(
         routes=[*chat.routes(), *approvals.routes(), *pages, static],
         lifespan=lifespan,
-        exception_handlers={LedgerUnavailable: _unavailable},
+        middleware=[Middleware(_PrintablePaths)],
+        exception_handlers={LedgerUnavailable: _unavailable, Unstorable: _unstorable},
     )
+
+
+class _PrintablePaths:
+    """Refuse a path with control characters (`/api/chat/a%00b`) before any route reads an id from it:
+    no id signoff makes has them, and PostgreSQL cannot even compare text holding a NUL."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope["path"].isprintable():
+            await error(400, "the path must not contain control characters")(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
     """The ledger's server is down or restarting: a 503 the client can retry, never a 500."""
     log.warning("%s %s: %s", request.method, request.url.path, exc)
     return error(503, str(exc))
+
+
+async def _unstorable(request: Request, exc: Exception) -> Response:
+    """Input the ledger's database refuses is the client's fault: a 400."""
+    return error(400, str(exc))
 
 
 STATIC = Path(__file__).with_name("static")

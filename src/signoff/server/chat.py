@@ -148,9 +148,11 @@ class ChatAPI:
         queue: asyncio.Queue[ServerSentEvent | None] = asyncio.Queue()
 
         async def approvals() -> None:
-            async for approval in self.feed.follow(chat_id):
-                queue.put_nowait(approval_event(approval))
-            queue.put_nowait(None)  # the feed ended (shutdown, or this reader fell too far behind)
+            try:
+                async for approval in self.feed.follow(chat_id):
+                    queue.put_nowait(approval_event(approval))
+            finally:  # the feed ended (shutdown, a failed ledger, this reader fell too far behind)
+                queue.put_nowait(None)
 
         watchers = self._watchers.setdefault(chat_id, set())
         watchers.add(queue)
