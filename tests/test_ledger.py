@@ -27,6 +27,7 @@ from signoff.core.errors import (
     Unstorable,
 )
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
+from signoff.ledger.base import ReplyFrames
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
 from tests.conftest import POSTGRES, FakeClock, drop
 
@@ -396,3 +397,34 @@ async def test_chat_state_saves_only_over_the_version_it_read(ledger: Ledger) ->
     loaded = await ledger.load_chat("c1")
     assert loaded is not None and (loaded.version, loaded.state) == (second.version, b"two")
     assert await ledger.load_chat("c2") is None
+
+
+async def test_a_reply_log_is_read_from_any_point_and_ends_once(
+    clocked_ledger: Ledger, clock: FakeClock
+) -> None:
+    ledger = clocked_ledger
+    assert await ledger.reply_log("c1") is None
+    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [b"a", b"b"], meta=b'{"prompt": 1}')])
+    await ledger.log_replies([ReplyFrames("c1", "r1", 1, [b"b", b"c"])])  # a retry of frame 2: not doubled
+    log = await ledger.reply_log("c1")
+    assert log is not None
+    assert (log.reply, log.meta, log.done, log.frames) == ("r1", b'{"prompt": 1}', False, [b"a", b"b", b"c"])
+    clock.advance(5)
+    await ledger.log_replies([ReplyFrames("c1", "r1", 3, done=True)])  # the end, and a heartbeat
+    log = await ledger.reply_log("c1", after=2)
+    assert log is not None and log.done and log.frames == [b"c"] and log.updated_at == clock()
+
+
+async def test_a_new_reply_replaces_the_log_and_the_old_writer_is_shut_out(
+    clocked_ledger: Ledger, clock: FakeClock
+) -> None:
+    ledger = clocked_ledger
+    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [b"old"], meta=b"")])
+    await ledger.log_replies([ReplyFrames("c1", "r2", meta=b"m2"), ReplyFrames("c2", "r3", meta=b"")])
+    await ledger.log_replies([ReplyFrames("c1", "r1", 1, [b"late"], done=True)])
+    log = await ledger.reply_log("c1")
+    assert log is not None and (log.reply, log.meta, log.frames, log.done) == ("r2", b"m2", [], False)
+    clock.advance(100)
+    await ledger.log_replies([ReplyFrames("c2", "r3", 0, [b"fresh"])])
+    assert await ledger.forget_replies(before=clock() - 60) == 1
+    assert await ledger.reply_log("c1") is None and await ledger.reply_log("c2") is not None

@@ -147,6 +147,45 @@ async def test_two_workers_and_an_approver_run_every_approved_call_exactly_once(
         assert (await ledger.verify_audit())[1] is None
 
 
+async def test_a_reply_running_on_one_worker_is_followed_from_the_other(url: str, tmp_path: Path) -> None:
+    """A page reloaded onto another worker than the one running its reply sees the chat as the reply
+    began, follows the reply through the ledger's reply log to its end, and sees it ended after.
+    (Chat 0 is denied, chat 1 approved: see `decide`.)"""
+    with ExitStack() as stack:
+        (one, _), (other, _) = workers(stack, tmp_path, url)
+        async with httpx.AsyncClient(timeout=60) as client:
+            started = blocked(client, one, "f", 2)
+            for _ in range(600):
+                view = (await client.get(f"{other}/api/chat/blk-0-1")).json()
+                if view["running"]:
+                    break
+                await asyncio.sleep(0.05)
+            assert view["running"] and not view["continues"]
+            assert [m["role"] for m in view["messages"]] == ["user"]
+            assert view["messages"][0]["parts"] == [{"type": "text", "text": "pay 2 USD to f1"}]
+            following = [
+                asyncio.ensure_future(client.get(f"{other}/api/chat/blk-0-{n}/stream")) for n in (0, 1)
+            ]
+            for approval in await pending(client, other, 2):
+                await decide(client, other, approval)
+            replies = await asyncio.wait_for(asyncio.gather(*started, *following), 30)
+            for direct, followed in zip(replies[:2], replies[2:], strict=True):
+                assert followed.status_code == 200 and finished(followed.text), followed.text[-300:]
+                assert chunks(followed.text) == chunks(direct.text)
+            ends = [
+                {c["type"] for c in chunks(reply.text)} & {"tool-output-available", "tool-output-denied"}
+                for reply in replies[2:]
+            ]
+            assert ends == [{"tool-output-denied"}, {"tool-output-available"}]
+            for _ in range(100):  # the log says it ended once the recorder's last batch is in
+                if not (await client.get(f"{other}/api/chat/blk-0-1")).json()["running"]:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the other worker still shows the reply running")
+    assert runs(tmp_path) == {"f1": 1}
+
+
 def resumed(view: dict[str, Any]) -> dict[str, Any]:
     """The continuation a page sends after a reload, when its user answers the approval it shows."""
     *earlier, last = view["messages"]
@@ -168,18 +207,23 @@ async def pending(client: httpx.AsyncClient, base: str, count: int) -> list[dict
     raise AssertionError(f"{count} pending approvals never appeared")
 
 
-async def waiting(client: httpx.AsyncClient, base: str, count: int) -> None:
-    """Until every chat `blk-0-<n>` shows its question on `base`: its reply has saved itself as parked
-    and started to wait. (A worker that dies after opening an approval but before that save leaves the
-    approval pending and the chat without it: see the closing note of issue 5.)"""
-    for n in range(count):
-        for _ in range(600):
-            messages = (await client.get(f"{base}/api/chat/blk-0-{n}")).json()["messages"]
-            if messages and messages[-1]["role"] == "assistant":
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError(f"chat blk-0-{n} never showed its question")
+async def waiting(url: str, count: int) -> None:
+    """Until every chat `blk-0-<n>` is stored as parked: its reply saved itself and started to wait. (A
+    worker that dies after opening an approval but before that save leaves the approval pending and the
+    chat without it: see the closing note of issue 5.)"""
+    async with open_ledger(url) as ledger:
+        for n in range(count):
+            for _ in range(600):
+                stored = await ledger.load_chat(f"blk-0-{n}")
+                if stored is not None and json.loads(stored.state).get("parked"):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"chat blk-0-{n} never parked")
+
+
+async def running(client: httpx.AsyncClient, base: str, chat: str) -> bool:
+    return bool((await client.get(f"{base}/api/chat/{chat}")).json()["running"])
 
 
 async def decide(client: httpx.AsyncClient, base: str, approval: dict[str, Any]) -> None:
@@ -208,11 +252,16 @@ async def test_a_killed_worker_leaves_its_blocking_chats_to_the_other(url: str, 
         async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
             streams = blocked(client, a, "k", count)
             asked = await pending(client, b, count)
-            await waiting(client, b, count)
+            await waiting(url, count)
+            assert await running(client, b, "blk-0-0")  # b follows a's replies through their logs
             worker_a.send_signal(signal.SIGKILL)
             worker_a.wait(10)
             outcomes = await asyncio.gather(*streams, return_exceptions=True)
             assert all(isinstance(o, httpx.TransportError) for o in outcomes), "a stream survived its worker"
+            started = time.monotonic()
+            while await running(client, b, "blk-0-0"):  # until the dead worker's heartbeats are overdue
+                assert time.monotonic() - started < 10, "a dead worker's reply still shows as running"
+                await asyncio.sleep(0.1)
 
             assert len(await pending(client, b, count)) == count  # nothing decided or lost by the crash
             await asyncio.gather(*(decide(client, b, approval) for approval in asked))
@@ -300,6 +349,7 @@ async def test_waiters_ride_out_a_restart_of_the_database(
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=200)) as client:
             streams = blocked(client, a, "r", count)
             asked = await pending(client, b, count)
+            await waiting(url, count)  # parked: a write in flight when the server goes down fails (a 503)
             await asyncio.to_thread(restart)
             await asyncio.gather(*(decide(client, b, approval) for approval in asked))
             replies = await asyncio.wait_for(asyncio.gather(*streams), 120)

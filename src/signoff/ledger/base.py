@@ -40,6 +40,32 @@ Clock = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyFrames:
+    """What one chat's reply adds to its log: frames numbered `start + 1…`, and whether it ended. With
+    `meta`, the reply begins here: the chat's log starts over, the previous reply's frames dropped. No
+    frames and no end is a heartbeat."""
+
+    chat_id: str
+    reply: str
+    start: int = 0
+    frames: Sequence[bytes] = ()
+    done: bool = False
+    meta: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyLog:
+    """The latest reply of a chat as its worker streams it, for readers on other workers: `meta` is the
+    worker's own description of the reply (opaque here), `frames` those after the ones already read."""
+
+    reply: str
+    meta: bytes
+    done: bool
+    updated_at: float
+    frames: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
 class StoredChat:
     """A chat's server-side state, opaque to the ledger. `version` counts saves, so a writer that read an
     older version cannot overwrite a newer one."""
@@ -124,6 +150,15 @@ class Ledger(ABC):
     @abstractmethod
     async def _save_chat(self, chat: StoredChat) -> bool:
         """Store `chat` if the stored version is `chat.version - 1` (or absent when it is 1); else False."""
+
+    @abstractmethod
+    async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None: ...
+
+    @abstractmethod
+    async def _reply_log(self, chat_id: str, after: int) -> ReplyLog | None: ...
+
+    @abstractmethod
+    async def _forget_replies(self, before: float) -> int: ...
 
     async def _lease(self, name: str, holder: str, ttl: float) -> bool:
         """Take or renew the lease `name` for `ttl` seconds if it is free, expired or already `holder`'s.
@@ -298,6 +333,23 @@ class Ledger(ABC):
         if not await self._save_chat(chat):
             raise StaleChat(f"chat {chat_id} changed while this request was running; reload it and retry")
         return chat
+
+    # -- reply logs ---------------------------------------------------------------------------------------
+
+    async def log_replies(self, batch: Sequence[ReplyFrames]) -> None:
+        """Record what several chats' replies added since the last call, in one write. Frames for a chat
+        whose log has moved on to another reply are dropped: a reply never writes into a newer one's log,
+        and a frame number written twice (a retry) keeps its first write."""
+        if batch:
+            await self._log_replies(batch, self.clock())
+
+    async def reply_log(self, chat_id: str, after: int = 0) -> ReplyLog | None:
+        """The chat's latest reply log, with its frames after the first `after`; None if there is none."""
+        return await self._reply_log(chat_id, after)
+
+    async def forget_replies(self, before: float) -> int:
+        """Drop the reply logs last written before `before` (ended, or their worker died); the count."""
+        return await self._forget_replies(before)
 
     # -- audit --------------------------------------------------------------------------------------------
 

@@ -6,13 +6,14 @@ by construction, and a decision wakes its waiters synchronously through the noti
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
 from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
-from signoff.ledger.base import Change, Clock, Ledger, StoredChat
+from signoff.ledger.base import Change, Clock, Ledger, ReplyFrames, ReplyLog, StoredChat
 
 
 class MemoryLedger(Ledger):
@@ -23,6 +24,7 @@ class MemoryLedger(Ledger):
         self._grant_records: dict[str, Grant] = {}
         self._log: list[AuditEntry] = []
         self._chats: dict[str, StoredChat] = {}
+        self._replies: dict[str, ReplyLog] = {}
 
     def _head(self) -> Head:
         return self._log[-1].head if self._log else GENESIS_HEAD
@@ -105,3 +107,24 @@ class MemoryLedger(Ledger):
             return False
         self._chats[chat.chat_id] = chat
         return True
+
+    async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        for entry in batch:
+            if entry.meta is not None:
+                self._replies[entry.chat_id] = ReplyLog(entry.reply, entry.meta, False, now, [])
+            log = self._replies.get(entry.chat_id)
+            if log is not None and log.reply == entry.reply:
+                kept = [*log.frames, *entry.frames[len(log.frames) - entry.start :]]
+                self._replies[entry.chat_id] = ReplyLog(
+                    log.reply, log.meta, log.done or entry.done, now, kept
+                )
+
+    async def _reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        log = self._replies.get(chat_id)
+        return None if log is None else dataclasses.replace(log, frames=log.frames[after:])
+
+    async def _forget_replies(self, before: float) -> int:
+        old = [chat_id for chat_id, log in self._replies.items() if log.updated_at < before]
+        for chat_id in old:
+            del self._replies[chat_id]
+        return len(old)

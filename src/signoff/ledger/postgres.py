@@ -33,7 +33,8 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.grant import Grant
-from signoff.ledger.base import Clock, StoredChat
+from signoff.ledger import rows
+from signoff.ledger.base import Clock, ReplyFrames, ReplyLog, StoredChat
 from signoff.ledger.batch import Batch, Batched, Key, Stored, Write
 from signoff.ledger.rows import (
     AUDIT_COLUMNS,
@@ -48,7 +49,6 @@ from signoff.ledger.rows import (
 )
 
 log = logging.getLogger("signoff.ledger")
-CHANNEL = "signoff_decided"
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -101,6 +101,21 @@ MIGRATIONS: tuple[str, ...] = (
         until DOUBLE PRECISION NOT NULL
     );
     """,
+    """
+    CREATE TABLE replies (
+        chat_id TEXT PRIMARY KEY,
+        reply TEXT NOT NULL,
+        meta BYTEA NOT NULL,
+        done BOOLEAN NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE frames (
+        chat_id TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        frame BYTEA NOT NULL,
+        PRIMARY KEY (chat_id, n)
+    );
+    """,
 )
 """The schema, one migration per version: version N is the state after MIGRATIONS[N - 1]. Append only."""
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -128,6 +143,7 @@ class PostgresLedger(Batched):
         self.connect_timeout = connect_timeout
         self.poll_interval = poll_interval
         self._lock_key = _lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
+        self._channel = _channel(schema)
         self._pool: AsyncConnectionPool | None = None
         self._watcher: asyncio.Task[None] | None = None
 
@@ -187,7 +203,7 @@ class PostgresLedger(Batched):
         one round trip, and the writes with the commit in one more."""
         async with self._connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            yield _Transaction(conn)
+            yield _Transaction(conn, self._channel)
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -238,6 +254,32 @@ class PostgresLedger(Batched):
             cursor = await conn.execute(query, params)
             return cursor.rowcount == 1
 
+    async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        async with self._connection() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cursor:
+            for statement, runs in rows.log_replies(POSTGRES, batch, now):
+                if runs:
+                    await cursor.executemany(statement.encode(), runs)
+
+    async def _reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        (head, head_params), (frames, frames_params) = rows.reply_log_queries(POSTGRES, chat_id, after)
+        found = await self._rows(head, head_params)
+        if not found:
+            return None
+        reply, meta, done, updated_at = found[0]
+        logged = [bytes(frame) for (frame,) in await self._rows(frames, frames_params)]
+        return ReplyLog(reply, bytes(meta), done, updated_at, logged)
+
+    async def _forget_replies(self, before: float) -> int:
+        return await self._execute(rows.forget_replies(POSTGRES, before))
+
+    async def _execute(self, statements: Sequence[Statement]) -> int:
+        """Run `statements` in one transaction; how many rows the last one changed."""
+        async with self._connection() as conn, conn.transaction():
+            changed = 0
+            for statement, params in statements:
+                changed = (await conn.execute(statement.encode(), params)).rowcount
+            return changed
+
     async def _lease(self, name: str, holder: str, ttl: float) -> bool:
         statement, params = lease(POSTGRES, name, holder, now=self.clock(), ttl=ttl)
         async with self._connection() as conn:
@@ -258,7 +300,7 @@ class PostgresLedger(Batched):
                 async with await psycopg.AsyncConnection.connect(
                     self.dsn, autocommit=True, connect_timeout=int(self.connect_timeout)
                 ) as listener:
-                    await listener.execute(f"LISTEN {CHANNEL}")
+                    await listener.execute(f"LISTEN {self._channel}")
                     while ids := self.notifier.watched():
                         await self._wake(ids)  # the first time: what was decided before we listened
                         async for heard in listener.notifies(timeout=self.poll_interval):
@@ -321,9 +363,16 @@ def _lock_key(name: str) -> int:
 _MIGRATION_LOCK = _lock_key("signoff:migrations")
 
 
+def _channel(schema: str) -> str:
+    """The schema's `NOTIFY` channel. Channels are per database, so each schema needs its own, and a
+    plain identifier (a schema name may need quoting, and may be longer than a channel name can be)."""
+    return "signoff_decided_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
 class _Transaction(Batch):
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any], channel: str) -> None:
         self.conn = conn
+        self.channel = channel
         self.head: Head = GENESIS_HEAD
 
     async def load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
@@ -362,7 +411,7 @@ class _Transaction(Batch):
             more, self.head = writes(POSTGRES, write.change, self.head, new=write.new)
             statements += more
             if (a := write.change.approval) is not None and a.state is not State.PENDING:
-                statements.append(("SELECT pg_notify(%s, %s)", (CHANNEL, a.id)))
+                statements.append(("SELECT pg_notify(%s, %s)", (self.channel, a.id)))
         async with self.conn.cursor() as cursor:
             for statement, group in itertools.groupby(statements, key=lambda s: s[0]):
                 await cursor.executemany(statement.encode(), [params for _, params in group])

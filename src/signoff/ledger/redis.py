@@ -11,8 +11,8 @@ checks first and writes only if nothing moved since the load:
 - the audit head must be the one the entries were chained after, or the script answers with the real
   head and the entries are chained again. The steps do not run again: no record changed.
 
-A process has one committer and remembers the head it last wrote, so only writes from other processes
-ever cost a retry.
+A process has one committer, which reads the head with the records, so only a write from another
+process landing between that read and the script costs a retry.
 
 Keys live under one prefix (`signoff` by default):
 
@@ -28,6 +28,9 @@ Keys live under one prefix (`signoff` by default):
     {p}:audit             stream entry JSON at id {seq}-1    the hash-chained audit log
     {p}:head              hash   seq, hash                   the audit log's newest entry
     {p}:lease:{name}      string the holder, with a TTL      the deadline sweeper's lease
+    {p}:reply:{chat}      hash   reply, meta, done, updated_at  a chat's latest reply log
+    {p}:frames:{chat}     list   its frames, in order
+    {p}:replies           zset   chat by updated_at          reply logs, to forget old ones
 
 A decision is published on `{p}:decided` from inside the script, so only a committed one is heard; the
 message is the decided record, so a waiter in another process resumes without reading it back. A
@@ -57,7 +60,7 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.grant import Grant
-from signoff.ledger.base import Clock, StoredChat
+from signoff.ledger.base import Clock, ReplyFrames, ReplyLog, StoredChat
 from signoff.ledger.batch import Batch, Batched, Conflict, Key, Stored, Write
 
 log = logging.getLogger("signoff.ledger")
@@ -126,6 +129,36 @@ redis.call('HSET', KEYS[1], 'version', ARGV[1], 'state', ARGV[2], 'updated_at', 
 return 1
 """
 
+_LOG_FRAMES = """
+if redis.call('HGET', KEYS[1], 'reply') ~= ARGV[1] then return 0 end
+local have, start = redis.call('LLEN', KEYS[2]), tonumber(ARGV[2])
+for i = 6, #ARGV do
+  if start + i - 5 > have then redis.call('RPUSH', KEYS[2], ARGV[i]) end
+end
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'done', 1) end
+redis.call('HSET', KEYS[1], 'updated_at', ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
+return 1
+"""
+"""Append frames to the chat's reply log if it is still this reply's; a frame already there (a retry)
+is not appended twice."""
+
+_BEGIN_REPLY = """
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'reply', ARGV[1], 'meta', ARGV[2], 'done', 0, 'updated_at', ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+return 1
+"""
+
+_FORGET_REPLIES = """
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
+for _, chat in ipairs(old) do
+  redis.call('DEL', ARGV[1] .. ':reply:' .. chat, ARGV[1] .. ':frames:' .. chat)
+  redis.call('ZREM', KEYS[1], chat)
+end
+return #old
+"""
+
 _LEASE = """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return 0 end
@@ -188,7 +221,14 @@ class RedisLedger(Batched):
         self._redis = client
         self._scripts = {
             name: client.register_script(source)
-            for name, source in (("commit", _COMMIT), ("save_chat", _SAVE_CHAT), ("lease", _LEASE))
+            for name, source in (
+                ("commit", _COMMIT),
+                ("save_chat", _SAVE_CHAT),
+                ("lease", _LEASE),
+                ("begin_reply", _BEGIN_REPLY),
+                ("log_frames", _LOG_FRAMES),
+                ("forget_replies", _FORGET_REPLIES),
+            )
         }
 
     async def _migrate(self, client: aioredis.Redis) -> int:
@@ -235,6 +275,9 @@ class RedisLedger(Batched):
             return await fn(self.redis)
         except RedisError as exc:
             raise LedgerUnavailable(f"the Redis ledger {_safe(self.url)} failed: {exc}") from exc
+
+    async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._call(lambda r: self._scripts[name](keys=keys, args=args, client=r))
 
     async def _records(self, keys: Sequence[str]) -> list[bytes]:
         """The `record` field of each hash, in order, skipping any that vanished."""
@@ -313,11 +356,47 @@ class RedisLedger(Batched):
     async def _save_chat(self, chat: StoredChat) -> bool:
         keys = [self._key("chat-state", chat.chat_id)]
         args = [chat.version, chat.state, repr(chat.updated_at)]
-        return bool(await self._call(lambda r: self._scripts["save_chat"](keys=keys, args=args, client=r)))
+        return bool(await self._script("save_chat", keys, args))
+
+    async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        """One pipeline of scripts, each atomic: a log that begins starts over, then takes its frames."""
+
+        async def log(redis: aioredis.Redis) -> None:
+            pipe = redis.pipeline(transaction=False)
+            for e in batch:
+                keys = self._reply_keys(e.chat_id)
+                args: list[Any]
+                if e.meta is not None:
+                    args = [e.reply, e.meta, repr(now), e.chat_id]
+                    await self._scripts["begin_reply"](keys=keys, args=args, client=pipe)
+                args = [e.reply, e.start, int(e.done), repr(now), e.chat_id, *e.frames]
+                await self._scripts["log_frames"](keys=keys, args=args, client=pipe)  # queued, not sent
+            await pipe.execute()
+
+        await self._call(log)
+
+    def _reply_keys(self, chat_id: str) -> list[str]:
+        return [self._key("reply", chat_id), self._key("frames", chat_id), self._key("replies")]
+
+    async def _reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        async def read(redis: aioredis.Redis) -> list[Any]:
+            async with redis.pipeline(transaction=True) as pipe:
+                pipe.hmget(self._key("reply", chat_id), "reply", "meta", "done", "updated_at")
+                pipe.lrange(self._key("frames", chat_id), after, -1)
+                return list(await pipe.execute())
+
+        (reply, meta, done, updated_at), frames = await self._call(read)
+        if reply is None:
+            return None
+        return ReplyLog(reply.decode(), bytes(meta), done == b"1", float(updated_at), list(frames))
+
+    async def _forget_replies(self, before: float) -> int:
+        keys, args = [self._key("replies")], [self.prefix, repr(before)]
+        return int(await self._script("forget_replies", keys, args))
 
     async def _lease(self, name: str, holder: str, ttl: float) -> bool:
         keys, args = [self._key("lease", name)], [holder, max(1, int(ttl * 1000))]
-        return bool(await self._call(lambda r: self._scripts["lease"](keys=keys, args=args, client=r)))
+        return bool(await self._script("lease", keys, args))
 
     # -- decisions made by other processes ----------------------------------------------------------------
 
@@ -362,19 +441,23 @@ class _Transaction(Batch):
         self.ledger = ledger
 
     async def load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
+        """The records, and the audit head, in one round trip: reading the head here rather than trusting
+        the one this process last wrote saves a second script call whenever another process wrote since."""
         ledger = self.ledger
         records = [key for key in keys if key[0] != "call"]
         calls = [key for key in keys if key[0] == "call"]
 
         async def fetch(redis: aioredis.Redis) -> list[Any]:
             pipe = redis.pipeline(transaction=False)
+            pipe.hmget(ledger._key("head"), "seq", "hash")
             for kind, name in records:
                 pipe.hmget(ledger._key(kind[0], name), "record", "rev")
             for _, chat, call in calls:
                 pipe.hget(ledger._key("calls"), _encode([chat, call]))
             return list(await pipe.execute())
 
-        replies = await ledger._call(fetch) if keys else []
+        (seq, head), *replies = await ledger._call(fetch)
+        ledger._head = (int(seq), head.decode()) if seq is not None else GENESIS_HEAD
         stored: dict[Key, Stored] = {}
         for key, (record, rev) in zip(records, replies, strict=False):
             if record is not None:

@@ -14,13 +14,14 @@ from typing import Any
 import msgspec
 
 from signoff.core.audit import AuditEntry, Head, chain
-from signoff.ledger.base import Change
+from signoff.ledger.base import Change, ReplyFrames
 
 AUDIT_COLUMNS = "seq, at, actor, action, subject, before, after, detail, prev, hash"
 AUDIT_HEAD = "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
 """The last entry, which a write chains its entries after; read inside the write's transaction."""
 
-Statement = tuple[str, tuple[object, ...]]
+Params = tuple[object, ...]
+Statement = tuple[str, Params]
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,58 @@ def lease(dialect: Dialect, name: str, holder: str, *, now: float, ttl: float) -
         f" WHERE leases.holder = excluded.holder OR leases.until < {mark}"
     )
     return statement, (name, holder, now + ttl, now)
+
+
+def log_replies(dialect: Dialect, batch: Sequence[ReplyFrames], now: float) -> list[tuple[str, list[Params]]]:
+    """Each statement with the parameters of every run of it, in the order to run them: the logs that
+    begin start over first, then every log still on its reply is touched and gets its frames."""
+    mark = dialect.mark
+    upsert = (
+        f"INSERT INTO replies (chat_id, reply, meta, done, updated_at) VALUES ({_marks(mark, 5)})"
+        " ON CONFLICT (chat_id) DO UPDATE SET reply = excluded.reply, meta = excluded.meta,"
+        " done = excluded.done, updated_at = excluded.updated_at"
+    )
+    guard = (
+        f"UPDATE replies SET done = (done OR {mark}), updated_at = {mark}"
+        f" WHERE chat_id = {mark} AND reply = {mark}"
+    )
+    insert = (
+        f"INSERT INTO frames (chat_id, n, frame) SELECT {_marks(mark, 3)} WHERE EXISTS"
+        f" (SELECT 1 FROM replies WHERE chat_id = {mark} AND reply = {mark})"
+        " ON CONFLICT (chat_id, n) DO NOTHING"
+    )
+    begun = [e for e in batch if e.meta is not None]
+    return [
+        (f"DELETE FROM frames WHERE chat_id = {mark}", [(e.chat_id,) for e in begun]),
+        (upsert, [(e.chat_id, e.reply, e.meta, False, now) for e in begun]),
+        (guard, [(e.done, now, e.chat_id, e.reply) for e in batch]),
+        (
+            insert,
+            [
+                (e.chat_id, e.start + i, frame, e.chat_id, e.reply)
+                for e in batch
+                for i, frame in enumerate(e.frames, 1)
+            ],
+        ),
+    ]
+
+
+def reply_log_queries(dialect: Dialect, chat_id: str, after: int) -> tuple[Statement, Statement]:
+    """The log's row, then its frames: read in this order, a log seen done has all its frames."""
+    mark = dialect.mark
+    return (
+        (f"SELECT reply, meta, done, updated_at FROM replies WHERE chat_id = {mark}", (chat_id,)),
+        (f"SELECT frame FROM frames WHERE chat_id = {mark} AND n > {mark} ORDER BY n", (chat_id, after)),
+    )
+
+
+def forget_replies(dialect: Dialect, before: float) -> list[Statement]:
+    mark = dialect.mark
+    old = f"SELECT chat_id FROM replies WHERE updated_at < {mark}"
+    return [
+        (f"DELETE FROM frames WHERE chat_id IN ({old})", (before,)),
+        (f"DELETE FROM replies WHERE updated_at < {mark}", (before,)),
+    ]
 
 
 def audit_entry(row: Sequence[Any]) -> AuditEntry:

@@ -29,7 +29,8 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
-from signoff.ledger.base import Change, Clock, Ledger, StoredChat
+from signoff.ledger import rows
+from signoff.ledger.base import Change, Clock, Ledger, ReplyFrames, ReplyLog, StoredChat
 from signoff.ledger.rows import (
     AUDIT_COLUMNS,
     AUDIT_HEAD,
@@ -44,7 +45,7 @@ from signoff.ledger.rows import (
 Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
@@ -88,6 +89,19 @@ CREATE TABLE IF NOT EXISTS leases (
     name TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
     until REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS replies (
+    chat_id TEXT PRIMARY KEY,
+    reply TEXT NOT NULL,
+    meta BLOB NOT NULL,
+    done INTEGER NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS frames (
+    chat_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    frame BLOB NOT NULL,
+    PRIMARY KEY (chat_id, n)
 );
 """
 _approval = msgspec.json.Decoder(Approval).decode
@@ -272,6 +286,38 @@ class SqliteLedger(Ledger):
                 return db.execute(statement, params).rowcount == 1
 
         return await self._run(take)
+
+    async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        def log() -> None:
+            with self._transaction() as db:
+                for statement, runs in rows.log_replies(SQLITE, batch, now):
+                    db.executemany(statement, runs)
+
+        await self._run(log)
+
+    async def _reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        (head, head_params), (frames, frames_params) = rows.reply_log_queries(SQLITE, chat_id, after)
+
+        def read() -> ReplyLog | None:
+            found = self._rows(head, head_params)
+            if not found:
+                return None
+            reply, meta, done, updated_at = found[0]
+            logged = [frame for (frame,) in self._rows(frames, frames_params)]
+            return ReplyLog(reply, meta, bool(done), updated_at, logged)
+
+        return await self._run(read)
+
+    async def _forget_replies(self, before: float) -> int:
+        return await self._run(self._execute, rows.forget_replies(SQLITE, before))
+
+    def _execute(self, statements: Sequence[rows.Statement]) -> int:
+        """Run `statements` in one transaction; how many rows the last one changed."""
+        with self._transaction() as db:
+            changed = 0
+            for statement, params in statements:
+                changed = db.execute(statement, params).rowcount
+            return changed
 
     # -- decisions made by other processes ----------------------------------------------------------------
 

@@ -71,7 +71,7 @@ def create_app(
     """Serve `agent` with every tool call gated, over an opened `ledger`."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
-    streams = Streams()
+    streams = Streams(ledger)
     agent_chat = AgentChat(
         agent, gate, model=model, signing_key=settings.signing_key, frontend_timeout=settings.frontend_timeout
     )
@@ -81,7 +81,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await feed.start()
-        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, chat, settings.sweep))
+        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, chat, streams, settings.sweep))
         try:
             yield
         finally:
@@ -131,11 +131,12 @@ STATIC = Path(__file__).with_name("static")
 PAGES = {"/": "index.html", "/approvals": "approvals.html"}
 
 
-async def _sweep(ledger: Ledger, chat: ChatAPI, every: float) -> None:
+async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, every: float) -> None:
     while True:
         try:
             await ledger.expire_due()
             await chat.sweep()
+            await streams.forget_logs()
         except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
             log.exception("expiring due approvals failed")
         await asyncio.sleep(every)

@@ -1,7 +1,7 @@
 """The chat routes: the AI SDK `DefaultChatTransport` contract over SSE, and what a chat page needs beside it.
 
 - `POST /api/chat` starts a reply; `GET /api/chat/{id}/stream` follows a running one, or replays one that
-  ended moments ago (204 when none).
+  ended moments ago (204 when none), whichever worker runs it.
 - `GET /api/chat/{id}` is the chat as the server holds it, for a page that (re)loads: with `running`
   true, the messages are the chat as that reply began, and the page follows the reply at `/stream`.
   `continues` says the running reply continues the last assistant message rather than starting one:
@@ -47,7 +47,7 @@ from signoff.protocol import (
 from signoff.server.approvals import approval_event, approval_json, event_response
 from signoff.server.feed import ApprovalFeed
 from signoff.server.http import BadBody, error, json_response, read_body
-from signoff.server.streams import Stream, Streams
+from signoff.server.streams import Running, Stream, Streams
 
 log = logging.getLogger("signoff.server")
 MAX_BODY = 1024 * 1024
@@ -107,22 +107,23 @@ class ChatAPI:
             self.streams.release(parsed.chat_id, stream)
             raise
         if (user := parsed.user_message) is not None:
-            stream.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
-        stream.regenerates = parsed.trigger == "regenerate-message"
+            stream.meta.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
+        stream.meta.regenerates = parsed.trigger == "regenerate-message"
         self._start(reply, stream, client_version(request.headers, parsed.client_hint))
         return self._sse(stream)
 
     async def get(self, request: Request) -> Response:
         chat_id = request.path_params["id"]
-        stream = self.streams.running(chat_id)
+        stream = await self.streams.find(chat_id)
         view = await self.chat.view(chat_id, begun=stream is not None)
         messages = view.messages
         if stream is not None:  # the stream replays the running reply, so show the chat as it began
-            if stream.regenerates and messages and messages[-1]["role"] == "assistant":
+            meta = stream.meta
+            if meta.regenerates and messages and messages[-1]["role"] == "assistant":
                 messages = messages[:-1]
-            if stream.prompt is not None:
-                messages = [*messages, stream.prompt]
-        continues = stream is not None and stream.prompt is None and not stream.regenerates
+            if meta.prompt is not None:
+                messages = [*messages, meta.prompt]
+        continues = stream is not None and stream.meta.prompt is None and not stream.meta.regenerates
         return json_response(
             {
                 "id": chat_id,
@@ -135,7 +136,7 @@ class ChatAPI:
         )
 
     async def resume(self, request: Request) -> Response:
-        stream = self.streams.get(request.path_params["id"])
+        stream = await self.streams.find(request.path_params["id"], ended=True)
         if stream is None:
             return Response(status_code=204)
         return self._sse(stream)
@@ -215,7 +216,7 @@ class ChatAPI:
         if reply.frontend_due is not None:
             self._due[reply.chat_id] = reply.frontend_due
 
-    def _sse(self, stream: Stream) -> Response:
+    def _sse(self, stream: Running) -> Response:
         return EventSourceResponse(
             stream.follow(),
             headers={k: v for k, v in HEADERS.items() if k != "content-type"},

@@ -1,9 +1,15 @@
-"""Running replies, kept per chat so a reloaded page can pick its stream up again.
+"""Running replies, kept per chat so a reloaded page can pick its stream up again, on any worker.
 
 A reply runs as its own task and writes its SSE frames here; the request that started it is only its first
 reader. So a reader that goes away (a reload, a dropped connection) stops nothing: the turn goes on, a
 pending approval stays pending, and `GET /api/chat/{id}/stream` replays the frames so far and follows the
 rest.
+
+The frames are also recorded in the ledger's reply log, every running reply's new frames in one write
+every `flush` seconds, so that a reader whose request reaches another worker can follow the reply too: it
+polls the log. The recorder also writes a heartbeat every `heartbeat` seconds while a reply waits (on a
+person, say), so a log that stops moving without ending means its worker died, and readers stop
+following it instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -11,22 +17,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
+import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
+
+import msgspec
+
+from signoff.ledger.base import Ledger, ReplyFrames, ReplyLog
 
 log = logging.getLogger("signoff.server")
 
 
+class Meta(msgspec.Struct, kw_only=True):
+    prompt: dict[str, Any] | None = None
+    """The user message this reply answers, as the client sent it: the stored chat gets it only when
+    the reply is saved, so until then a reloading page learns it here."""
+    regenerates: bool = False
+    """This reply replaces the chat's last assistant message."""
+
+
+_decode_meta = msgspec.json.Decoder(Meta).decode
+
+
+class Running(Protocol):
+    """A reply a page can follow, wherever it runs."""
+
+    @property
+    def meta(self) -> Meta: ...
+
+    def follow(self) -> AsyncIterator[bytes]:
+        """Every frame from the first, then each new one as it comes, until the reply ends."""
+        ...
+
+
 class Stream:
+    """A reply running in this process."""
+
     def __init__(self) -> None:
         self.frames: list[bytes] = []
         self.closed = False
-        self.prompt: dict[str, Any] | None = None
-        """The user message this reply answers, as the client sent it: the stored chat gets it only when
-        the reply is saved, so until then a reloading page learns it here."""
-        self.regenerates = False
-        """This reply replaces the chat's last assistant message."""
+        self.meta = Meta()
         self._changed = asyncio.Condition()
 
     async def push(self, frame: bytes) -> None:
@@ -39,13 +72,17 @@ class Stream:
             self.closed = True
             self._changed.notify_all()
 
+    async def after(self, sent: int) -> tuple[list[bytes], bool]:
+        """The frames after the first `sent` once there are any (or the reply ended), and whether the
+        reply has ended."""
+        async with self._changed:
+            await self._changed.wait_for(partial(self._beyond, sent))
+            return self.frames[sent:], self.closed
+
     async def follow(self) -> AsyncIterator[bytes]:
-        """Every frame from the first, then each new one as it comes, until the reply ends."""
         sent = 0
         while True:
-            async with self._changed:
-                await self._changed.wait_for(partial(self._beyond, sent))
-                fresh, done = self.frames[sent:], self.closed
+            fresh, done = await self.after(sent)
             sent += len(fresh)
             for frame in fresh:
                 yield frame
@@ -56,28 +93,91 @@ class Stream:
         return len(self.frames) > sent or self.closed
 
 
+@dataclass
+class Logged:
+    """A reply another worker runs, followed through the ledger's reply log."""
+
+    ledger: Ledger
+    chat_id: str
+    first: ReplyLog
+    poll: float
+    stale: float
+
+    @property
+    def meta(self) -> Meta:
+        return _decode_meta(self.first.meta) if self.first.meta else Meta()
+
+    async def follow(self) -> AsyncIterator[bytes]:
+        current, sent = self.first, 0
+        while True:
+            for frame in current.frames:
+                yield frame
+            sent += len(current.frames)
+            if current.done or self.ledger.clock() - current.updated_at > self.stale:
+                return  # ended, or its worker died: the page reloads the chat as stored
+            await asyncio.sleep(self.poll)
+            later = await self.ledger.reply_log(self.chat_id, after=sent)
+            if later is None or later.reply != current.reply:
+                return  # a newer reply replaced it
+            current = later
+
+
+@dataclass
+class _Recording:
+    """How far a running reply's log has been written."""
+
+    stream: Stream
+    reply: str
+    sent: int = 0
+    begun: bool = False
+    written: float = 0.0
+    """When the log was last written (monotonic), for heartbeats."""
+
+
 class Streams:
-    """The replies running in this process, at most one per chat.
+    """The replies running in this process, at most one per chat, and the way to those of other workers.
 
     A finished reply stays readable for `linger` seconds: a page that loaded the chat while the reply ran
     (so without it) and asks for the stream a moment after it ended still gets all of it.
     """
 
-    def __init__(self, *, linger: float = 60.0) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        linger: float = 60.0,
+        flush: float = 0.05,
+        heartbeat: float = 1.0,
+        poll: float = 0.1,
+    ) -> None:
+        self.ledger = ledger
         self.linger = linger
+        self.flush = flush
+        self.heartbeat = heartbeat
+        self.poll = poll
         self._running: dict[str, Stream] = {}
         self._finished: dict[str, Stream] = {}
+        self._recordings: dict[str, _Recording] = {}
+        self._recorder: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def running(self, chat_id: str) -> Stream | None:
-        return self._running.get(chat_id)
-
-    def get(self, chat_id: str) -> Stream | None:
-        """The running reply, else the one that ended within `linger` seconds."""
-        return self._running.get(chat_id) or self._finished.get(chat_id)
+    async def find(self, chat_id: str, *, ended: bool = False) -> Running | None:
+        """The chat's running reply, here or on another worker; with `ended`, also one that ended
+        within `linger` seconds."""
+        if (here := self._running.get(chat_id)) is not None:
+            return here
+        if (ended_here := self._finished.get(chat_id)) is not None:  # newer than its log may be yet
+            return ended_here if ended else None
+        logged = await self.ledger.reply_log(chat_id)
+        if logged is None:
+            return None
+        age = self.ledger.clock() - logged.updated_at
+        if (logged.done and not ended) or age > (self.linger if logged.done else 3 * self.heartbeat):
+            return None
+        return Logged(self.ledger, chat_id, logged, self.poll, stale=3 * self.heartbeat)
 
     def open(self, chat_id: str) -> Stream | None:
-        """Claim the chat for a new reply, or None when one is already running there."""
+        """Claim the chat for a new reply, or None when one is already running here."""
         if chat_id in self._running:
             return None
         self._finished.pop(chat_id, None)
@@ -90,7 +190,7 @@ class Streams:
             del self._running[chat_id]
 
     def run(self, chat_id: str, stream: Stream, frames: AsyncIterator[bytes]) -> None:
-        """Write `frames` into the claimed `stream` in the background, to the end."""
+        """Write `frames` into the claimed `stream` in the background, to the end, and record them."""
 
         async def pump() -> None:
             try:
@@ -104,13 +204,50 @@ class Streams:
                 self._finished[chat_id] = stream
                 asyncio.get_running_loop().call_later(self.linger, self._forget, chat_id, stream)
 
-        task = asyncio.get_running_loop().create_task(pump(), name=f"signoff-reply-{chat_id}")
+        self._spawn(pump(), f"signoff-reply-{chat_id}")
+        self._recordings[chat_id] = _Recording(stream, secrets.token_urlsafe(12))
+        if self._recorder is None or self._recorder.done():
+            self._recorder = self._spawn(self._record(), "signoff-recorder")
+
+    async def _record(self) -> None:
+        """Every `flush` seconds, copy what every running reply added into the ledger's reply logs in one
+        write (one per reply would swamp the ledger with a busy server's many small frames); a reply with
+        nothing new gets a heartbeat every `heartbeat` seconds. A failed write is retried at the next
+        flush: the reply goes on here meanwhile, and only readers on other workers fall behind."""
+        while self._recordings:
+            await asyncio.sleep(self.flush)
+            now = time.monotonic()
+            batch, taken = [], []
+            for chat_id, r in self._recordings.items():
+                fresh, done = r.stream.frames[r.sent :], r.stream.closed
+                if r.begun and not fresh and not done and now - r.written < self.heartbeat:
+                    continue
+                meta = None if r.begun else msgspec.json.encode(r.stream.meta)
+                batch.append(ReplyFrames(chat_id, r.reply, r.sent, fresh, done, meta))
+                taken.append((chat_id, r, len(fresh), done))
+            try:
+                await self.ledger.log_replies(batch)
+            except Exception as exc:
+                log.warning("recording %d replies failed: %s", len(batch), exc)
+                continue
+            for chat_id, r, count, done in taken:
+                r.sent, r.begun, r.written = r.sent + count, True, now
+                if done and self._recordings.get(chat_id) is r:
+                    del self._recordings[chat_id]
+
+    def _spawn(self, work: Any, name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _forget(self, chat_id: str, stream: Stream) -> None:
         if self._finished.get(chat_id) is stream:
             del self._finished[chat_id]
+
+    async def forget_logs(self) -> None:
+        """Drop reply logs nobody can follow any more (called by the server's sweeper)."""
+        await self.ledger.forget_replies(before=self.ledger.clock() - self.linger)
 
     async def close(self) -> None:
         """Stop every running reply (server shutdown): their approvals stay pending in the ledger."""

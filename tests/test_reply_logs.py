@@ -1,0 +1,66 @@
+"""Replies recorded in the ledger's reply log, and followed from it as another worker would."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from signoff.ledger import MemoryLedger
+from signoff.ledger.base import ReplyFrames
+from signoff.server.streams import Streams
+from tests.conftest import FakeClock
+
+
+async def frames(*items: bytes) -> AsyncIterator[bytes]:
+    for item in items:
+        await asyncio.sleep(0.01)
+        yield item
+
+
+async def test_a_reply_is_recorded_whole_and_marked_ended() -> None:
+    ledger = MemoryLedger()
+    here = Streams(ledger, flush=0.005)
+    stream = here.open("c1")
+    assert stream is not None
+    stream.meta.prompt = {"id": "u1", "role": "user", "parts": []}
+    here.run("c1", stream, frames(b"a", b"b", b"c"))
+    for _ in range(200):
+        log = await ledger.reply_log("c1")
+        if log is not None and log.done:
+            break
+        await asyncio.sleep(0.01)
+    assert log is not None and log.done and log.frames == [b"a", b"b", b"c"]
+    elsewhere = Streams(ledger)
+    assert await elsewhere.find("c1") is None  # ended: not running any more
+    followed = await elsewhere.find("c1", ended=True)
+    assert followed is not None and followed.meta.prompt == stream.meta.prompt
+    assert [frame async for frame in followed.follow()] == [b"a", b"b", b"c"]
+    await here.close()
+
+
+async def test_a_log_whose_worker_stopped_writing_is_not_followed_forever() -> None:
+    ledger = MemoryLedger()
+    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [b"a"], meta=b"")])
+    elsewhere = Streams(ledger, heartbeat=0.05, poll=0.01)
+    running = await elsewhere.find("c1")
+    assert running is not None
+    followed = await asyncio.wait_for(asyncio.gather(_collect(running.follow())), 2)
+    assert followed == [[b"a"]]  # then 3 heartbeats passed without a write: its worker is taken as dead
+    assert await elsewhere.find("c1") is None
+
+
+async def test_a_stale_log_is_not_running_and_old_logs_are_forgotten() -> None:
+    clock = FakeClock()
+    ledger = MemoryLedger(clock=clock)
+    await ledger.log_replies([ReplyFrames("c1", "r1", meta=b"")])
+    streams = Streams(ledger, heartbeat=5, linger=60)
+    assert await streams.find("c1") is not None
+    clock.advance(16)
+    assert await streams.find("c1") is None
+    clock.advance(60)
+    await streams.forget_logs()
+    assert await ledger.reply_log("c1") is None
+
+
+async def _collect(source: AsyncIterator[bytes]) -> list[bytes]:
+    return [item async for item in source]
