@@ -276,6 +276,21 @@ async def test_waiters_wake_for_decisions_from_another_ledger_instance(shared: s
         assert time.monotonic() - started < 0.5
 
 
+async def test_a_decision_too_big_for_a_notification_still_wakes_at_once(shared: str) -> None:
+    """PostgreSQL notifications carry the decided record, but at most 8000 bytes: a bigger one sends the
+    id, and the waiter's process reads the record."""
+    big = ToolCall("call_big", "upload", {"blob": "x" * 20_000})
+    async with open_ledger(shared) as waiting, open_ledger(shared) as deciding:
+        approval = await ask(waiting, big)
+        waiter = asyncio.create_task(waiting.wait(approval.id))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        await deciding.decide(approval.id, Decision.approve("alice"))
+        woken = await asyncio.wait_for(waiter, 1)
+        assert woken.by == "alice" and woken.call.args == big.args
+        assert time.monotonic() - started < 0.5
+
+
 async def test_only_one_worker_sweeps_deadlines_at_a_time(shared: str) -> None:
     async with open_ledger(shared) as one, open_ledger(shared) as two:
         approval = await ask(one, deadline=-1)

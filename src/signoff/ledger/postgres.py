@@ -304,11 +304,20 @@ class PostgresLedger(Batched):
                     while ids := self.notifier.watched():
                         await self._wake(ids)  # the first time: what was decided before we listened
                         async for heard in listener.notifies(timeout=self.poll_interval):
-                            if self.notifier.watches(heard.payload):
-                                await self._wake([heard.payload])
+                            await self._heard(heard.payload)
             except (psycopg.Error, LedgerUnavailable) as exc:  # reconnect; waiters stay parked meanwhile
                 log.warning("the PostgreSQL ledger's listener failed (%s); retrying", exc)
                 await asyncio.sleep(self.poll_interval)
+
+    async def _heard(self, payload: str) -> None:
+        """A notification is the decided record itself, so the waiter resumes without reading it back;
+        or, for a record too big for a notification, its id."""
+        if payload.startswith("{"):
+            approval = _approval(payload)
+            if self.notifier.watches(approval.id):
+                self.notifier.notify(approval)
+        elif self.notifier.watches(payload):
+            await self._wake([payload])
 
     async def _wake(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), 500):
@@ -363,6 +372,10 @@ def _lock_key(name: str) -> int:
 _MIGRATION_LOCK = _lock_key("signoff:migrations")
 
 
+_PAYLOAD_LIMIT = 7900
+"""Bytes of a `NOTIFY` payload: PostgreSQL refuses 8000 or more."""
+
+
 def _channel(schema: str) -> str:
     """The schema's `NOTIFY` channel. Channels are per database, so each schema needs its own, and a
     plain identifier (a schema name may need quoting, and may be longer than a channel name can be)."""
@@ -377,30 +390,38 @@ class _Transaction(Batch):
 
     async def load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
         """Every record in one round trip, with the audit head the writes will chain after."""
-        ids = {kind: [key[1] for key in keys if key[0] == kind] for kind in ("approval", "grant")}
+        approvals = [key[1] for key in keys if key[0] == "approval"]
+        grants = [key[1] for key in keys if key[0] == "grant"]
         calls = [key for key in keys if key[0] == "call"]
-        cursors = [
-            await self.conn.execute(AUDIT_HEAD),
-            await self.conn.execute("SELECT record FROM approvals WHERE id = ANY(%s)", (ids["approval"],)),
-            await self.conn.execute("SELECT record FROM grants WHERE id = ANY(%s)", (ids["grant"],)),
-            await self.conn.execute(
-                "SELECT record FROM approvals WHERE (chat_id, call_id) IN"
-                " (SELECT * FROM unnest(%s::text[], %s::text[]))",
-                ([chat for _, chat, _ in calls], [call for _, _, call in calls]),
-            ),
+        head = await self.conn.execute(AUDIT_HEAD)
+        by_id = "SELECT record FROM approvals WHERE id = ANY(%s)"
+        by_call = (
+            "SELECT record FROM approvals WHERE (chat_id, call_id) IN"
+            " (SELECT * FROM unnest(%s::text[], %s::text[]))"
+        )
+        reads = [  # only the queries this batch needs: each costs the server a plan and a scan
+            (kind, await self.conn.execute(query, params))
+            for kind, wanted, query, params in (
+                ("approval", approvals, by_id, (approvals,)),
+                ("grant", grants, "SELECT record FROM grants WHERE id = ANY(%s)", (grants,)),
+                ("call", calls, by_call, ([c[1] for c in calls], [c[2] for c in calls])),
+            )
+            if wanted
         ]
-        head, approvals, grants, asked = [await cursor.fetchall() for cursor in cursors]
-        self.head = (head[0][0], head[0][1]) if head else GENESIS_HEAD
+        row = await head.fetchone()
+        self.head = (row[0], row[1]) if row else GENESIS_HEAD
         stored: dict[Key, Stored] = {}
-        for (record,) in approvals:
-            approval = _approval(record)
-            stored[("approval", approval.id)] = Stored(approval, 0)
-        for (record,) in grants:
-            grant = _grant(record)
-            stored[("grant", grant.id)] = Stored(grant, 0)
-        for (record,) in asked:
-            approval = _approval(record)
-            stored[("call", approval.chat_id, approval.call.call_id)] = Stored(approval, 0)
+        for kind, cursor in reads:
+            for (record,) in await cursor.fetchall():
+                if kind == "grant":
+                    grant = _grant(record)
+                    stored[("grant", grant.id)] = Stored(grant, 0)
+                else:
+                    approval = _approval(record)
+                    if kind == "approval":
+                        stored[("approval", approval.id)] = Stored(approval, 0)
+                    else:
+                        stored[("call", approval.chat_id, approval.call.call_id)] = Stored(approval, 0)
         return stored
 
     async def store(self, batch: Sequence[Write]) -> None:
@@ -411,7 +432,9 @@ class _Transaction(Batch):
             more, self.head = writes(POSTGRES, write.change, self.head, new=write.new)
             statements += more
             if (a := write.change.approval) is not None and a.state is not State.PENDING:
-                statements.append(("SELECT pg_notify(%s, %s)", (self.channel, a.id)))
+                record = msgspec.json.encode(a).decode()
+                heard = record if len(record.encode()) < _PAYLOAD_LIMIT else a.id
+                statements.append(("SELECT pg_notify(%s, %s)", (self.channel, heard)))
         async with self.conn.cursor() as cursor:
             for statement, group in itertools.groupby(statements, key=lambda s: s[0]):
                 await cursor.executemany(statement.encode(), [params for _, params in group])
