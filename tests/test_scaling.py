@@ -222,6 +222,17 @@ async def waiting(url: str, count: int) -> None:
                 raise AssertionError(f"chat blk-0-{n} never parked")
 
 
+async def parked(
+    client: httpx.AsyncClient, start: str, other: str, url: str, tag: str, count: int
+) -> tuple[list[asyncio.Future[httpx.Response]], list[dict[str, Any]]]:
+    """`count` blocking chats started on `start`, once all are parked: their open streams, and their
+    approvals as `other` lists them."""
+    streams = blocked(client, start, tag, count)
+    asked = await pending(client, other, count)
+    await waiting(url, count)
+    return streams, asked
+
+
 async def running(client: httpx.AsyncClient, base: str, chat: str) -> bool:
     return bool((await client.get(f"{base}/api/chat/{chat}")).json()["running"])
 
@@ -250,9 +261,7 @@ async def test_a_killed_worker_leaves_its_blocking_chats_to_the_other(url: str, 
     with ExitStack() as stack:
         (a, worker_a), (b, _) = workers(stack, tmp_path, url)
         async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
-            streams = blocked(client, a, "k", count)
-            asked = await pending(client, b, count)
-            await waiting(url, count)
+            streams, asked = await parked(client, a, b, url, "k", count)
             assert await running(client, b, "blk-0-0")  # b follows a's replies through their logs
             worker_a.send_signal(signal.SIGKILL)
             worker_a.wait(10)
@@ -347,9 +356,8 @@ async def test_waiters_ride_out_a_restart_of_the_database(
     with ExitStack() as stack:
         (a, _), (b, _) = workers(stack, tmp_path, url)
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=200)) as client:
-            streams = blocked(client, a, "r", count)
-            asked = await pending(client, b, count)
-            await waiting(url, count)  # parked: a write in flight when the server goes down fails (a 503)
+            # parked first: a write in flight when the server goes down fails (a 503)
+            streams, asked = await parked(client, a, b, url, "r", count)
             await asyncio.to_thread(restart)
             await asyncio.gather(*(decide(client, b, approval) for approval in asked))
             replies = await asyncio.wait_for(asyncio.gather(*streams), 120)

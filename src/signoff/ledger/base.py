@@ -3,8 +3,8 @@
 All the rules live in the base class and in the core; a backend supplies only a few atomic primitives.
 `_mutate` is the one that matters: read a record, apply a pure step, write the result and its audit
 entries, all-or-nothing and serialized against every other writer of that record and of the audit chain.
-SQLite does it in a `BEGIN IMMEDIATE` transaction; PostgreSQL would use `SELECT … FOR UPDATE`; Redis an
-optimistic compare-and-set that retries.
+SQLite does it in a `BEGIN IMMEDIATE` transaction; PostgreSQL and Redis group-commit many of them at once
+(`ledger/batch.py`), in a transaction under an advisory lock or with an optimistic compare-and-set.
 """
 
 from __future__ import annotations

@@ -23,15 +23,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from signoff.core.approval import Approval
 from signoff.core.audit import AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
 from signoff.ledger.base import Change, Ledger
-
-T = TypeVar("T")
 
 Key = tuple[str, ...]
 """What a write reads first: `("approval", id)`, `("grant", id)` or `("call", chat_id, call_id)`."""

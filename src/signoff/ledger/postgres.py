@@ -313,9 +313,7 @@ class PostgresLedger(Batched):
         """A notification is the decided record itself, so the waiter resumes without reading it back;
         or, for a record too big for a notification, its id."""
         if payload.startswith("{"):
-            approval = _approval(payload)
-            if self.notifier.watches(approval.id):
-                self.notifier.notify(approval)
+            self.notifier.notify(_approval(payload))
         elif self.notifier.watches(payload):
             await self._wake([payload])
 

@@ -420,9 +420,7 @@ class RedisLedger(Batched):
                             ignore_subscribe_messages=True, timeout=self.poll_interval
                         )
                         if message is not None:  # the decided record itself: no read needed
-                            heard = _approval(message["data"])
-                            if self.notifier.watches(heard.id):
-                                self.notifier.notify(heard)
+                            self.notifier.notify(_approval(message["data"]))
             except (RedisError, LedgerUnavailable, OSError) as exc:  # waiters stay parked meanwhile
                 log.warning("the Redis ledger's watcher failed (%s); retrying", exc)
                 await asyncio.sleep(self.poll_interval)

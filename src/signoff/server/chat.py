@@ -116,14 +116,14 @@ class ChatAPI:
         chat_id = request.path_params["id"]
         stream = await self.streams.find(chat_id)
         view = await self.chat.view(chat_id, begun=stream is not None)
-        messages = view.messages
+        messages, continues = view.messages, False
         if stream is not None:  # the stream replays the running reply, so show the chat as it began
             meta = stream.meta
             if meta.regenerates and messages and messages[-1]["role"] == "assistant":
                 messages = messages[:-1]
             if meta.prompt is not None:
                 messages = [*messages, meta.prompt]
-        continues = stream is not None and stream.meta.prompt is None and not stream.meta.regenerates
+            continues = meta.prompt is None and not meta.regenerates
         return json_response(
             {
                 "id": chat_id,

@@ -20,7 +20,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
@@ -45,8 +45,7 @@ _decode_meta = msgspec.json.Decoder(Meta).decode
 class Running(Protocol):
     """A reply a page can follow, wherever it runs."""
 
-    @property
-    def meta(self) -> Meta: ...
+    meta: Meta
 
     def follow(self) -> AsyncIterator[bytes]:
         """Every frame from the first, then each new one as it comes, until the reply ends."""
@@ -102,10 +101,10 @@ class Logged:
     first: ReplyLog
     poll: float
     stale: float
+    meta: Meta = field(init=False)
 
-    @property
-    def meta(self) -> Meta:
-        return _decode_meta(self.first.meta) if self.first.meta else Meta()
+    def __post_init__(self) -> None:
+        self.meta = _decode_meta(self.first.meta) if self.first.meta else Meta()
 
     async def follow(self) -> AsyncIterator[bytes]:
         current, sent = self.first, 0
@@ -171,10 +170,10 @@ class Streams:
         logged = await self.ledger.reply_log(chat_id)
         if logged is None:
             return None
-        age = self.ledger.clock() - logged.updated_at
-        if (logged.done and not ended) or age > (self.linger if logged.done else 3 * self.heartbeat):
+        age, stale = self.ledger.clock() - logged.updated_at, 3 * self.heartbeat
+        if (logged.done and not ended) or age > (self.linger if logged.done else stale):
             return None
-        return Logged(self.ledger, chat_id, logged, self.poll, stale=3 * self.heartbeat)
+        return Logged(self.ledger, chat_id, logged, self.poll, stale)
 
     def open(self, chat_id: str) -> Stream | None:
         """Claim the chat for a new reply, or None when one is already running here."""
