@@ -7,12 +7,56 @@ spawns, and two concurrent runs never see each other's.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
 from signoff.gate import Wait
+from signoff.protocol import ToolOutput
+
+
+class BrowserTimeout(Exception):
+    """The browser returned no result for a call it was handed in time."""
+
+
+@dataclass
+class Browser:
+    """The browser of a turn that stays connected while the turn runs (the live socket): a browser tool
+    the gate allows is handed to it and its result awaited, so the turn goes on instead of ending.
+
+    The future for a call exists before the browser hears of the call, so a result can never arrive
+    before anyone waits for it (the seed bridge lost such results).
+    """
+
+    timeout: float
+    handed: Callable[[ToolCall], None] = lambda call: None
+    """Called when a call is handed over: the transport tells the browser to run it."""
+    awaited: dict[str, str] = field(default_factory=dict)
+    """Calls handed over and not answered yet: call id to tool name."""
+    _results: dict[str, asyncio.Future[ToolOutput]] = field(default_factory=dict)
+
+    async def run(self, call: ToolCall) -> ToolOutput:
+        """Hand `call` over and await its result; raises `BrowserTimeout` after `timeout` seconds."""
+        result: asyncio.Future[ToolOutput] = asyncio.get_running_loop().create_future()
+        self._results[call.call_id] = result
+        self.awaited[call.call_id] = call.tool
+        try:
+            self.handed(call)
+            async with asyncio.timeout(self.timeout):
+                return await result
+        except TimeoutError:
+            raise BrowserTimeout(f"the browser returned no result within {self.timeout:g} s") from None
+        finally:
+            del self.awaited[call.call_id], self._results[call.call_id]
+
+    def deliver(self, outputs: Mapping[str, ToolOutput]) -> None:
+        """Resolve the awaited calls among `outputs` (checked by `trust.accept_outputs` first)."""
+        for call_id, output in outputs.items():
+            if (result := self._results.get(call_id)) is not None and not result.done():
+                result.set_result(output)
 
 
 @dataclass
@@ -25,6 +69,9 @@ class Turn:
     """Awaited before a blocking wait starts, with the framework's message history so far: the chat saves
     itself as waiting on that approval, so if this process dies during the wait, any worker can resume
     the chat as a deferred one."""
+    browser: Browser | None = None
+    """Set when the browser answers within the turn; otherwise a browser tool ends the turn and its
+    result comes with the next request."""
 
 
 current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)

@@ -41,6 +41,7 @@ from signoff.protocol.request import (
     Trigger,
     UserMessage,
     Wait,
+    parse_chat_id,
     parse_chat_request,
 )
 from signoff.protocol.signature import sign, verify
@@ -89,6 +90,7 @@ __all__ = [
     "client_version",
     "encode",
     "frame",
+    "parse_chat_id",
     "parse_chat_request",
     "sign",
     "verify",

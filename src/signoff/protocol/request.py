@@ -118,6 +118,11 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         raise BadRequest("body", "is nested too deeply") from None
 
 
+def parse_chat_id(document: Any) -> str:
+    """The chat id of a JSON object that names a chat by its `id`; raises `BadRequest`."""
+    return _id(_object(document, "body"), "id", "id")
+
+
 def _fault(value: Any, expected: str) -> str:
     return "is required" if value is _MISSING else f"must be {expected}, not {_kind(value)}"
 

@@ -1,4 +1,4 @@
-"""The Starlette app: chat, approvals API, live feed, and the page.
+"""The Starlette app: chat over SSE and over the live socket, approvals API, live feed, and the page.
 
 The app owns the approval feed, the replies still running, and a sweeper that expires approvals past
 their deadline even when no waiter is alive to notice. The caller opens the ledger first, so a ledger
@@ -36,6 +36,7 @@ from signoff.server.approvals import ApprovalsAPI
 from signoff.server.chat import ChatAPI
 from signoff.server.feed import ApprovalFeed
 from signoff.server.http import error
+from signoff.server.live import LiveAPI
 from signoff.server.streams import Streams
 
 log = logging.getLogger("signoff.server")
@@ -94,7 +95,7 @@ def create_app(
     pages = [Route(path, _page(html), methods=["GET"]) for path, html in PAGES.items()]
     static = Mount("/static", StaticFiles(directory=STATIC), name="static")
     return Starlette(
-        routes=[*chat.routes(), *approvals.routes(), *pages, static],
+        routes=[*chat.routes(), *LiveAPI(chat).routes(), *approvals.routes(), *pages, static],
         lifespan=lifespan,
         middleware=[Middleware(_PrintablePaths)],
         exception_handlers={LedgerUnavailable: _unavailable, Unstorable: _unstorable},

@@ -34,10 +34,12 @@ from signoff.core.errors import AlreadyDecided, InvalidDecision, SignoffError
 from signoff.gate import Wait
 from signoff.integrations.pydantic_ai.chat import AgentChat, Reply
 from signoff.integrations.trust import Untrusted, decide_in_chat
+from signoff.integrations.turn import Browser
 from signoff.protocol import (
     DONE,
     HEADERS,
     BadRequest,
+    ChatRequest,
     ClientVersion,
     client_version,
     encode,
@@ -74,6 +76,8 @@ class ChatAPI:
         """Chats waiting on the browser, and when its results are overdue."""
         self._watchers: dict[str, set[asyncio.Queue[ServerSentEvent | None]]] = {}
         """The queues of the pages following each chat's events."""
+        self.running: dict[str, Reply] = {}
+        """The replies running in this process, by chat."""
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -90,27 +94,44 @@ class ChatAPI:
             return error(413, f"the request body is over {MAX_BODY} bytes")
         try:
             parsed = parse_chat_request(body)
+            version = client_version(request.headers, parsed.client_hint)
+            stream = await self.begin(parsed, parsed.wait or self.wait, version)
         except BadRequest as exc:
             return error(400, exc.message, exc.field)
-        stream = self.streams.open(parsed.chat_id)
-        if stream is None:
-            return error(409, f"a reply is still running in chat {parsed.chat_id}; follow it at its /stream")
-        try:
-            reply = await self.chat.prepare(parsed, parsed.wait or self.wait)
         except Untrusted as exc:
-            self.streams.release(parsed.chat_id, stream)
             return error(exc.status, str(exc), exc.field)
-        except SignoffError as exc:  # the chat's state could not be used as stored: say so, don't 500
-            self.streams.release(parsed.chat_id, stream)
-            return error(409, f"chat {parsed.chat_id} cannot continue: {exc}")
-        except BaseException:
-            self.streams.release(parsed.chat_id, stream)
-            raise
-        if (user := parsed.user_message) is not None:
-            stream.meta.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
-        stream.meta.regenerates = parsed.trigger == "regenerate-message"
-        self._start(reply, stream, client_version(request.headers, parsed.client_hint))
         return self._sse(stream)
+
+    async def begin(
+        self, request: ChatRequest, wait: Wait, version: ClientVersion, *, browser: bool = False
+    ) -> Stream:
+        """Claim the chat, check the request against it and start the reply; raises `Untrusted`.
+
+        With `browser`, the browser stays connected while the reply runs (the live socket), so browser
+        tools are answered within the reply instead of ending it."""
+        stream = self.streams.open(request.chat_id)
+        if stream is None:
+            raise Untrusted(
+                409, "id", f"a reply is still running in chat {request.chat_id}; follow it at its /stream"
+            )
+        try:
+            reply = await self.chat.prepare(request, wait)
+        except SignoffError as exc:
+            self.streams.release(request.chat_id, stream)
+            if isinstance(exc, Untrusted):
+                raise
+            # the chat's state could not be used as stored: say so, don't 500
+            raise Untrusted(409, "id", f"chat {request.chat_id} cannot continue: {exc}") from exc
+        except BaseException:
+            self.streams.release(request.chat_id, stream)
+            raise
+        if browser:
+            reply.browser = Browser(timeout=self.chat.frontend_timeout)
+        if (user := request.user_message) is not None:
+            stream.meta.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
+        stream.meta.regenerates = request.trigger == "regenerate-message"
+        self._start(reply, stream, version)
+        return stream
 
     async def get(self, request: Request) -> Response:
         chat_id = request.path_params["id"]
@@ -207,12 +228,17 @@ class ChatAPI:
 
     def _start(self, reply: Reply, stream: Stream, version: ClientVersion) -> None:
         self._due.pop(reply.chat_id, None)
+        self.running[reply.chat_id] = reply
         self.streams.run(reply.chat_id, stream, self._frames(reply, version))
 
     async def _frames(self, reply: Reply, version: ClientVersion) -> AsyncIterator[bytes]:
-        async for chunk in reply.chunks():
-            yield frame(encode(chunk, version))
-        yield DONE
+        try:
+            async for chunk in reply.chunks():
+                yield frame(encode(chunk, version))
+            yield DONE
+        finally:
+            if self.running.get(reply.chat_id) is reply:
+                del self.running[reply.chat_id]
         if reply.frontend_due is not None:
             self._due[reply.chat_id] = reply.frontend_due
 

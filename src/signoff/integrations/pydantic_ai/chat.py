@@ -38,7 +38,7 @@ from signoff.integrations.pydantic_ai.messages import UIMessage, ui_messages
 from signoff.integrations.pydantic_ai.stream import Translator, translate
 from signoff.integrations.pydantic_ai.toolset import Signoff
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, chat_actor
-from signoff.integrations.turn import Turn
+from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.base import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
@@ -100,21 +100,39 @@ class Reply:
     """The chat as this reply began from."""
     parked: dict[str, str] = field(default_factory=dict)
     """The calls this reply is blocked on, call id to approval id, as saved for another worker."""
+    browser: Browser | None = None
+    """Set when the browser stays connected while the reply runs (the live socket)."""
+    translator: Translator | None = None
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        turn = Turn(chat_id=self.chat_id, wait=self.wait, parked=self._park)
+        turn = Turn(chat_id=self.chat_id, wait=self.wait, parked=self._park, browser=self.browser)
         translator = Translator(turn, self.message_id, self.visible, signing_key=self.chat.signing_key)
+        self.translator = translator
         yield Start(message_id=self.message_id)
         try:
             async for chunk in translate(lambda: _events(self.chat, self.run), translator):
                 yield chunk
-            assert translator.result is not None
-            await self._save(translator.result.all_messages(), translator.result.output)
+            if translator.result is not None:  # None: interrupted, and the chat stays as it was saved
+                await self._save(translator.result.all_messages(), translator.result.output)
         except SignoffError as exc:
             yield Error(error_text=str(exc))
         except Exception as exc:  # a model or tool failure ends this reply, not the server
             yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
+
+    def interrupt(self) -> None:
+        """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
+        pending, so the chat goes on from its last save."""
+        if self.translator is not None:
+            self.translator.interrupt()
+
+    def asking(self) -> dict[str, str]:
+        """The calls this reply asked a person about so far: call id to approval id."""
+        return dict(self.translator.asked) if self.translator else {}
+
+    def shown(self) -> set[str]:
+        """The calls of the message this reply streams: its own and the earlier ones it continues."""
+        return set(self.translator.visible) if self.translator else set(self.visible)
 
     async def _park(self, approval: Approval, messages: Sequence[object]) -> None:
         """Save the chat as a deferred reply would have left it at this call: the history up to the
@@ -192,6 +210,11 @@ class AgentChat:
             asking=state.approvals,
         )
         return ChatView(messages, approvals)
+
+    async def waiting(self, chat_id: str) -> dict[str, str]:
+        """The calls the chat waits on a person for, as last saved: call id to approval id."""
+        _, state = await self._load(chat_id)
+        return state.approvals
 
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
         """The reply that tells the model its browser calls got no result in time, started by the server

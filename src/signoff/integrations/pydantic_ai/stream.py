@@ -37,10 +37,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 
 from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
 from signoff.integrations.pydantic_ai.messages import outcome
 from signoff.integrations.turn import Turn, current_turn
 from signoff.protocol import (
+    Abort,
     Chunk,
+    Data,
     Finish,
     FinishStep,
     ReasoningDelta,
@@ -60,7 +63,7 @@ from signoff.protocol import (
     sign,
 )
 
-Item = AgentStreamEvent | AgentRunResultEvent[Any] | Approval
+Item = AgentStreamEvent | AgentRunResultEvent[Any] | Approval | ToolCall
 
 
 class Translator:
@@ -72,19 +75,24 @@ class Translator:
         self.message_id = message_id
         self.visible = set(visible)
         self.earlier = set(visible)
-        self.asked: set[str] = set()
+        self.asked: dict[str, str] = {}
+        """The calls this reply asked a person about: call id to approval id."""
         self.step_open = False
         self.responding = False
         self.part_ids: dict[int, str] = {}
         self.tool_ids: dict[int, str] = {}
         self.count = 0
         self.result: AgentRunResult[Any] | None = None
+        self.interrupt: Callable[[], None] = lambda: None
+        """Stops the run where it is (set by `translate` while it runs): the reply ends with `abort`."""
 
     def feed(self, item: Item) -> list[Chunk]:
         match item:
             case Approval() if item.call.call_id in self.visible:
-                self.asked.add(item.call.call_id)
+                self.asked[item.call.call_id] = item.id
                 return [self._ask(item)]
+            case ToolCall() if item.call_id in self.visible:
+                return handed(item)
             case PartStartEvent():
                 return [*self._open_step(), *self._start(item)]
             case PartDeltaEvent():
@@ -107,7 +115,7 @@ class Translator:
     def _handed_over(self, output: DeferredToolRequests) -> list[Chunk]:
         """Browser calls that were approved: the client still holds them as asked or answered, so say
         again that their input is available, which moves them to the state where the page runs them."""
-        approved = self.asked | self.earlier
+        approved = self.asked.keys() | self.earlier
         return [
             ToolInputAvailable(tool_call_id=c.tool_call_id, tool_name=c.tool_name, input=c.args_as_dict())
             for c in output.calls
@@ -202,7 +210,17 @@ class Translator:
                 return [ToolOutputAvailable(tool_call_id=call_id, output=fields["output"])]
 
 
-_END = object()
+def handed(call: ToolCall) -> list[Chunk]:
+    """A browser call handed over within a live turn: its input is available again, which moves an
+    answered approval to the state where the page shows it running, and a transient `data-browser-call`
+    tells the page to run it now rather than when the reply ends."""
+    return [
+        ToolInputAvailable(tool_call_id=call.call_id, tool_name=call.tool, input=call.args),
+        Data(name="browser-call", id=call.call_id, data={"toolCallId": call.call_id}, transient=True),
+    ]
+
+
+_END, _STOP = object(), object()
 
 
 async def translate(
@@ -214,6 +232,9 @@ async def translate(
     """
     queue: asyncio.Queue[Item | object] = asyncio.Queue()
     translator.turn.asked = queue.put_nowait
+    translator.interrupt = lambda: queue.put_nowait(_STOP)
+    if translator.turn.browser is not None:
+        translator.turn.browser.handed = queue.put_nowait
 
     async def produce() -> None:
         try:
@@ -229,6 +250,9 @@ async def translate(
         current_turn.reset(token)
     try:
         while (item := await queue.get()) is not _END:
+            if item is _STOP:
+                yield Abort(reason="interrupted")
+                return
             for chunk in translator.feed(item):  # type: ignore[arg-type]
                 yield chunk
         await producer  # raises what the run raised

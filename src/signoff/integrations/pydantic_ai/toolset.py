@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, ToolReturn
+from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, ToolFailed, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ToolReturnPart
 from pydantic_ai.tools import AgentDepsT
@@ -22,7 +22,7 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import current_turn
+from signoff.integrations.turn import BrowserTimeout, current_turn
 
 _EXTERNAL = "signoff_external"
 REFUSED = {"signoff": "refused"}
@@ -70,7 +70,7 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
 
         async def run(**args: Any) -> Any:
             if (tool.tool_def.metadata or {}).get(_EXTERNAL):
-                raise CallDeferred()  # allowed: now the browser runs it and sends the result
+                return await self._in_browser(ToolCall(call.call_id, name, args))
             if args == call.args:
                 return await self.wrapped.call_tool(name, tool_args, ctx, tool)
             try:  # a person edited the arguments: they must fit the tool's schema too
@@ -96,6 +96,23 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         if isinstance(result, Refused):
             return ToolReturn(return_value=result.to_result(), metadata=REFUSED)
         return result
+
+    async def _in_browser(self, call: ToolCall) -> Any:
+        """Allowed: the browser runs it. A browser still connected to the turn answers within it;
+        otherwise the run ends here and the result comes with the next request."""
+        turn = current_turn.get()
+        if turn is None or turn.browser is None:
+            raise CallDeferred()
+        try:
+            output = await turn.browser.run(call)
+        except BrowserTimeout as exc:
+            await self.gate.ledger.record(
+                "expire", call.call_id, "signoff:server", chat=turn.chat_id, tool=call.tool, why=str(exc)
+            )
+            raise ToolFailed(str(exc)) from None
+        if output.error_text is not None:
+            raise ToolFailed(output.error_text)
+        return output.output
 
 
 @dataclass

@@ -1,0 +1,191 @@
+"""`WS /api/live`: the chat over one WebSocket, seed 000's BIDI transport.
+
+The chunks are the ones the SSE routes send, as JSON text frames, and the text frame `[DONE]` ends each
+turn. Waits are blocking: a turn stays open while a tool waits for a person or for the browser, and the
+answers come back on the same socket, so a turn has one `[DONE]` however many questions it asked, in one
+step or one after another.
+
+A socket only follows a reply. The reply runs in the server like an SSE one (see `Streams`), so a socket
+that drops stops nothing and the approval stays pending. A socket that resumes the chat is shown the
+reply again from its start, question included, and can answer it.
+
+Frames a client sends (JSON text):
+- `{type: "message", id, messages, trigger, messageId?}`: the body `POST /api/chat` takes. With no reply
+  running in the chat, it starts a turn. While one runs, it may carry only approval responses and browser
+  tool results for it.
+- `{type: "resume", id}`: follow the chat's running reply from its start; only `[DONE]` when none runs.
+- `{type: "interrupt"}`: stop the turn this socket follows; it ends with `abort`.
+- `{type: "ping"}`: answered with `{type: "pong"}`.
+
+A refused frame is answered with an `error` chunk. When that frame would have started a turn, a `[DONE]`
+follows, so the client's stream for it ends; a refused answer inside a turn leaves the turn running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import msgspec
+from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
+from signoff.protocol import (
+    BadRequest,
+    ChatRequest,
+    Error,
+    client_version,
+    encode,
+    parse_chat_id,
+    parse_chat_request,
+)
+from signoff.server.chat import MAX_BODY, ChatAPI
+from signoff.server.streams import Running
+
+DONE = "[DONE]"
+_PREFIX = len(b"data: ")
+
+
+class _Refused(Exception):
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class LiveAPI:
+    def __init__(self, chats: ChatAPI) -> None:
+        self.chats = chats
+
+    def routes(self) -> list[BaseRoute]:
+        return [WebSocketRoute("/api/live", self.connect)]
+
+    async def connect(self, socket: WebSocket) -> None:
+        await socket.accept()
+        await _Socket(self.chats, socket).serve()
+
+
+class _Socket:
+    """One client's socket: its frames in, the frames of the reply it follows out."""
+
+    def __init__(self, chats: ChatAPI, socket: WebSocket) -> None:
+        self.chats = chats
+        self.socket = socket
+        self.chat_id: str | None = None
+        """The chat whose reply this socket follows, or last followed."""
+        self.following: asyncio.Task[None] | None = None
+        self._sending = asyncio.Lock()
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                message = await self.socket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:
+                    await self._error("send JSON text frames, not binary ones", ends_turn=not self._busy())
+                    continue
+                await self._frame(text)
+        finally:
+            if self.following is not None:  # the reply goes on without this socket
+                self.following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.following
+
+    def _busy(self) -> bool:
+        return self.following is not None and not self.following.done()
+
+    async def _frame(self, text: str) -> None:
+        busy = self._busy()
+        try:
+            if len(text) > MAX_BODY:
+                raise _Refused(f"the frame is over {MAX_BODY} bytes")
+            document = _document(text)
+            match document.get("type"):
+                case "ping":
+                    await self._send('{"type":"pong"}')
+                case "interrupt":
+                    self._interrupt()
+                case "resume":
+                    await self._resume(parse_chat_id(document))
+                case "message":
+                    await self._message(parse_chat_request(text.encode()))
+                case kind:
+                    raise _Refused(f"type: must be message, resume, interrupt or ping, not {kind!r}")
+        except BadRequest as exc:
+            await self._error(f"{exc.field}: {exc.message}", ends_turn=not busy)
+        except (Untrusted, _Refused) as exc:
+            await self._error(str(exc), ends_turn=not busy)
+
+    async def _message(self, request: ChatRequest) -> None:
+        if self._busy() and request.chat_id != self.chat_id:
+            raise _Refused(f"this socket follows a reply in chat {self.chat_id}; interrupt it first")
+        if self._busy() or await self.chats.streams.find(request.chat_id) is not None:
+            await self._answer(request)
+            return
+        version = client_version(self.socket.headers, request.client_hint)
+        stream = await self.chats.begin(request, "blocking", version, browser=True)
+        self._follow(request.chat_id, stream)
+
+    async def _answer(self, request: ChatRequest) -> None:
+        """Approval responses and browser results for the chat's running reply; the reply itself, here
+        or on another worker, goes on when the ledger hears the decision."""
+        if request.user_message is not None or request.trigger == "regenerate-message":
+            raise _Refused(
+                f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
+            )
+        chat, reply = self.chats.chat, self.chats.running.get(request.chat_id)
+        waiting = reply.asking() if reply is not None else await chat.waiting(request.chat_id)
+        await accept_responses(
+            chat.gate.ledger, request.chat_id, waiting, request.approvals, chat.signing_key
+        )
+        if not request.outputs:
+            return
+        if reply is None or reply.browser is None:
+            raise _Refused(f"the reply in chat {request.chat_id} takes browser results from its own socket")
+        reply.browser.deliver(accept_outputs(reply.browser.awaited, reply.shown(), request.outputs))
+
+    async def _resume(self, chat_id: str) -> None:
+        if self._busy():
+            raise _Refused(f"this socket already follows a reply in chat {self.chat_id}")
+        running = await self.chats.streams.find(chat_id, ended=True)
+        if running is None:
+            await self._send(DONE)
+            return
+        self._follow(chat_id, running)
+
+    def _interrupt(self) -> None:
+        reply = self.chats.running.get(self.chat_id or "") if self._busy() else None
+        if reply is None:
+            raise _Refused("no reply of this socket is running here to interrupt")
+        reply.interrupt()
+
+    def _follow(self, chat_id: str, running: Running) -> None:
+        async def forward() -> None:
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client went away
+                async for frame in running.follow():  # SSE frames: `data: <chunk or [DONE]>\n\n`
+                    await self._send(frame[_PREFIX:-2].decode())
+
+        self.chat_id = chat_id
+        self.following = asyncio.get_running_loop().create_task(forward(), name=f"signoff-live-{chat_id}")
+
+    async def _error(self, message: str, *, ends_turn: bool) -> None:
+        await self._send(encode(Error(error_text=message)).decode())
+        if ends_turn:
+            await self._send(DONE)
+
+    async def _send(self, text: str) -> None:
+        async with self._sending:  # the follower and the frame handler both send
+            await self.socket.send_text(text)
+
+
+def _document(text: str) -> dict[str, Any]:
+    try:
+        document = msgspec.json.decode(text)
+    except (ValueError, RecursionError):
+        raise _Refused("the frame is not JSON") from None
+    if not isinstance(document, dict):
+        raise _Refused("the frame must be a JSON object with a type")
+    return document
