@@ -8,10 +8,12 @@ failed request that it did not expect. Screenshots of each key state go to artif
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +54,12 @@ def artifacts() -> Path:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_page(server: DemoServer, scenario: str) -> None:
+    run_page(server, scenario)
+
+
+def run_page(server: DemoServer, scenario: str) -> dict[str, Any]:
+    """Runs one page.mjs scenario against `server`, failing the test with its output if it fails; returns
+    what the scenario reported on stdout (e.g. its chat id)."""
     assert CHROMIUM.exists(), f"{CHROMIUM} is missing: the page tests drive Debian's chromium package"
     ensure_installed()
     env = {
@@ -76,6 +84,8 @@ def test_page(server: DemoServer, scenario: str) -> None:
     if done.returncode != 0:
         output = f"{done.stderr}{done.stdout}"
         pytest.fail(f"page.mjs {scenario} exited {done.returncode}\n{output}\n{server_log(server)}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
 
 
 def server_log(server: DemoServer) -> str:

@@ -4,6 +4,9 @@
 // Usage: SIGNOFF_BASE=http://127.0.0.1:8000 SIGNOFF_TOKEN=... SIGNOFF_ARTIFACTS=artifacts/screenshots \
 //        node tests/js/page.mjs <scenario>
 //
+// On success it prints one JSON object on stdout, what the scenario reports for checks of the ledger (e.g.
+// `{"chat": "<chat id>"}`); the live-* scenarios drive the page over the live socket (?transport=live).
+//
 // Each scenario runs in a fresh browser context with chats of its own, and saves a screenshot of each key
 // state as $SIGNOFF_ARTIFACTS/<scenario>-<nn>-<state>.png. It exits 1 with a message naming the step when an
 // expectation is not met, and also on any console error or warning, uncaught page error, failed request or
@@ -42,6 +45,7 @@ class Run {
     this.generation = 0; // bumped on each reload: requests of a left page may be aborted
     this.requestGeneration = new WeakMap();
     this.closing = false;
+    this.report = {}; // printed on stdout when the scenario passes
   }
 
   async do(step, action) {
@@ -155,7 +159,7 @@ function chatId(run, label = '') {
   return [run.scenario, label, Math.random().toString(36).slice(2, 10)].filter(Boolean).join('-');
 }
 
-async function openChat(run, context, { wait, label = 'chat' } = {}) {
+async function openChat(run, context, { wait, transport, label = 'chat' } = {}) {
   const id = chatId(run, wait);
   const page = await context.newPage();
   run.watch(page, label);
@@ -163,9 +167,50 @@ async function openChat(run, context, { wait, label = 'chat' } = {}) {
   page.on('request', (request) => {
     if (request.method() === 'POST' && new URL(request.url()).pathname === '/api/chat') posts.push(request);
   });
-  await page.goto(`${BASE}/?chat=${encodeURIComponent(id)}${wait ? `&wait=${wait}` : ''}`);
+  const sockets = watchSockets(page);
+  const query = new URLSearchParams({ chat: id, ...(wait && { wait }), ...(transport && { transport }) });
+  await page.goto(`${BASE}/?${query}`);
   await page.getByTestId('status').waitFor({ timeout: WAIT_MS });
-  return { page, id, posts };
+  return { page, id, posts, sockets };
+}
+
+/** The page's WebSockets to /api/live and their frames: `sent` holds the parsed frames the page sent, `turns`
+ * counts the `[DONE]` frames it received (one per turn), `received` the chunk types. */
+function watchSockets(page) {
+  const seen = { opened: 0, sent: [], turns: 0, received: [] };
+  page.on('websocket', (socket) => {
+    if (new URL(socket.url()).pathname !== '/api/live') return;
+    seen.opened += 1;
+    socket.on('framesent', ({ payload }) => seen.sent.push(JSON.parse(String(payload))));
+    socket.on('framereceived', ({ payload }) => {
+      if (payload === '[DONE]') seen.turns += 1;
+      else seen.received.push(JSON.parse(String(payload)).type);
+    });
+  });
+  return seen;
+}
+
+/** The kinds of frames the page sent, pings left out: `message`, `resume`, `interrupt`, or for a message that
+ * answers a running turn, `answer:<state>` (e.g. `answer:approval-responded`). */
+function sentKinds(sockets) {
+  return sockets.sent
+    .filter((frame) => frame.type !== 'ping')
+    .map((frame) => {
+      const last = frame.messages?.at(-1);
+      return frame.type === 'message' && last?.role === 'assistant' ? `answer:${last.parts[0].state}` : frame.type;
+    });
+}
+
+function expectFrames(sockets, { sent, turns, opened = 1 }) {
+  const kinds = sentKinds(sockets);
+  if (kinds.join() !== sent.join()) throw new Error(`the page sent ${kinds.join(', ')}, not ${sent.join(', ')}`);
+  if (sockets.turns !== turns) throw new Error(`the page got ${sockets.turns} [DONE] frames, not ${turns}`);
+  if (sockets.opened !== opened) throw new Error(`the page opened ${sockets.opened} live sockets, not ${opened}`);
+}
+
+async function expectLive(page) {
+  await expectText(page, page.getByTestId('transport'), 'live', 'the header');
+  await expectText(page, page.getByTestId('wait-mode'), 'blocking', 'the header');
 }
 
 async function openInbox(run, context, label = 'inbox') {
@@ -502,6 +547,115 @@ const SCENARIOS = {
     }
   },
 
+  async 'live-pay-approve'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    await run.do('the header says live', () => expectLive(page));
+    const card = await payAndAsk(run, page);
+    await run.shot(page, 'asking');
+    await run.do('approve: the same turn pays, on one socket', async () => {
+      await card.getByTestId('approve').click();
+      await expectCard(page, card, 'done', 'payment');
+      await expectReply(page, PAID_HANAKO);
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      await page.waitForTimeout(300); // anything sent late would show now
+      expectFrames(sockets, { sent: ['message', 'answer:approval-responded'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'live-pay-deny'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    const card = await payAndAsk(run, page);
+    await run.do('deny with a reason: the card is refused and the model quotes the reason', async () => {
+      await deny(card, 'not this month');
+      await expectCard(page, card, 'refused', 'payment');
+      await expectText(page, card.getByTestId('card-note'), 'not this month', 'the card');
+      await expectReply(page, 'not this month');
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      const said = (await replies(page).allTextContents()).join(' ');
+      if (said.includes('Paid')) throw new Error(`the reply says it paid: ${said}`);
+      expectFrames(sockets, { sent: ['message', 'answer:approval-responded'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'refused');
+  },
+
+  async 'live-location'(run, browser) {
+    const context = await newContext(browser, {
+      permissions: ['geolocation'],
+      geolocation: { latitude: 35.6762, longitude: 139.6503 },
+    });
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    const card = cardOf(page, 'get_location');
+    await run.do('ask: where am I', async () => {
+      await say(page, 'where am I');
+      await expectCard(page, card, 'asking', 'location');
+      await expectHeadline(card, "Share this browser's location");
+    });
+    await run.do('approve: the browser shares its location within the same turn', async () => {
+      await card.getByTestId('approve').click();
+      await expectCard(page, card, 'done', 'location');
+      await expectReply(page, 'You are at 35.6762, 139.6503.');
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      if (!sockets.received.includes('data-browser-call')) throw new Error('the server never handed the call over');
+      expectFrames(sockets, { sent: ['message', 'answer:approval-responded', 'answer:output-available'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'live-play'(run, browser) {
+    const context = await newContext(browser);
+    const { page, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    const card = cardOf(page, 'change_bgm');
+    await run.do('play lofi beats: runs in the browser without asking, in one turn', async () => {
+      await say(page, 'play lofi beats');
+      await expectCard(page, card, 'done', 'music');
+      await expectReply(page, 'Now playing lofi beats.');
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      const states = await statesOf(page, card);
+      if (states.includes('asking')) throw new Error(`the card asked for approval: ${states.join(' → ')}`);
+      expectFrames(sockets, { sent: ['message', 'answer:output-available'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'live-reload'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    const card = await payAndAsk(run, page);
+    const before = { ...sockets, sent: [...sockets.sent] };
+    await run.do('reload while the card asks: the page follows the turn again', async () => {
+      Object.assign(sockets, { opened: 0, sent: [], turns: 0, received: [] });
+      await run.reload(page);
+      await expectLive(page);
+      await expectCard(page, card, 'asking', 'payment');
+      await expectHeadline(card, 'Pay 50 USD to Hanako');
+      const roles = await page.locator('[data-testid="message"]').evaluateAll((ms) => ms.map((m) => m.dataset.role));
+      if (roles.join() !== 'user,assistant') throw new Error(`after the reload the messages are ${roles.join()}`);
+      expectFrames(before, { sent: ['message'], turns: 0 });
+      expectFrames(sockets, { sent: ['resume'], turns: 0 });
+    });
+    await run.shot(page, 'reloaded');
+    await run.do('approve after the reload, on the new socket', async () => {
+      await card.getByTestId('approve').click();
+      await expectCard(page, card, 'done', 'payment');
+      await expectReply(page, PAID_HANAKO);
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      expectFrames(sockets, { sent: ['resume', 'answer:approval-responded'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
   async 'inbox-edit-grants'(run, browser) {
     const context = await newContext(browser);
     const { page, id } = await openChat(run, context);
@@ -577,6 +731,7 @@ async function main() {
     await SCENARIOS[scenario](run, browser);
     run.check();
     console.error(`[${scenario}] passed`);
+    console.log(JSON.stringify(run.report));
   } finally {
     run.closing = true;
     await browser.close();

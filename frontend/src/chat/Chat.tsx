@@ -1,13 +1,15 @@
 // The chat: useChat over the server's conversation, live approvals, in-chat decisions and browser tools.
+// Over SSE (POST /api/chat) by default; over the live socket (WS /api/live) with `transport` "live".
 import { useChat } from "@ai-sdk/react";
-import { DefaultChatTransport, getToolName, type UIMessage } from "ai";
+import { DefaultChatTransport, getToolName, type ChatTransport, type UIMessage } from "ai";
 import { useEffect, useRef, useState } from "react";
 import { ApiError, decidedBy, requestJson, type Approval, type WaitMode } from "../shared/api";
 import { readyToSend } from "./autoSend";
 import { runBrowserTool, unlockAudio } from "./browserTools";
 import { Composer } from "./Composer";
+import { LiveChatTransport, type Answer } from "./liveTransport";
 import { Message } from "./Message";
-import { allTools, BROWSER_TOOLS, lastStepTools, partKey, type ToolPart } from "./parts";
+import { allTools, BROWSER_TOOLS, lastStepTools, messageOf, partKey, type ToolPart } from "./parts";
 import { StatusLine } from "./StatusLine";
 import { ToolCard } from "./ToolCard";
 import { useChatApprovals } from "./useChatApprovals";
@@ -24,33 +26,44 @@ export interface ChatSnapshot {
   approvals: Approval[];
 }
 
+export type TransportKind = "sse" | "live";
+
 interface Props {
   snapshot: ChatSnapshot;
-  /** The page's `?wait=` override; without it the server's default applies. */
+  /** The page's `?wait=` override; without it the server's default applies. SSE only. */
   waitOverride: WaitMode | undefined;
+  transportKind: TransportKind;
 }
 
 const approvedState = (approval: Approval | undefined) =>
   approval?.state === "approved" || approval?.state === "consumed";
 
-export function Chat({ snapshot, waitOverride }: Props) {
+/** The live socket's waits are always blocking. */
+export const waitMode = (kind: TransportKind, override: WaitMode | undefined, fallback: WaitMode): WaitMode =>
+  kind === "live" ? "blocking" : (override ?? fallback);
+
+export function Chat({ snapshot, waitOverride, transportKind }: Props) {
   const chatId = snapshot.id;
   const me = `chat:${chatId}`;
-  const mode = waitOverride ?? snapshot.wait;
+  const mode = waitMode(transportKind, waitOverride, snapshot.wait);
   // Approvals this page answered (approved or not), to tell when another channel got there first.
   const [answered, setAnswered] = useState<ReadonlySet<string>>(new Set());
   // `toolCallId:state` of every tool part the server has seen (see autoSend.ts).
   const [seen] = useState(() => new Set(allTools(snapshot.messages).map(partKey)));
-  const [transport] = useState(
-    () =>
-      new DefaultChatTransport<UIMessage>({
-        api: "/api/chat",
-        prepareSendMessagesRequest: ({ id, messages, body, trigger, messageId }) => {
-          for (const part of allTools(messages)) seen.add(partKey(part));
-          return { body: { ...body, id, messages, trigger, messageId, ...(waitOverride && { wait: waitOverride }) } };
-        },
-      }),
+  const [transport] = useState<ChatTransport<UIMessage>>(() =>
+    transportKind === "live"
+      ? new LiveChatTransport()
+      : new DefaultChatTransport<UIMessage>({
+          api: "/api/chat",
+          prepareSendMessagesRequest: ({ id, messages, body, trigger, messageId }) => {
+            for (const part of allTools(messages)) seen.add(partKey(part));
+            return { body: { ...body, id, messages, trigger, messageId, ...(waitOverride && { wait: waitOverride }) } };
+          },
+        }),
   );
+  const live = transport instanceof LiveChatTransport ? transport : undefined;
+  // Live: the browser calls the server handed over (`data-browser-call`), by toolCallId.
+  const [handedOver, setHandedOver] = useState<ReadonlySet<string>>(new Set());
   const {
     messages,
     status,
@@ -60,6 +73,7 @@ export function Chat({ snapshot, waitOverride }: Props) {
     addToolOutput,
     clearError,
     setMessages,
+    resumeStream,
   } = useChat({
     id: chatId,
     messages: snapshot.messages,
@@ -67,8 +81,15 @@ export function Chat({ snapshot, waitOverride }: Props) {
     // A reply that was running when the chat loaded replays in full into a new message; one that
     // continues an earlier message can't (see catchUp).
     resume: snapshot.running && !snapshot.continues,
-    sendAutomaticallyWhen: ({ messages }) => readyToSend(messages, seen),
+    // Live: answers travel on the socket while the turn runs, never as a request of their own.
+    sendAutomaticallyWhen: ({ messages }) => !live && readyToSend(messages, seen),
+    onData: ({ type, data }) => {
+      const call = (data as { toolCallId?: unknown } | undefined)?.toolCallId;
+      if (type === "data-browser-call" && typeof call === "string") setHandedOver((known) => new Set(known).add(call));
+    },
   });
+  const latest = useRef(messages);
+  latest.current = messages;
   const streaming = status === "submitted" || status === "streaming";
   const statusNow = useRef(status);
   statusNow.current = status;
@@ -102,13 +123,27 @@ export function Chat({ snapshot, waitOverride }: Props) {
   });
   useStickToBottom();
 
+  /** Live: a page whose socket dropped (the stream ended in an error) follows the turn again, from its start;
+   * the server kept it running, waiting for this answer. */
+  function follow() {
+    if (live && statusNow.current === "error") void resumeStream();
+  }
+
+  /** Live: answers a call of the running turn on the socket. */
+  async function answer(socket: LiveChatTransport, part: ToolPart, change: Answer) {
+    const message = messageOf(latest.current, part.toolCallId);
+    if (message) await socket.respond(chatId, message.id, part, change);
+    follow();
+  }
+
   async function decide(part: ToolPart, approved: boolean, reason: string, remember: boolean) {
     if (part.state !== "approval-requested") return;
     const id = part.approval.id;
     setAnswered((known) => new Set(known).add(id));
     // A blocking stream is waiting on the server: deciding there is enough, the stream carries the rest.
     // Deferred: the AI SDK's own approval response; "remember" needs the server first (a session grant).
-    const blocking = mode === "blocking" && streaming;
+    // Live: on the socket, mirrored into the message; "remember" is decided by the server alone, as blocking.
+    const blocking = live ? remember : mode === "blocking" && streaming;
     if (blocking || remember) {
       try {
         const url = `/api/chat/${encodeURIComponent(chatId)}/approvals/${encodeURIComponent(id)}`;
@@ -120,9 +155,11 @@ export function Chat({ snapshot, waitOverride }: Props) {
         approved = approvedState(problem.approval);
         reason = problem.approval.decision?.reason || problem.approval.closed?.reason || "";
       }
-      if (blocking) return;
+      if (blocking) return follow();
     }
-    await addToolApprovalResponse({ id, approved, reason: reason || undefined });
+    const response = { id, approved, reason: reason || undefined };
+    if (live) await answer(live, part, { state: "approval-responded", approval: response });
+    await addToolApprovalResponse(response);
   }
 
   // Deferred: an approval decided elsewhere (the inbox, the CLI, a deadline) answers the card here too, so
@@ -143,9 +180,10 @@ export function Chat({ snapshot, waitOverride }: Props) {
 
   // Browser tools run once each, when the server hands them over: it streams `tool-input-available` for a
   // browser call once it may run (at once, or after its approval), and the reply ends there.
+  // Live: the turn goes on instead, waiting for the result on the socket, and a data chunk hands it over.
   const started = useRef(new Set<string>());
   useEffect(() => {
-    if (status !== "ready") return;
+    if (live || status !== "ready") return;
     for (const part of lastStepTools(messages)) {
       const tool = getToolName(part);
       const runnable = part.state === "input-available";
@@ -157,7 +195,29 @@ export function Chat({ snapshot, waitOverride }: Props) {
           : addToolOutput({ state: "output-error", tool, toolCallId: part.toolCallId, errorText: result.errorText }),
       );
     }
-  }, [status, messages, addToolOutput]);
+  }, [live, status, messages, addToolOutput]);
+
+  useEffect(() => {
+    if (!live) return;
+    const settled = (part: ToolPart | undefined) => part?.state === "output-available" || part?.state === "output-error";
+    for (const part of allTools(messages)) {
+      if (!handedOver.has(part.toolCallId) || started.current.has(part.toolCallId)) continue;
+      started.current.add(part.toolCallId);
+      if (settled(part)) continue; // a resumed turn replays calls it already has results for
+      const tool = getToolName(part);
+      void runBrowserTool(tool, part.input).then(async (result) => {
+        // the replay may bring the result while this browser still works on it: one result per call
+        if (settled(allTools(latest.current).find((known) => known.toolCallId === part.toolCallId))) return;
+        if ("output" in result) {
+          await answer(live, part, { state: "output-available", output: result.output });
+          await addToolOutput({ tool, toolCallId: part.toolCallId, output: result.output });
+        } else {
+          await answer(live, part, { state: "output-error", errorText: result.errorText });
+          await addToolOutput({ state: "output-error", tool, toolCallId: part.toolCallId, errorText: result.errorText });
+        }
+      });
+    }
+  }, [live, handedOver, messages, addToolOutput]);
 
   function send(text: string) {
     unlockAudio();

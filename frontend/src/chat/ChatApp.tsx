@@ -2,9 +2,15 @@
 // means a reload shows everything again: the messages, pending approvals and a reply still running.
 import { useEffect, useState } from "react";
 import { requestJson, type WaitMode } from "../shared/api";
-import { Chat, type ChatSnapshot } from "./Chat";
+import { Chat, waitMode, type ChatSnapshot, type TransportKind } from "./Chat";
 
-export function ChatApp({ chatId, waitOverride }: { chatId: string; waitOverride: WaitMode | undefined }) {
+interface Props {
+  chatId: string;
+  waitOverride: WaitMode | undefined;
+  transportKind: TransportKind;
+}
+
+export function ChatApp({ chatId, waitOverride, transportKind }: Props) {
   const [snapshot, setSnapshot] = useState<ChatSnapshot>();
   const [problem, setProblem] = useState("");
 
@@ -14,7 +20,7 @@ export function ChatApp({ chatId, waitOverride }: { chatId: string; waitOverride
     );
   }, [chatId]);
 
-  const mode = waitOverride ?? snapshot?.wait;
+  const mode = snapshot && waitMode(transportKind, waitOverride, snapshot.wait);
   return (
     <>
       <header className="top">
@@ -24,7 +30,8 @@ export function ChatApp({ chatId, waitOverride }: { chatId: string; waitOverride
           {mode && (
             <>
               {" · "}
-              <span data-testid="wait-mode">{mode}</span> approvals
+              <span data-testid="wait-mode">{mode}</span> approvals over{" "}
+              <span data-testid="transport">{transportKind === "live" ? "live" : "SSE"}</span>
             </>
           )}
         </p>
@@ -34,7 +41,7 @@ export function ChatApp({ chatId, waitOverride }: { chatId: string; waitOverride
       </header>
       <main className="chat">
         {snapshot ? (
-          <Chat snapshot={snapshot} waitOverride={waitOverride} />
+          <Chat snapshot={snapshot} waitOverride={waitOverride} transportKind={transportKind} />
         ) : (
           <p role="status" aria-live="polite">
             {problem ? `Could not load the chat: ${problem}` : "Loading the chat…"}

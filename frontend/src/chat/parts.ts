@@ -21,3 +21,7 @@ export function allTools(messages: UIMessage[]): ToolPart[] {
 
 /** What the server has seen of a part, as a set key: its call and state. */
 export const partKey = (part: ToolPart): string => `${part.toolCallId}:${part.state}`;
+
+/** The message that holds a call. */
+export const messageOf = (messages: UIMessage[], toolCallId: string): UIMessage | undefined =>
+  messages.find((message) => message.parts.some((part) => isToolUIPart(part) && part.toolCallId === toolCallId));

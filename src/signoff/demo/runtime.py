@@ -1,0 +1,17 @@
+"""The agent frameworks the demo can run on, with the same tools, grammar and wallet on each."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from signoff.demo.agent import demo_agent
+from signoff.demo.tools import Wallets
+
+RUNTIMES: Final = ("pydantic-ai",)
+
+
+def demo_agent_for(runtime: str, *, model: str | None = None, wallets: Wallets | None = None) -> Any:
+    """The demo agent on `runtime`; `model` is a model string of that framework (scripted without one)."""
+    if runtime == "pydantic-ai":
+        return demo_agent(model, wallets)
+    raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")

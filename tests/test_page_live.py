@@ -1,0 +1,62 @@
+"""The chat page over the live socket (`?transport=live`, WS /api/live) in a real browser: the live-*
+scenarios of tests/js/page.mjs, run as in tests/test_page.py, then checked against the server's ledger.
+
+In a live turn the waits are blocking and the answers travel on the socket while the turn's stream is open:
+each scenario checks that the page made exactly one turn (one `[DONE]`) and sent no POST /api/chat, and
+here the ledger shows what each decision did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.jsclient import needs_node
+from tests.servers import DemoServer, demo_server
+from tests.test_page import run_page
+
+pytestmark = needs_node
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """One server for every scenario; each scenario uses chats of its own."""
+    with demo_server(tmp_path_factory.mktemp("page-live"), browser_timeout=30) as running:
+        yield running
+
+
+def paid_once(server: DemoServer, chat_id: str) -> None:
+    """The chat's one approval was approved by the chat itself and consumed exactly once."""
+    view = server.ledger(chat_id)
+    [approval] = view.approvals
+    assert approval.state == "consumed", approval
+    assert approval.decision is not None and approval.decision.by == f"chat:{chat_id}"
+    assert len(view.actions(approval.id, "consume")) == 1
+
+
+def test_approve(server: DemoServer) -> None:
+    paid_once(server, run_page(server, "live-pay-approve")["chat"])
+
+
+def test_deny_with_reason(server: DemoServer) -> None:
+    chat_id = run_page(server, "live-pay-deny")["chat"]
+    view = server.ledger(chat_id)
+    [approval] = view.approvals
+    assert approval.state == "denied", approval
+    assert approval.decision is not None and approval.decision.reason == "not this month"
+    assert view.actions(approval.id, "consume") == []
+
+
+def test_location_in_the_same_turn(server: DemoServer) -> None:
+    chat_id = run_page(server, "live-location")["chat"]
+    [approval] = server.ledger(chat_id).approvals
+    assert approval.call.tool == "get_location" and approval.state == "consumed", approval
+
+
+def test_play_without_asking(server: DemoServer) -> None:
+    run_page(server, "live-play")
+
+
+def test_reload_while_asking(server: DemoServer) -> None:
+    paid_once(server, run_page(server, "live-reload")["chat"])
