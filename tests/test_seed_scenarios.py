@@ -183,8 +183,8 @@ class SSE:
 class Live:
     """The live socket: one turn, the answers sent on it while it runs.
 
-    With `late`, nobody answers. With `one_by_one`, each answer waits until the previous one's tool output arrived; otherwise every
-    question of a step is answered as soon as the step has asked them all."""
+    With `late`, nobody answers. With `one_by_one`, each answer waits until the previous one's tool output
+    arrived; otherwise every question of a step is answered as soon as the step has asked them all."""
 
     def __init__(self, *, one_by_one: bool = False) -> None:
         self.one_by_one = one_by_one

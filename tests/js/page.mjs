@@ -656,6 +656,95 @@ const SCENARIOS = {
     await run.shot(page, 'done');
   },
 
+  async 'live-two-payments'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    const [jiro, saburo] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
+    await run.do('ask for two payments', async () => {
+      await say(page, 'pay 10 USD to Jiro and 20 USD to Saburo');
+      await expectCard(page, jiro, 'asking', 'Jiro');
+      await expectCard(page, saburo, 'asking', 'Saburo');
+    });
+    await run.do('approve Jiro: the turn still waits for Saburo', async () => {
+      await jiro.getByTestId('approve').click();
+      await expectCard(page, jiro, 'approved', 'Jiro');
+      await page.waitForTimeout(300);
+      await expectCard(page, saburo, 'asking', 'Saburo');
+      if (sockets.turns !== 0) throw new Error('the turn ended while Saburo still asks');
+    });
+    await run.do('deny Saburo: both end right, in the one turn', async () => {
+      await deny(saburo, 'too much');
+      await expectCard(page, jiro, 'done', 'Jiro');
+      await expectCard(page, saburo, 'refused', 'Saburo');
+      await expectReply(page, 'Paid 10 USD to Jiro; the balance is 990 USD.');
+      await expectReply(page, 'too much');
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      const answers = ['answer:approval-responded', 'answer:approval-responded'];
+      expectFrames(sockets, { sent: ['message', ...answers], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'live-remember'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    const first = await payAndAsk(run, page);
+    await run.do('remember for this chat: the server alone decides, the turn goes on', async () => {
+      await first.getByTestId('remember').check();
+      await first.getByTestId('approve').click();
+      await expectCard(page, first, 'done', 'payment');
+      await expectReply(page, PAID_HANAKO);
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      expectFrames(sockets, { sent: ['message'], turns: 1 });
+    });
+    const second = cardOf(page, 'process_payment', 1);
+    await run.do('the grant lets the same payment run without asking', async () => {
+      await say(page, 'pay 50 USD to Hanako');
+      await expectCard(page, second, 'done', 'second payment');
+      await expectReply(page, 'Paid 50 USD to Hanako; the balance is 900 USD.');
+      if ((await statesOf(page, second)).includes('asking')) throw new Error('the granted payment asked again');
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      expectFrames(sockets, { sent: ['message', 'message'], turns: 2 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'granted');
+  },
+
+  async 'live-dropped'(run, browser) {
+    const context = await newContext(browser);
+    // keeps the page's sockets reachable, so the scenario can drop one
+    await context.addInitScript(() => {
+      window.__sockets = [];
+      window.WebSocket = class extends window.WebSocket {
+        constructor(...args) {
+          super(...args);
+          window.__sockets.push(this);
+        }
+      };
+    });
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    const card = await payAndAsk(run, page);
+    await run.do('the socket drops while the card asks: the page says so, the card still asks', async () => {
+      await page.evaluate(() => window.__sockets.at(-1).close());
+      await expectText(page, page.getByTestId('status'), 'the live connection closed', 'the status line');
+      await expectCard(page, card, 'asking', 'payment');
+    });
+    await run.shot(page, 'dropped');
+    await run.do('approve: the answer goes on a new socket, which follows the turn to its end', async () => {
+      await card.getByTestId('approve').click();
+      await expectCard(page, card, 'done', 'payment');
+      await expectReply(page, PAID_HANAKO);
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      expectFrames(sockets, { sent: ['message', 'answer:approval-responded', 'resume'], turns: 1, opened: 2 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
   async 'inbox-edit-grants'(run, browser) {
     const context = await newContext(browser);
     const { page, id } = await openChat(run, context);
