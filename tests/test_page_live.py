@@ -60,3 +60,25 @@ def test_play_without_asking(server: DemoServer) -> None:
 
 def test_reload_while_asking(server: DemoServer) -> None:
     paid_once(server, run_page(server, "live-reload")["chat"])
+
+
+def test_two_approvals_in_one_turn(server: DemoServer) -> None:
+    chat_id = run_page(server, "live-two-payments")["chat"]
+    view = server.ledger(chat_id)
+    paid = {a.call.args["recipient"]: a for a in view.approvals}
+    jiro, saburo = paid["Jiro"], paid["Saburo"]
+    assert jiro.state == "consumed" and len(view.actions(jiro.id, "consume")) == 1
+    assert saburo.state == "denied" and saburo.decision is not None and saburo.decision.reason == "too much"
+    assert view.actions(saburo.id, "consume") == []
+
+
+def test_remember_decides_on_the_server_alone(server: DemoServer) -> None:
+    chat_id = run_page(server, "live-remember")["chat"]
+    view = server.ledger(chat_id)
+    [approval] = view.approvals  # the second payment ran on the session grant, without asking
+    assert approval.decision is not None and approval.decision.remember == "session"
+    assert len(view.actions(approval.id, "consume")) == 1
+
+
+def test_dropped_socket_answer_follows_the_turn_again(server: DemoServer) -> None:
+    paid_once(server, run_page(server, "live-dropped")["chat"])

@@ -12,7 +12,8 @@ from pydantic_ai.messages import ModelMessage, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from signoff import Decision, Gate, MemoryLedger, Policy, ToolCall
-from signoff.integrations.pydantic_ai.stream import Translator, translate
+from signoff.integrations.pydantic_ai.stream import Translator
+from signoff.integrations.stream import translate
 from signoff.integrations.turn import Turn
 from signoff.pydantic_ai import Signoff, SignoffToolset
 

@@ -199,7 +199,8 @@ export function Chat({ snapshot, waitOverride, transportKind }: Props) {
 
   useEffect(() => {
     if (!live) return;
-    const settled = (part: ToolPart | undefined) => part?.state === "output-available" || part?.state === "output-error";
+    const settled = (part: ToolPart | undefined) =>
+      part?.state === "output-available" || part?.state === "output-error";
     for (const part of allTools(messages)) {
       if (!handedOver.has(part.toolCallId) || started.current.has(part.toolCallId)) continue;
       started.current.add(part.toolCallId);
@@ -208,13 +209,12 @@ export function Chat({ snapshot, waitOverride, transportKind }: Props) {
       void runBrowserTool(tool, part.input).then(async (result) => {
         // the replay may bring the result while this browser still works on it: one result per call
         if (settled(allTools(latest.current).find((known) => known.toolCallId === part.toolCallId))) return;
-        if ("output" in result) {
-          await answer(live, part, { state: "output-available", output: result.output });
-          await addToolOutput({ tool, toolCallId: part.toolCallId, output: result.output });
-        } else {
-          await answer(live, part, { state: "output-error", errorText: result.errorText });
-          await addToolOutput({ state: "output-error", tool, toolCallId: part.toolCallId, errorText: result.errorText });
-        }
+        const change: Answer =
+          "output" in result
+            ? { state: "output-available", output: result.output }
+            : { state: "output-error", errorText: result.errorText };
+        await answer(live, part, change);
+        await addToolOutput({ tool, toolCallId: part.toolCallId, ...change });
       });
     }
   }, [live, handedOver, messages, addToolOutput]);

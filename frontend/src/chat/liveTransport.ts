@@ -97,7 +97,8 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
     socket.onclose = () => {
       clearInterval(ping);
       // The reply goes on in the server and its approval stays pending: a reload follows it again.
-      if (this.socket === socket) this.drop(new Error("the live connection closed; reload the page to follow the reply"));
+      const error = new Error("the live connection closed; reload the page to follow the reply");
+      if (this.socket === socket) this.drop(error);
     };
     this.socket = socket;
     this.opening = new Promise((resolve, reject) => {

@@ -35,8 +35,9 @@ from signoff.core.approval import Approval
 from signoff.core.errors import IllegalTransition, NotFound, SignoffError
 from signoff.gate import Gate, Wait
 from signoff.integrations.pydantic_ai.messages import UIMessage, ui_messages
-from signoff.integrations.pydantic_ai.stream import Translator, translate
+from signoff.integrations.pydantic_ai.stream import Translator
 from signoff.integrations.pydantic_ai.toolset import Signoff
+from signoff.integrations.stream import translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, chat_actor
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.base import StoredChat

@@ -1,9 +1,4 @@
-"""The run driver: a pydantic-ai run, as UI message stream chunks.
-
-Two sources feed one reply. pydantic-ai's event stream says what the model writes and what tools return;
-the gate says, through the turn, when a call starts waiting for a person. A blocked tool stops pydantic-ai's
-stream, so the approval request has to travel beside it: both go into one queue, in the order they happen,
-and `Translator` turns each item into chunks.
+"""A pydantic-ai run as UI message stream chunks (`signoff.integrations.stream.translate` drives it).
 
 `Translator` is sans-I/O (an item in, chunks out) and keeps the stream rules of DESIGN.md:
 - a step opens at the first part of a model response and closes before the next response or at the end;
@@ -14,9 +9,7 @@ and `Translator` turns each item into chunks.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic_ai import DeferredToolRequests
@@ -39,11 +32,10 @@ from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.pydantic_ai.messages import outcome
-from signoff.integrations.turn import Turn, current_turn
+from signoff.integrations.stream import ask, handed
+from signoff.integrations.turn import Turn
 from signoff.protocol import (
-    Abort,
     Chunk,
-    Data,
     Finish,
     FinishStep,
     ReasoningDelta,
@@ -53,14 +45,12 @@ from signoff.protocol import (
     TextDelta,
     TextEnd,
     TextStart,
-    ToolApprovalRequest,
     ToolInputAvailable,
     ToolInputDelta,
     ToolInputStart,
     ToolOutputAvailable,
     ToolOutputDenied,
     ToolOutputError,
-    sign,
 )
 
 Item = AgentStreamEvent | AgentRunResultEvent[Any] | Approval | ToolCall
@@ -90,7 +80,7 @@ class Translator:
         match item:
             case Approval() if item.call.call_id in self.visible:
                 self.asked[item.call.call_id] = item.id
-                return [self._ask(item)]
+                return [ask(item, self.signing_key)]
             case ToolCall() if item.call_id in self.visible:
                 return handed(item)
             case PartStartEvent():
@@ -121,17 +111,6 @@ class Translator:
             for c in output.calls
             if c.tool_call_id in approved
         ]
-
-    def _ask(self, approval: Approval) -> ToolApprovalRequest:
-        """The request carries a signature that clients able to keep it (ai ≥ 6.0.221, 7.x) send back; the
-        encoder leaves it out for clients whose schema would reject it."""
-        call = approval.call
-        signature = (
-            sign(self.signing_key, approval.id, call.call_id, call.tool, call.args)
-            if self.signing_key
-            else None
-        )
-        return ToolApprovalRequest(approval_id=approval.id, tool_call_id=call.call_id, signature=signature)
 
     def _open_step(self) -> list[Chunk]:
         if self.responding:
@@ -208,56 +187,3 @@ class Translator:
                 return [ToolOutputError(tool_call_id=call_id, error_text=fields["errorText"])]
             case _, fields:
                 return [ToolOutputAvailable(tool_call_id=call_id, output=fields["output"])]
-
-
-def handed(call: ToolCall) -> list[Chunk]:
-    """A browser call handed over within a live turn: its input is available again, which moves an
-    answered approval to the state where the page shows it running, and a transient `data-browser-call`
-    tells the page to run it now rather than when the reply ends."""
-    return [
-        ToolInputAvailable(tool_call_id=call.call_id, tool_name=call.tool, input=call.args),
-        Data(name="browser-call", id=call.call_id, data={"toolCallId": call.call_id}, transient=True),
-    ]
-
-
-_END, _STOP = object(), object()
-
-
-async def translate(
-    events: Callable[[], AsyncIterator[AgentStreamEvent | AgentRunResultEvent[Any]]], translator: Translator
-) -> AsyncIterator[Chunk]:
-    """Run the agent's event stream under the translator's turn and yield chunks as items arrive.
-
-    `events` is called inside a task that carries the turn, so every tool the run calls sees it.
-    """
-    queue: asyncio.Queue[Item | object] = asyncio.Queue()
-    translator.turn.asked = queue.put_nowait
-    translator.interrupt = lambda: queue.put_nowait(_STOP)
-    if translator.turn.browser is not None:
-        translator.turn.browser.handed = queue.put_nowait
-
-    async def produce() -> None:
-        try:
-            async for event in events():
-                queue.put_nowait(event)
-        finally:
-            queue.put_nowait(_END)
-
-    token = current_turn.set(translator.turn)
-    try:
-        producer = asyncio.get_running_loop().create_task(produce(), name="signoff-run")
-    finally:
-        current_turn.reset(token)
-    try:
-        while (item := await queue.get()) is not _END:
-            if item is _STOP:
-                yield Abort(reason="interrupted")
-                return
-            for chunk in translator.feed(item):  # type: ignore[arg-type]
-                yield chunk
-        await producer  # raises what the run raised
-    finally:
-        if not producer.done():
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer

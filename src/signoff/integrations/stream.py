@@ -1,0 +1,89 @@
+"""The run driver shared by every framework: a run's events and the gate's news, merged into chunks.
+
+Two sources feed one reply. The framework's event stream says what the model writes and what tools
+return; the gate says, through the turn, when a call starts waiting for a person or is handed to the
+browser. A blocked tool stops the framework's stream, so that news has to travel beside it: both go into
+one queue, in the order they happen, and a framework's `Translator` turns each item into chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
+from signoff.integrations.turn import Turn, current_turn
+from signoff.protocol import Abort, Chunk, Data, ToolApprovalRequest, ToolInputAvailable, sign
+
+
+class Translator(Protocol):
+    """Turns a framework's events, and the `Approval`s and handed-over `ToolCall`s of its turn, into
+    chunks; sans-I/O."""
+
+    turn: Turn
+    interrupt: Callable[[], None]
+
+    def feed(self, item: Any) -> list[Chunk]: ...
+
+
+def ask(approval: Approval, signing_key: bytes) -> ToolApprovalRequest:
+    """The request carries a signature that clients able to keep it (ai ≥ 6.0.221, 7.x) send back; the
+    encoder leaves it out for clients whose schema would reject it."""
+    call = approval.call
+    signature = sign(signing_key, approval.id, call.call_id, call.tool, call.args) if signing_key else None
+    return ToolApprovalRequest(approval_id=approval.id, tool_call_id=call.call_id, signature=signature)
+
+
+def handed(call: ToolCall) -> list[Chunk]:
+    """A browser call handed over within a live turn: its input is available again, which moves an
+    answered approval to the state where the page shows it running, and a transient `data-browser-call`
+    tells the page to run it now rather than when the reply ends."""
+    return [
+        ToolInputAvailable(tool_call_id=call.call_id, tool_name=call.tool, input=call.args),
+        Data(name="browser-call", id=call.call_id, data={"toolCallId": call.call_id}, transient=True),
+    ]
+
+
+_END, _STOP = object(), object()
+
+
+async def translate(events: Callable[[], AsyncIterator[Any]], translator: Translator) -> AsyncIterator[Chunk]:
+    """Run the framework's event stream under the translator's turn and yield chunks as items arrive.
+
+    `events` is called inside a task that carries the turn, so every tool the run calls sees it. The
+    translator's `interrupt` stops the run where it is, and the reply ends with `abort`.
+    """
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    translator.turn.asked = queue.put_nowait
+    translator.interrupt = lambda: queue.put_nowait(_STOP)
+    if translator.turn.browser is not None:
+        translator.turn.browser.handed = queue.put_nowait
+
+    async def produce() -> None:
+        try:
+            async for event in events():
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(_END)
+
+    token = current_turn.set(translator.turn)
+    try:
+        producer = asyncio.get_running_loop().create_task(produce(), name="signoff-run")
+    finally:
+        current_turn.reset(token)
+    try:
+        while (item := await queue.get()) is not _END:
+            if item is _STOP:
+                yield Abort(reason="interrupted")
+                return
+            for chunk in translator.feed(item):
+                yield chunk
+        await producer  # raises what the run raised
+    finally:
+        if not producer.done():
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
