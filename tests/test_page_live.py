@@ -2,8 +2,8 @@
 scenarios of tests/js/page.mjs, run as in tests/test_page.py, then checked against the server's ledger.
 
 In a live turn the waits are blocking and the answers travel on the socket while the turn's stream is open:
-each scenario checks that the page made exactly one turn (one `[DONE]`) and sent no POST /api/chat, and
-here the ledger shows what each decision did.
+each scenario checks the frames the page sent, that each turn was one stream (one `[DONE]`, however many
+questions it asked) and that the page sent no POST /api/chat; here the ledger shows what each decision did.
 """
 
 from __future__ import annotations
@@ -78,6 +78,14 @@ def test_remember_decides_on_the_server_alone(server: DemoServer) -> None:
     [approval] = view.approvals  # the second payment ran on the session grant, without asking
     assert approval.decision is not None and approval.decision.remember == "session"
     assert len(view.actions(approval.id, "consume")) == 1
+
+
+def test_decided_in_the_inbox(server: DemoServer) -> None:
+    chat_id = run_page(server, "live-inbox")["chat"]
+    view = server.ledger(chat_id)
+    [approval] = view.approvals
+    assert approval.decision is not None and approval.decision.by == "api:inbox", approval
+    assert approval.state == "consumed" and len(view.actions(approval.id, "consume")) == 1
 
 
 def test_dropped_socket_answer_follows_the_turn_again(server: DemoServer) -> None:

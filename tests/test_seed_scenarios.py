@@ -183,8 +183,8 @@ class SSE:
 class Live:
     """The live socket: one turn, the answers sent on it while it runs.
 
-    With `late`, nobody answers. With `one_by_one`, each answer waits until the previous one's tool output
-    arrived; otherwise every question of a step is answered as soon as the step has asked them all."""
+    Every question of a step is answered once the step has asked them all: at once, or with `one_by_one`,
+    each after the ledger recorded the one before. With `late`, nobody answers."""
 
     def __init__(self, *, one_by_one: bool = False) -> None:
         self.one_by_one = one_by_one
@@ -212,27 +212,16 @@ class Live:
                 elif kind == "data-browser-call":
                     call = inputs[chunk["data"]["toolCallId"]]
                     await socket.send(self._answer(chat, stream, located(call)))
-                answers: list[dict[str, Any]] = []
                 if late:  # nobody answers: the deadline ends the wait within the turn
                     continue
-                if asked and (len(asked) == calls_asking(calls, inputs) or self.one_by_one):
-                    ready = asked[:1] if self.one_by_one else list(asked)
-                    if self.one_by_one and not self._previous_done(stream):
-                        ready = []
-                    for request in ready:
-                        answers.append(responded(inputs[request["toolCallId"]], request, verdicts.pop(0)))
+                if asked and len(asked) == calls_asking(calls, inputs):
+                    for request in list(asked):
+                        part = responded(inputs[request["toolCallId"]], request, verdicts.pop(0))
+                        await socket.send(self._answer(chat, stream, part))
                         asked.remove(request)
-                        self._answered = request["toolCallId"]
-                for part in answers:
-                    await socket.send(self._answer(chat, stream, part))
+                        if self.one_by_one:  # the next answer only once this one took effect
+                            await decided(site, request["approvalId"])
         raise AssertionError("the socket closed before [DONE]")
-
-    _answered: str | None = None
-
-    def _previous_done(self, stream: list[dict[str, Any]]) -> bool:
-        return self._answered is None or any(
-            c.get("toolCallId") == self._answered and c["type"].startswith("tool-output") for c in stream
-        )
 
     @staticmethod
     def _answer(chat: str, stream: list[dict[str, Any]], part: dict[str, Any]) -> str:
@@ -249,6 +238,14 @@ def calls_asking(calls: int, inputs: dict[str, dict[str, Any]]) -> int:
         if calls
         else 0
     )
+
+
+async def decided(site: Site, approval_id: str) -> None:
+    for _ in range(300):
+        if (await site.ledger.get(approval_id)).state is not State.PENDING:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"approval {approval_id} was never decided")
 
 
 async def expired(site: Site, chat: str, count: int) -> None:

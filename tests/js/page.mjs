@@ -668,7 +668,8 @@ const SCENARIOS = {
     });
     await run.do('approve Jiro: the turn still waits for Saburo', async () => {
       await jiro.getByTestId('approve').click();
-      await expectCard(page, jiro, 'approved', 'Jiro');
+      // Jiro's payment may run at once, while Saburo still asks
+      await jiro.and(page.locator('[data-state="approved"], [data-state="done"]')).waitFor({ timeout: WAIT_MS });
       await page.waitForTimeout(300);
       await expectCard(page, saburo, 'asking', 'Saburo');
       if (sockets.turns !== 0) throw new Error('the turn ended while Saburo still asks');
@@ -711,6 +712,25 @@ const SCENARIOS = {
       count(posts, 0, 'live');
     });
     await run.shot(page, 'granted');
+  },
+
+  async 'live-inbox'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
+    run.report.chat = id;
+    const card = await payAndAsk(run, page);
+    const inbox = await openInbox(run, context);
+    const row = inboxRow(inbox, id);
+    await run.do('approve from the inbox: the open turn goes on, the page sends nothing', async () => {
+      await row.getByTestId('approve').click();
+      await row.waitFor({ state: 'detached', timeout: WAIT_MS });
+      await expectCard(page, card, 'done', 'payment');
+      await expectReply(page, PAID_HANAKO);
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      expectFrames(sockets, { sent: ['message'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
   },
 
   async 'live-dropped'(run, browser) {

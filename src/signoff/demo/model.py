@@ -7,7 +7,6 @@ short sentence per result, quoting the reason of any refusal, so tests can check
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -24,13 +23,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from signoff.demo.script import plan
-
-HELP = (
-    "I can pay (pay 50 USD to Hanako), check the weather (weather in Tokyo), find you (where am I)"
-    " or play music (play <track>)."
-)
-REFUSED = {"denied", "expired", "cancelled", "error"}
+from signoff.demo.script import HELP, plan, sentence
 
 
 def scripted_model() -> FunctionModel:
@@ -82,32 +75,6 @@ def _args_of(messages: Iterable[ModelMessage], call_id: str) -> dict[str, Any]:
 def _sentence(part: ToolReturnPart | RetryPromptPart, args: dict[str, Any]) -> str:
     tool = part.tool_name or "the tool"
     if isinstance(part, RetryPromptPart):
-        return f"{tool} failed: {part.model_response()}"
-    result = part.content
-    if part.outcome == "failed":
-        return f"{tool} failed: {result}."
-    if isinstance(result, dict) and result.get("status") in REFUSED:
-        return f"I did not {_doing(tool, args)}: {result.get('message', result['status'])}."
-    if isinstance(result, dict) and result.get("success") is False:
-        return f"I could not {_doing(tool, args)}: {result.get('error', 'it failed')}."
-    match tool, result:
-        case "process_payment", {"amount": amount, "currency": currency, "recipient": to, "balance": left}:
-            return f"Paid {amount} {currency} to {to}; the balance is {left} {currency}."
-        case "get_weather", {"city": city, "temperature_c": degrees, "conditions": conditions}:
-            return f"It is {degrees} °C and {conditions} in {city}."
-        case "get_location", {"latitude": lat, "longitude": lon}:
-            return f"You are at {lat}, {lon}."
-        case "change_bgm", _:
-            return f"Now playing {args.get('track', 'the track')}."
-    return f"{tool} returned {json.dumps(result, default=str)}."
-
-
-def _doing(tool: str, args: dict[str, Any]) -> str:
-    match tool:
-        case "process_payment":
-            return f"pay {args.get('amount')} {args.get('currency')} to {args.get('recipient')}"
-        case "get_location":
-            return "look up your location"
-        case "change_bgm":
-            return f"play {args.get('track')}"
-    return f"run {tool}"
+        return sentence(tool, args, None, failed=part.model_response())
+    failed = str(part.content) + "." if part.outcome == "failed" else None
+    return sentence(tool, args, part.content, failed=failed)

@@ -7,11 +7,15 @@ from typing import Any, Final
 from signoff.demo.agent import demo_agent
 from signoff.demo.tools import Wallets
 
-RUNTIMES: Final = ("pydantic-ai",)
+RUNTIMES: Final = ("pydantic-ai", "adk")
 
 
 def demo_agent_for(runtime: str, *, model: str | None = None, wallets: Wallets | None = None) -> Any:
     """The demo agent on `runtime`; `model` is a model string of that framework (scripted without one)."""
     if runtime == "pydantic-ai":
         return demo_agent(model, wallets)
+    if runtime == "adk":
+        from signoff.demo.adk import demo_adk_agent  # noqa: PLC0415 - the adk extra is optional
+
+        return demo_adk_agent(model, wallets)
     raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")

@@ -5,6 +5,7 @@ It maps a user's text to the tool calls a model would make, deterministically an
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -13,6 +14,13 @@ _PAY = re.compile(rf"^pay\s+{_PAYMENT.pattern}(?:\s+and\s+{_PAYMENT.pattern})*$"
 _WEATHER = re.compile(r"^weather\s+in\s+(.+)$", re.IGNORECASE)
 _WHERE = re.compile(r"^where\s+am\s+i\??$", re.IGNORECASE)
 _PLAY = re.compile(r"^play\s+(.+)$", re.IGNORECASE)
+
+
+HELP = (
+    "I can pay (pay 50 USD to Hanako), check the weather (weather in Tokyo), find you (where am I)"
+    " or play music (play <track>)."
+)
+REFUSED = {"denied", "expired", "cancelled", "error"}
 
 
 def _number(text: str) -> int | float:
@@ -38,3 +46,35 @@ def plan(text: str) -> list[tuple[str, dict[str, Any]]]:
     if match := _PLAY.match(text):
         return [("change_bgm", {"track": match.group(1).strip()})]
     return []
+
+
+def sentence(tool: str, args: dict[str, Any], result: Any, *, failed: str | None = None) -> str:
+    """What the model says about one tool result: done, or refused or failed with the reason it was
+    given, so tests can check what the model was told."""
+    if failed is not None:
+        return f"{tool} failed: {failed}"
+    if isinstance(result, dict) and result.get("status") in REFUSED:
+        return f"I did not {_doing(tool, args)}: {result.get('message', result['status'])}."
+    if isinstance(result, dict) and result.get("success") is False:
+        return f"I could not {_doing(tool, args)}: {result.get('error', 'it failed')}."
+    match tool, result:
+        case "process_payment", {"amount": amount, "currency": currency, "recipient": to, "balance": left}:
+            return f"Paid {amount} {currency} to {to}; the balance is {left} {currency}."
+        case "get_weather", {"city": city, "temperature_c": degrees, "conditions": conditions}:
+            return f"It is {degrees} °C and {conditions} in {city}."
+        case "get_location", {"latitude": lat, "longitude": lon}:
+            return f"You are at {lat}, {lon}."
+        case "change_bgm", _:
+            return f"Now playing {args.get('track', 'the track')}."
+    return f"{tool} returned {json.dumps(result, default=str)}."
+
+
+def _doing(tool: str, args: dict[str, Any]) -> str:
+    match tool:
+        case "process_payment":
+            return f"pay {args.get('amount')} {args.get('currency')} to {args.get('recipient')}"
+        case "get_location":
+            return "look up your location"
+        case "change_bgm":
+            return f"play {args.get('track')}"
+    return f"run {tool}"

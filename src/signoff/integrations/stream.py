@@ -25,6 +25,10 @@ class Translator(Protocol):
 
     turn: Turn
     interrupt: Callable[[], None]
+    asked: dict[str, str]
+    """The calls the reply asked a person about: call id to approval id."""
+    visible: set[str]
+    """The calls of the message being streamed."""
 
     def feed(self, item: Any) -> list[Chunk]: ...
 

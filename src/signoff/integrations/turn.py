@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
-from signoff.gate import Wait
+from signoff.gate import Gate, Wait
 from signoff.protocol import ToolOutput
 
 
@@ -75,3 +75,21 @@ class Turn:
 
 
 current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)
+
+
+async def in_browser(gate: Gate, call: ToolCall) -> ToolOutput | None:
+    """Run an allowed browser call in the browser of the current turn, if it stays connected: its output,
+    or None when the turn must end with the call open for the browser to answer in the next request.
+
+    A browser that does not answer in time gives an error output the model sees, and an audit entry."""
+    turn = current_turn.get()
+    if turn is None or turn.browser is None:
+        return None
+    try:
+        return await turn.browser.run(call)
+    except BrowserTimeout as exc:
+        why = str(exc)
+        await gate.ledger.record(
+            "expire", call.call_id, "signoff:server", chat=turn.chat_id, tool=call.tool, why=why
+        )
+        return ToolOutput(call_id=call.call_id, tool=call.tool, error_text=why)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.models import Model
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -30,13 +29,13 @@ from signoff.approvers.callback import Approver
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Wait
-from signoff.integrations.pydantic_ai.chat import AgentChat
 from signoff.ledger.base import Ledger
 from signoff.server.approvals import ApprovalsAPI
 from signoff.server.chat import ChatAPI
 from signoff.server.feed import ApprovalFeed
 from signoff.server.http import error
 from signoff.server.live import LiveAPI
+from signoff.server.loading import chat_for
 from signoff.server.streams import Streams
 
 log = logging.getLogger("signoff.server")
@@ -61,7 +60,7 @@ class Settings:
 
 
 def create_app(
-    agent: AbstractAgent[Any, Any],
+    agent: Any,
     ledger: Ledger,
     settings: Settings,
     *,
@@ -69,11 +68,12 @@ def create_app(
     approvers: Sequence[Approver] = (),
     model: Model | str | None = None,
 ) -> Starlette:
-    """Serve `agent` with every tool call gated, over an opened `ledger`."""
+    """Serve `agent` (a pydantic-ai or a Google ADK agent) with every tool call gated, over an opened
+    `ledger`."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     streams = Streams(ledger)
-    agent_chat = AgentChat(
+    agent_chat = chat_for(
         agent, gate, model=model, signing_key=settings.signing_key, frontend_timeout=settings.frontend_timeout
     )
     chat = ChatAPI(agent_chat, streams, feed, wait=settings.wait, keepalive=settings.keepalive)

@@ -32,7 +32,7 @@ from starlette.routing import BaseRoute, Route
 
 from signoff.core.errors import AlreadyDecided, InvalidDecision, SignoffError
 from signoff.gate import Wait
-from signoff.integrations.pydantic_ai.chat import AgentChat, Reply
+from signoff.integrations.chat import Chat, Reply
 from signoff.integrations.trust import Untrusted, decide_in_chat
 from signoff.integrations.turn import Browser
 from signoff.protocol import (
@@ -65,7 +65,7 @@ class ChatDecision(msgspec.Struct, forbid_unknown_fields=True):
 
 class ChatAPI:
     def __init__(
-        self, chat: AgentChat, streams: Streams, feed: ApprovalFeed, *, wait: Wait, keepalive: float
+        self, chat: Chat, streams: Streams, feed: ApprovalFeed, *, wait: Wait, keepalive: float
     ) -> None:
         self.chat = chat
         self.streams = streams

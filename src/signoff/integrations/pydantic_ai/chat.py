@@ -12,7 +12,6 @@ with a typed error before a byte is streamed; `Reply.chunks` then runs the agent
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -32,58 +31,30 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 
 from signoff.core.approval import Approval
-from signoff.core.errors import IllegalTransition, NotFound, SignoffError
+from signoff.core.errors import SignoffError
 from signoff.gate import Gate, Wait
-from signoff.integrations.pydantic_ai.messages import UIMessage, ui_messages
+from signoff.integrations.chat import (
+    SUPERSEDED,
+    ChatState,
+    ChatView,
+    Running,
+    encode_state,
+    expire_overdue,
+    load_state,
+    withdraw,
+)
+from signoff.integrations.pydantic_ai.messages import ui_messages
 from signoff.integrations.pydantic_ai.stream import Translator
 from signoff.integrations.pydantic_ai.toolset import Signoff
 from signoff.integrations.stream import translate
-from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, chat_actor
+from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.base import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
-SUPERSEDED = "the user sent a new message instead"
-
-
-class ChatState(msgspec.Struct, kw_only=True):
-    """What the server remembers of a chat between requests."""
-
-    history: msgspec.Raw = msgspec.Raw(b"[]")
-    assistant_id: str | None = None
-    """The assistant message a deferred reply left open; its continuation streams into the same id."""
-    approvals: dict[str, str] = {}
-    """Calls waiting on a person: call id to approval id."""
-    frontend: dict[str, str] = {}
-    """Calls waiting on the browser for a result: call id to tool name."""
-    frontend_due: float | None = None
-    """When the browser's results are overdue: after it, those calls end as errors the model sees."""
-    parked: ChatState | None = None
-    """The chat as a blocking reply left it while it waits on a person (see `Reply._park`). The fields
-    above stay as the reply began, which the worker streaming it shows; every other reader, and a
-    continuation on any worker after that one died, goes on from here."""
-
-    def latest(self) -> ChatState:
-        return self.parked or self
-
-    def overdue(self, now: float) -> bool:
-        return bool(self.frontend) and self.frontend_due is not None and now >= self.frontend_due
-
-
-@dataclass(frozen=True)
-class ChatView:
-    """A chat as a page loads it: its messages in UI form, and every approval it asked for."""
-
-    messages: list[UIMessage]
-    approvals: list[Approval]
-
-
-_decode_state = msgspec.json.Decoder(ChatState).decode
-_encode = msgspec.json.Encoder().encode
-
 
 @dataclass
-class Reply:
+class Reply(Running):
     """A checked request, ready to run. `message_id` is the assistant message it streams into."""
 
     chat: AgentChat
@@ -103,7 +74,6 @@ class Reply:
     """The calls this reply is blocked on, call id to approval id, as saved for another worker."""
     browser: Browser | None = None
     """Set when the browser stays connected while the reply runs (the live socket)."""
-    translator: Translator | None = None
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
@@ -120,20 +90,6 @@ class Reply:
             yield Error(error_text=str(exc))
         except Exception as exc:  # a model or tool failure ends this reply, not the server
             yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
-
-    def interrupt(self) -> None:
-        """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
-        pending, so the chat goes on from its last save."""
-        if self.translator is not None:
-            self.translator.interrupt()
-
-    def asking(self) -> dict[str, str]:
-        """The calls this reply asked a person about so far: call id to approval id."""
-        return dict(self.translator.asked) if self.translator else {}
-
-    def shown(self) -> set[str]:
-        """The calls of the message this reply streams: its own and the earlier ones it continues."""
-        return set(self.translator.visible) if self.translator else set(self.visible)
 
     async def _park(self, approval: Approval, messages: Sequence[object]) -> None:
         """Save the chat as a deferred reply would have left it at this call: the history up to the
@@ -152,7 +108,8 @@ class Reply:
 
     async def _store(self, state: ChatState) -> None:
         version = self.stored.version if self.stored else 0
-        self.stored = await self.chat.gate.ledger.save_chat(self.chat_id, _encode(state), version=version)
+        ledger = self.chat.gate.ledger
+        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=version)
 
     async def _save(self, messages: list[ModelMessage], output: object) -> None:
         state = ChatState(
@@ -240,17 +197,18 @@ class AgentChat:
         )
         if state.overdue(ledger.clock()):
             outputs = {}  # a late output is not used: the deadline is the deadline
-            results.calls = await self._overdue(request.chat_id, state.frontend)
+            why = await expire_overdue(ledger, request.chat_id, state.frontend, self.frontend_timeout)
+            results.calls = {call_id: ToolFailed(why) for call_id in state.frontend}
         run: dict[str, Any] = {"message_history": history}
         if request.trigger == "regenerate-message":
             history, prompt = _before_last_prompt(history)
             run = {"message_history": history, "user_prompt": prompt}
-            await self._withdraw(request.chat_id, state)
+            await withdraw(ledger, request.chat_id, state)
             state = ChatState(history=state.history)
         elif request.user_message is not None:
             run["user_prompt"] = request.user_message.text
             if state.approvals or state.frontend:  # the user moved on: the open calls end as cancelled
-                await self._withdraw(request.chat_id, state)
+                await withdraw(ledger, request.chat_id, state)
                 cancelled = {"status": "cancelled", "message": SUPERSEDED}
                 for call_id in state.frontend:
                     results.calls.setdefault(call_id, cancelled)
@@ -265,26 +223,7 @@ class AgentChat:
         return Reply(self, request.chat_id, wait, stored, message_id, visible, run, begun=begun)
 
     async def _load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
-        """The chat's stored record and its latest state, or the state its running reply began from
-        (an unknown chat is an empty one)."""
-        stored = await self.gate.ledger.load_chat(chat_id)
-        state = _decode_state(stored.state) if stored else ChatState()
-        return stored, state if begun else state.latest()
-
-    async def _overdue(self, chat_id: str, frontend: dict[str, str]) -> dict[str, Any]:
-        why = f"the browser returned no result within {self.frontend_timeout:g} s"
-        for call_id, tool in frontend.items():
-            await self.gate.ledger.record(
-                "expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why
-            )
-        return {call_id: ToolFailed(why) for call_id in frontend}
-
-    async def _withdraw(self, chat_id: str, state: ChatState) -> None:
-        """Cancel the chat's open approvals; one decided meanwhile (or asked by the agent's own tools,
-        with no ledger record) is left as it is."""
-        for approval_id in filter(None, state.approvals.values()):
-            with contextlib.suppress(NotFound, IllegalTransition):
-                await self.gate.ledger.cancel(approval_id, chat_actor(chat_id), SUPERSEDED)
+        return await load_state(self.gate.ledger, chat_id, begun=begun)
 
 
 def _result(output: ToolOutput) -> Any:
@@ -303,4 +242,4 @@ def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage]
     raise Untrusted(409, "trigger", "there is no earlier user message to regenerate a reply to")
 
 
-__all__ = ["AgentChat", "ChatState", "ChatView", "Reply"]
+__all__ = ["AgentChat", "Reply"]

@@ -1,15 +1,12 @@
-"""A chat's stored history as AI SDK UI messages, for a page that loads or reloads a conversation.
+"""A chat's stored pydantic-ai history as AI SDK UI messages, for a page that loads or reloads a chat.
 
 The server is the authority on the conversation, so a reloaded page takes its messages from here, not
-from its own storage. Each tool part comes back in the state the live stream left it in: a call waiting on
-a person is `approval-requested` with its approval id, one waiting on the browser is `input-available`, a
-refused call is `output-denied`. A reload then renders what the stream rendered, and the buttons still work.
+from its own storage (see `signoff.integrations.ui` for the tool parts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -24,12 +21,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from signoff.core.approval import Approval, State
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
 from signoff.integrations.pydantic_ai.toolset import refused
-
-UIMessage = dict[str, Any]
-Outcome = tuple[Literal["output-available", "output-error", "output-denied"], dict[str, Any]]
-_APPROVED = (State.APPROVED, State.CONSUMED)
+from signoff.integrations.ui import Outcome, UIMessage, tool_part
 
 
 def outcome(result: ToolReturnPart | RetryPromptPart) -> Outcome:
@@ -106,29 +101,10 @@ class _Parts:
             return self._tool(part)
         return None
 
-    def _tool(self, call: ToolCallPart) -> UIMessage:
-        call_id = call.tool_call_id
-        ui: UIMessage = {"type": f"tool-{call.tool_name}", "toolCallId": call_id}
-        ui["input"] = call.args_as_dict()
-        if call_id in self.asking:
-            return {**ui, "state": "approval-requested", "approval": {"id": self.asking[call_id]}}
-        result = self.results.get(call_id)
-        approval = self._approval(call_id)
-        if result is None:  # the browser has not answered yet (or the run stopped before the call ran)
-            return {**ui, "state": "input-available", **approval}
-        state, fields = outcome(result)
-        return {**ui, "state": state, **fields, **approval}
-
-    def _approval(self, call_id: str) -> dict[str, Any]:
-        """The part's `approval` as the client would hold it after a response: absent if nobody was asked."""
-        approval = self.approvals.get(call_id)
-        if approval is None or approval.state is State.PENDING:
-            return {}
-        answer: dict[str, Any] = {"id": approval.id, "approved": approval.state in _APPROVED}
-        reason = approval.decision.reason if approval.decision else approval.closed_reason
-        if reason:
-            answer["reason"] = reason
-        return {"approval": answer}
+    def _tool(self, part: ToolCallPart) -> UIMessage:
+        call = ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict())
+        result = self.results.get(part.tool_call_id)
+        return tool_part(call, outcome(result) if result else None, self.approvals, self.asking)
 
 
 __all__ = ["Outcome", "UIMessage", "outcome", "ui_messages"]

@@ -22,7 +22,7 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import BrowserTimeout, current_turn
+from signoff.integrations.turn import current_turn, in_browser
 
 _EXTERNAL = "signoff_external"
 REFUSED = {"signoff": "refused"}
@@ -98,18 +98,10 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         return result
 
     async def _in_browser(self, call: ToolCall) -> Any:
-        """Allowed: the browser runs it. A browser still connected to the turn answers within it;
-        otherwise the run ends here and the result comes with the next request."""
-        turn = current_turn.get()
-        if turn is None or turn.browser is None:
+        """Allowed: the browser runs it, within the turn or after it ends."""
+        output = await in_browser(self.gate, call)
+        if output is None:
             raise CallDeferred()
-        try:
-            output = await turn.browser.run(call)
-        except BrowserTimeout as exc:
-            await self.gate.ledger.record(
-                "expire", call.call_id, "signoff:server", chat=turn.chat_id, tool=call.tool, why=str(exc)
-            )
-            raise ToolFailed(str(exc)) from None
         if output.error_text is not None:
             raise ToolFailed(output.error_text)
         return output.output

@@ -1,0 +1,214 @@
+"""An ADK agent as a chat: one request in, one reply of chunks out, over the user's own session service.
+
+ADK keeps the conversation in its session service (in memory by default; any `BaseSessionService` the user
+passes), one session per chat. The ledger keeps what signoff needs beside it: the calls the chat waits on
+a person for with their ADK confirmation ids, the browser calls it waits on, and the assistant message a
+continuation streams into. The client's copy of the conversation supplies only the new user message,
+approval responses and browser results, each checked by `signoff.integrations.trust` first.
+
+A continuation answers ADK in its own terms: a `FunctionResponse` to each `adk_request_confirmation`
+(always `confirmed`, since the gate reads the ledger's decision, not this flag) and one per browser result.
+ADK then resumes the same invocation and calls the plugin again for each original call.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from google.adk.agents._streaming_mode import StreamingMode  # run_config's re-export is implicit
+from google.adk.agents.base_agent import BaseAgent
+from google.adk.agents.run_config import RunConfig
+from google.adk.apps.app import App
+from google.adk.events.event import Event
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.genai import types
+
+from signoff.core.call import ToolCall
+from signoff.core.errors import SignoffError
+from signoff.gate import Gate, Wait
+from signoff.integrations.adk.messages import calls_of, ui_messages
+from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin
+from signoff.integrations.adk.stream import CONFIRMATION, End, Translator
+from signoff.integrations.chat import (
+    ChatState,
+    ChatView,
+    Running,
+    encode_state,
+    expire_overdue,
+    load_state,
+    withdraw,
+)
+from signoff.integrations.stream import translate
+from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
+from signoff.integrations.turn import Browser, Turn
+from signoff.ledger.base import StoredChat
+from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
+
+USER = "signoff"
+"""The ADK user id every chat's session is filed under; the chat id is the session id."""
+
+
+@dataclass
+class AdkReply(Running):
+    chat: AdkChat
+    chat_id: str
+    wait: Wait
+    stored: StoredChat | None
+    message_id: str
+    earlier: dict[str, ToolCall]
+    message: types.Content
+    visible: list[str]
+    browser: Browser | None = None
+    frontend_due: float | None = None
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        turn = Turn(chat_id=self.chat_id, wait=self.wait, browser=self.browser)
+        translator = Translator(
+            turn,
+            self.message_id,
+            earlier=self.earlier,
+            browser_tools=self.chat.browser_tools,
+            signing_key=self.chat.signing_key,
+        )
+        self.translator = translator
+        yield Start(message_id=self.message_id)
+        try:
+            async for chunk in translate(self._events, translator):
+                yield chunk
+            if translator.ended:  # not interrupted: the chat stays as it was saved otherwise
+                await self._save(translator)
+        except SignoffError as exc:
+            yield Error(error_text=str(exc))
+        except Exception as exc:  # a model or tool failure ends this reply, not the server
+            yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
+
+    async def _events(self) -> AsyncIterator[Event | End]:
+        streaming = RunConfig(streaming_mode=StreamingMode.SSE)
+        async for event in self.chat.runner.run_async(
+            user_id=USER, session_id=self.chat_id, new_message=self.message, run_config=streaming
+        ):
+            yield event
+        yield End()
+
+    async def _save(self, translator: Translator) -> None:
+        asking = translator.asking
+        state = ChatState(
+            events=await self.chat.events(self.chat_id),
+            assistant_id=self.message_id,
+            approvals=asking,
+            confirmations={c: translator.confirmations.get(c, "") for c in asking},
+            frontend={c: call.tool for c, call in translator.open_calls.items()},
+        )
+        ledger = self.chat.gate.ledger
+        if state.frontend:
+            self.frontend_due = state.frontend_due = ledger.clock() + self.chat.frontend_timeout
+        version = self.stored.version if self.stored else 0
+        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=version)
+
+
+class AdkChat:
+    """Serve an ADK `agent` as a chat whose every tool call passes `gate`.
+
+    `session_service` keeps the conversations (one session per chat); every worker serving the same chats
+    needs the same one, and the same `signing_key`.
+    """
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        gate: Gate,
+        *,
+        session_service: BaseSessionService | None = None,
+        app_name: str = "signoff",
+        signing_key: bytes = b"",
+        frontend_timeout: float = 120.0,
+    ) -> None:
+        self.gate = gate
+        self.signing_key = signing_key
+        self.frontend_timeout = frontend_timeout
+        self.app = App(name=app_name, root_agent=agent, plugins=[SignoffPlugin(gate)])
+        sessions = session_service or InMemorySessionService()
+        self.runner = Runner(app=self.app, session_service=sessions, auto_create_session=True)
+        self.browser_tools = frozenset(
+            tool.name for tool in getattr(agent, "tools", ()) if isinstance(tool, BrowserTool)
+        )
+
+    async def _session_events(self, chat_id: str) -> list[Event]:
+        session = await self.runner.session_service.get_session(
+            app_name=self.app.name, user_id=USER, session_id=chat_id
+        )
+        return list(session.events) if session else []
+
+    async def events(self, chat_id: str) -> int:
+        return len(await self._session_events(chat_id))
+
+    async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
+        """The chat as stored after its last reply, or, with `begun`, as the running reply began (ADK
+        appends a running reply's events as they happen, so those are cut off)."""
+        _, state = await load_state(self.gate.ledger, chat_id)
+        events = await self._session_events(chat_id)
+        if begun:
+            events = events[: state.events]
+        approvals = await self.gate.ledger.approvals(chat_id=chat_id)
+        asking = state.approvals
+        return ChatView(
+            ui_messages(events, assistant_id=state.assistant_id, approvals=approvals, asking=asking),
+            approvals,
+        )
+
+    async def waiting(self, chat_id: str) -> dict[str, str]:
+        _, state = await load_state(self.gate.ledger, chat_id)
+        return state.approvals
+
+    async def prepare_overdue(self, chat_id: str, wait: Wait) -> AdkReply | None:
+        _, state = await load_state(self.gate.ledger, chat_id)
+        if not state.overdue(self.gate.ledger.clock()):
+            return None
+        return await self.prepare(ChatRequest(chat_id=chat_id, trigger="submit-message"), wait)
+
+    async def prepare(self, request: ChatRequest, wait: Wait) -> AdkReply:
+        """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
+        ledger, chat_id = self.gate.ledger, request.chat_id
+        stored, state = await load_state(ledger, chat_id)
+        made = calls_of(await self._session_events(chat_id))
+        await accept_responses(ledger, chat_id, state.approvals, request.approvals, self.signing_key)
+        outputs: dict[str, Any] = {
+            c: _response(o) for c, o in accept_outputs(state.frontend, made, request.outputs).items()
+        }
+        if state.overdue(ledger.clock()):  # a late output is not used: the deadline is the deadline
+            why = await expire_overdue(ledger, chat_id, state.frontend, self.frontend_timeout)
+            outputs = {call_id: {"error": why} for call_id in state.frontend}
+        if request.trigger == "regenerate-message":
+            raise Untrusted(409, "trigger", "an ADK chat cannot regenerate a reply: its session only grows")
+        answers = [
+            types.FunctionResponse(name=CONFIRMATION, id=state.confirmations[c], response={"confirmed": True})
+            for c in state.approvals
+            if state.confirmations.get(c)
+        ] + [types.FunctionResponse(name=state.frontend[c], id=c, response=r) for c, r in outputs.items()]
+        if request.user_message is not None:
+            await withdraw(ledger, chat_id, state)  # ADK drops calls left unanswered from the model's view
+            message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
+        elif answers:
+            message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
+        else:
+            raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
+        continues = request.user_message is None
+        message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
+        visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
+        earlier = {c: made[c] for c in visible if c in made}
+        return AdkReply(self, chat_id, wait, stored, message_id, earlier, message, visible)
+
+
+def _response(output: ToolOutput) -> dict[str, Any]:
+    """A browser result as ADK's function response: a dict, with an error the model sees as one."""
+    if output.error_text is not None:
+        return {"error": output.error_text}
+    return output.output if isinstance(output.output, dict) else {"result": output.output}
+
+
+__all__ = ["AdkChat", "AdkReply"]

@@ -1,0 +1,79 @@
+"""An ADK session's events as AI SDK UI messages, for a page that loads or reloads a chat.
+
+The tool parts come out as `signoff.integrations.ui` shapes them for every framework. ADK's own
+confirmation calls and the placeholder results of deferred calls are signoff's plumbing, never parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from google.adk.events.event import Event
+
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
+from signoff.integrations.adk.stream import CONFIRMATION, outcome
+from signoff.integrations.ui import Outcome, UIMessage, tool_part
+from signoff.protocol import ToolOutputAvailable, ToolOutputDenied, ToolOutputError
+
+
+def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
+    """Every call the agent made in these events, by id."""
+    return {
+        call.id: ToolCall(call.id, call.name or "", dict(call.args or {}))
+        for event in events
+        for call in event.get_function_calls()
+        if call.id and call.name != CONFIRMATION
+    }
+
+
+def _results(events: Sequence[Event]) -> dict[str, Outcome]:
+    results: dict[str, Outcome] = {}
+    for event in events:
+        for response in event.get_function_responses():
+            if response.name == CONFIRMATION or not response.id:
+                continue
+            match outcome(response.id, dict(response.response or {})):
+                case ToolOutputDenied():
+                    results[response.id] = ("output-denied", {})
+                case ToolOutputError(error_text=text):
+                    results[response.id] = ("output-error", {"errorText": text})
+                case ToolOutputAvailable(output=output):
+                    results[response.id] = ("output-available", {"output": output})
+    return results
+
+
+def ui_messages(
+    events: Sequence[Event],
+    *,
+    assistant_id: str | None,
+    approvals: Iterable[Approval],
+    asking: Mapping[str, str],
+) -> list[UIMessage]:
+    results = _results(events)
+    by_call = {a.call.call_id: a for a in approvals}
+    messages: list[UIMessage] = []
+    assistant: UIMessage | None = None
+    for event in events:
+        parts = event.content.parts if event.content and event.content.parts else []
+        if event.author == "user":
+            if texts := [{"type": "text", "text": p.text} for p in parts if p.text]:
+                assistant = None
+                messages.append({"id": f"user-{len(messages)}", "role": "user", "parts": texts})
+            continue
+        step: list[dict[str, Any]] = []
+        for part in parts:
+            if part.text and not part.thought:
+                step.append({"type": "text", "text": part.text, "state": "done"})
+            elif (call := part.function_call) is not None and call.name != CONFIRMATION and call.id:
+                made = ToolCall(call.id, call.name or "", dict(call.args or {}))
+                step.append(tool_part(made, results.get(call.id), by_call, asking))
+        if step:
+            if assistant is None:
+                assistant = {"id": f"assistant-{len(messages)}", "role": "assistant", "parts": []}
+                messages.append(assistant)
+            assistant["parts"] += [{"type": "step-start"}, *step]
+    if assistant_id and messages and messages[-1]["role"] == "assistant":
+        messages[-1]["id"] = assistant_id
+    return messages

@@ -1,0 +1,120 @@
+"""The gate in front of every tool call of any ADK agent, as an ADK plugin.
+
+`before_tool_callback` runs before each call and the first plugin to return a result replaces the tool's,
+so the plugin rules there, through the gate like every other integration:
+- allowed: the plugin runs the tool itself, after the single-use claim, with the arguments the person
+  approved (an edit included), and returns its result;
+- refused: the model gets the typed refusal with its reason instead of a result, and the body never runs;
+- deferred: the plugin asks through ADK's own `request_confirmation`, so the run ends the way ADK users
+  know, and their session service keeps it. On resume ADK calls the plugin again for the original call,
+  and the gate finds the ledger's decision: ADK's `confirmed` flag is a client's claim and decides nothing.
+
+Browser tools (`browser_tool`, seed 001) run in the browser: when the browser stays connected (the live
+socket) the plugin awaits its result within the turn; otherwise the run ends with the call open, as ADK
+does for a long-running tool, and the result comes with the next request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.tool_context import ToolContext
+from pydantic_core import to_jsonable_python
+
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
+from signoff.core.errors import AlreadyConsumed, CallMismatch
+from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.integrations.turn import current_turn, in_browser
+
+MARK = "signoff"
+"""The key that marks a result signoff gave in place of the tool's: `refused`, or `pending` for the
+placeholder of a deferred call, which no client ever sees as the call's output."""
+
+
+class BrowserTool(FunctionTool):
+    """A tool the browser runs: the function only declares it (name, docstring, parameters)."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        super().__init__(func)
+        self.is_long_running = True  # ADK ends the run with the call open, as for a long-running tool
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        return None  # no result here: it comes from the browser
+
+
+def browser_tool(func: Callable[..., Any]) -> BrowserTool:
+    """Declare a tool whose body runs in the browser, from a function with its name, docstring and
+    parameters (its body never runs)."""
+    return BrowserTool(func)
+
+
+class _Leave:
+    """The browser runs it later: ADK keeps the call open."""
+
+
+_LEAVE = _Leave()
+
+
+class SignoffPlugin(BasePlugin):
+    """`App(root_agent=agent, plugins=[SignoffPlugin(gate)])`.
+
+    Outside a signoff server the chat id and wait mode come from here; inside one, the request's turn
+    supplies them.
+    """
+
+    def __init__(self, gate: Gate, *, chat_id: str = "default", wait: Wait = "blocking") -> None:
+        super().__init__(name="signoff")
+        self.gate = gate
+        self.chat_id = chat_id
+        self.wait = wait
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        turn = current_turn.get()
+        chat_id, wait = (turn.chat_id, turn.wait) if turn else (self.chat_id, self.wait)
+        call = ToolCall(tool_context.function_call_id or "", tool.name, to_jsonable_python(tool_args))
+
+        async def run(**args: Any) -> Any:
+            if isinstance(tool, BrowserTool):
+                return await _in_browser(self.gate, ToolCall(call.call_id, tool.name, args))
+            return await tool.run_async(args=args, tool_context=tool_context)
+
+        async def pending(approval: Approval) -> None:
+            assert turn is not None
+            turn.asked(approval)
+
+        try:
+            result = await self.gate.run(
+                call, run, chat_id=chat_id, wait=wait, on_pending=pending if turn else None
+            )
+        except (AlreadyConsumed, CallMismatch) as exc:
+            return {"status": "error", "message": str(exc)}
+        if isinstance(result, Pending):
+            approval = result.approval
+            tool_context.request_confirmation(hint=approval.description, payload={"approval_id": approval.id})
+            return _placeholder(tool_context, approval_id=approval.id)
+        if isinstance(result, Refused):
+            return {**result.to_result(), MARK: "refused"}
+        if result is _LEAVE:
+            return _placeholder(tool_context, waiting="the browser")
+        return result if isinstance(result, dict) else {"result": result}
+
+
+def _placeholder(tool_context: ToolContext, **why: str) -> dict[str, Any]:
+    """The call stays open: the run ends here, without the model seeing this stand-in (the answer that
+    comes with a later request replaces it in the model's view)."""
+    tool_context.actions.skip_summarization = True
+    return {"status": "pending", **why, MARK: "pending"}
+
+
+async def _in_browser(gate: Gate, call: ToolCall) -> Any:
+    output = await in_browser(gate, call)
+    if output is None:
+        return _LEAVE
+    return {"error": output.error_text} if output.error_text is not None else output.output

@@ -1,0 +1,207 @@
+"""ADK events as UI message stream chunks (`signoff.integrations.stream.translate` drives it).
+
+`Translator` is sans-I/O and keeps the stream rules of DESIGN.md, as the pydantic-ai one does:
+- a step opens at a model response's first part and closes before the next response or at the end;
+- streamed text (`partial` events) is sent as it comes, and the aggregated event that closes it only ends
+  the text part;
+- ADK's internal `adk_request_confirmation` call is never a tool part: the gate announces the question
+  itself (an `Approval` item, under the original call id), and the confirmation id is kept to answer ADK;
+- a deferred call's placeholder result is not the call's output, and is never sent;
+- `End` closes the reply: approved browser calls are handed over, and `finish` carries the run's usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.adk.events.event import Event
+from google.genai import types
+
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
+from signoff.integrations.adk.plugin import MARK
+from signoff.integrations.stream import ask, handed
+from signoff.integrations.turn import Turn
+from signoff.protocol import (
+    Chunk,
+    Finish,
+    FinishStep,
+    StartStep,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolInputAvailable,
+    ToolInputStart,
+    ToolOutputAvailable,
+    ToolOutputDenied,
+    ToolOutputError,
+)
+
+CONFIRMATION = "adk_request_confirmation"
+
+
+class End:
+    """The run ended (ADK's event stream has no event of its own for that)."""
+
+
+def outcome(call_id: str, response: dict[str, Any]) -> Chunk | None:
+    """What a function response is to the client, for the live stream and for a chat rebuilt later
+    (None: a placeholder, not the call's output)."""
+    match response.get(MARK):
+        case "pending":
+            return None
+        case "refused":
+            return ToolOutputDenied(tool_call_id=call_id)
+    if set(response) == {"error"}:
+        return ToolOutputError(tool_call_id=call_id, error_text=str(response["error"]))
+    return ToolOutputAvailable(tool_call_id=call_id, output=response)
+
+
+@dataclass
+class Translator:
+    turn: Turn
+    message_id: str
+    visible: set[str] = field(default_factory=set)
+    """The calls of the message being streamed: its own and those of the earlier request it continues."""
+    earlier: dict[str, ToolCall] = field(default_factory=dict)
+    """The calls of the earlier request this reply continues."""
+    browser_tools: frozenset[str] = frozenset()
+    signing_key: bytes = b""
+    asked: dict[str, str] = field(default_factory=dict)
+    """The calls this reply asked a person about: call id to approval id."""
+    confirmations: dict[str, str] = field(default_factory=dict)
+    """ADK's confirmation call id for each deferred call, to answer it with."""
+    calls: dict[str, ToolCall] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+    """Calls whose result (not a placeholder) went out."""
+    usage: dict[str, int] = field(default_factory=dict)
+    ended: bool = False
+    _step_open: bool = False
+    _responding: bool = False
+    _text: str | None = None
+    _count: int = 0
+
+    def __post_init__(self) -> None:
+        self.interrupt: Callable[[], None] = lambda: None
+        """Stops the run where it is (set by `translate` while it runs)."""
+        self.visible |= self.earlier.keys()
+        self.calls.update(self.earlier)
+
+    def feed(self, item: Event | Approval | ToolCall | End) -> list[Chunk]:
+        match item:
+            case Approval() if item.call.call_id in self.visible:
+                self.asked[item.call.call_id] = item.id
+                return [ask(item, self.signing_key)]
+            case ToolCall() if item.call_id in self.visible:
+                return handed(item)
+            case End():
+                return self._end()
+            case Event() if item.content is not None and item.content.parts:
+                return self._event(item, item.content.parts)
+        return []
+
+    @property
+    def open_calls(self) -> dict[str, ToolCall]:
+        """Browser calls left to the browser: made or continued here, and with no result yet."""
+        return {
+            call_id: call
+            for call_id, call in self.calls.items()
+            if call.tool in self.browser_tools and call_id not in self.answered and call_id not in self.asking
+        }
+
+    @property
+    def asking(self) -> dict[str, str]:
+        """The calls still waiting on a person at the end: asked, and with no result."""
+        return {c: a for c, a in self.asked.items() if c not in self.answered}
+
+    def _event(self, event: Event, parts: list[types.Part]) -> list[Chunk]:
+        if event.usage_metadata is not None and not event.partial:
+            self._count_usage(event.usage_metadata)
+        chunks: list[Chunk] = []
+        for part in parts:
+            if part.text is not None and not part.thought:
+                chunks += self._say(part.text, partial=bool(event.partial))
+            elif (call := part.function_call) is not None and not event.partial:
+                chunks += self._call(call, event.long_running_tool_ids or set())
+            elif (response := part.function_response) is not None:
+                chunks += self._result(response)
+        return chunks
+
+    def _say(self, text: str, *, partial: bool) -> list[Chunk]:
+        chunks = self._open_step()
+        if self._text is None:
+            self._count += 1
+            self._text = f"{self.message_id}-{self._count}"
+            chunks.append(TextStart(id=self._text))
+            if not partial and text:  # nothing was streamed: the whole text at once
+                chunks.append(TextDelta(id=self._text, delta=text))
+        if partial and text:
+            chunks.append(TextDelta(id=self._text, delta=text))
+        if not partial:  # the aggregate repeats what was streamed, so it only ends the part
+            chunks.append(TextEnd(id=self._text))
+            self._text = None
+        return chunks
+
+    def _call(self, call: types.FunctionCall, long_running: set[str]) -> list[Chunk]:
+        args = dict(call.args or {})
+        if call.name == CONFIRMATION:
+            original = args.get("originalFunctionCall") or {}
+            self.confirmations[str(original.get("id"))] = call.id or ""
+            return []
+        call_id, tool = call.id or "", call.name or ""
+        self.calls[call_id] = ToolCall(call_id, tool, args)
+        self.visible.add(call_id)
+        chunks = self._open_step()
+        return [
+            *chunks,
+            ToolInputStart(tool_call_id=call_id, tool_name=tool),
+            ToolInputAvailable(tool_call_id=call_id, tool_name=tool, input=args),
+        ]
+
+    def _result(self, response: types.FunctionResponse) -> list[Chunk]:
+        self._responding = False
+        call_id = response.id or ""
+        if response.name == CONFIRMATION or call_id not in self.visible:
+            return []
+        chunk = outcome(call_id, dict(response.response or {}))
+        if chunk is None:
+            return []
+        self.answered.add(call_id)
+        return [chunk]
+
+    def _open_step(self) -> list[Chunk]:
+        if self._responding:
+            return []
+        closing = self._close_step()
+        self._responding = self._step_open = True
+        return [*closing, StartStep()]
+
+    def _close_step(self) -> list[Chunk]:
+        if not self._step_open:
+            return []
+        self._step_open = False
+        return [FinishStep()]
+
+    def _end(self) -> list[Chunk]:
+        self.ended = True
+        approved = self.asked.keys() | self.earlier.keys()
+        handover = [
+            ToolInputAvailable(tool_call_id=c.call_id, tool_name=c.tool, input=c.args)
+            for c in self.open_calls.values()
+            if c.call_id in approved
+        ]
+        waiting = bool(self.asking or self.open_calls)
+        metadata = {"usage": self.usage} if self.usage else None
+        finish = Finish(finish_reason="tool-calls" if waiting else "stop", message_metadata=metadata)
+        return [*handover, *self._close_step(), finish]
+
+    def _count_usage(self, usage: types.GenerateContentResponseUsageMetadata) -> None:
+        for key, value in (
+            ("inputTokens", usage.prompt_token_count),
+            ("outputTokens", usage.candidates_token_count),
+            ("totalTokens", usage.total_token_count),
+        ):
+            if value is not None:
+                self.usage[key] = self.usage.get(key, 0) + value

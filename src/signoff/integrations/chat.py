@@ -1,0 +1,139 @@
+"""What every framework's chat shares: the state kept between requests, and what the server needs of it.
+
+A framework's chat (`AgentChat` for pydantic-ai, `AdkChat` for Google ADK) prepares a `Reply` from a
+checked request and runs it as chunks; the server's transports (SSE, the live socket) need nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import msgspec
+
+from signoff.core.approval import Approval
+from signoff.core.errors import IllegalTransition, NotFound
+from signoff.gate import Gate, Wait
+from signoff.integrations.stream import Translator
+from signoff.integrations.trust import chat_actor
+from signoff.integrations.turn import Browser
+from signoff.integrations.ui import UIMessage
+from signoff.ledger.base import Ledger, StoredChat
+from signoff.protocol import ChatRequest, Chunk
+
+SUPERSEDED = "the user sent a new message instead"
+
+
+class ChatState(msgspec.Struct, kw_only=True):
+    """What the server remembers of a chat between requests."""
+
+    history: msgspec.Raw = msgspec.Raw(b"[]")
+    """The framework's own message history, where the framework keeps none itself (pydantic-ai)."""
+    events: int = 0
+    """How many events the framework's own session held when the last reply ended (ADK)."""
+    assistant_id: str | None = None
+    """The assistant message a deferred reply left open; its continuation streams into the same id."""
+    approvals: dict[str, str] = {}
+    """Calls waiting on a person: call id to approval id."""
+    confirmations: dict[str, str] = {}
+    """The framework's own id for each question it asked (ADK's confirmation calls), by call id."""
+    frontend: dict[str, str] = {}
+    """Calls waiting on the browser for a result: call id to tool name."""
+    frontend_due: float | None = None
+    """When the browser's results are overdue: after it, those calls end as errors the model sees."""
+    parked: ChatState | None = None
+    """The chat as a blocking reply left it while it waits on a person. The fields above stay as the
+    reply began, which the worker streaming it shows; every other reader, and a continuation on any
+    worker after that one died, goes on from here."""
+
+    def latest(self) -> ChatState:
+        return self.parked or self
+
+    def overdue(self, now: float) -> bool:
+        return bool(self.frontend) and self.frontend_due is not None and now >= self.frontend_due
+
+
+_decode_state = msgspec.json.Decoder(ChatState).decode
+encode_state = msgspec.json.Encoder().encode
+
+
+async def load_state(
+    ledger: Ledger, chat_id: str, *, begun: bool = False
+) -> tuple[StoredChat | None, ChatState]:
+    """The chat's stored record and its latest state, or the state its running reply began from (an
+    unknown chat is an empty one)."""
+    stored = await ledger.load_chat(chat_id)
+    state = _decode_state(stored.state) if stored else ChatState()
+    return stored, state if begun else state.latest()
+
+
+async def withdraw(ledger: Ledger, chat_id: str, state: ChatState) -> None:
+    """Cancel the chat's open approvals; one decided meanwhile (or asked by the agent's own tools, with no
+    ledger record) is left as it is."""
+    for approval_id in filter(None, state.approvals.values()):
+        with contextlib.suppress(NotFound, IllegalTransition):
+            await ledger.cancel(approval_id, chat_actor(chat_id), SUPERSEDED)
+
+
+async def expire_overdue(ledger: Ledger, chat_id: str, frontend: dict[str, str], allowed: float) -> str:
+    """Audit the browser calls that got no result within `allowed` seconds; the reason the model is told."""
+    why = f"the browser returned no result within {allowed:g} s"
+    for call_id, tool in frontend.items():
+        await ledger.record("expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why)
+    return why
+
+
+@dataclass(frozen=True)
+class ChatView:
+    """A chat as a page loads it: its messages in UI form, and every approval it asked for."""
+
+    messages: list[UIMessage]
+    approvals: list[Approval]
+
+
+class Running:
+    """What a transport may do with a reply while it runs; `translator` is set once it does."""
+
+    translator: Translator | None = None
+    visible: list[str]
+
+    def interrupt(self) -> None:
+        """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
+        pending, so the chat goes on from its last save."""
+        if self.translator is not None:
+            self.translator.interrupt()
+
+    def asking(self) -> dict[str, str]:
+        """The calls this reply asked a person about so far: call id to approval id."""
+        return dict(self.translator.asked) if self.translator else {}
+
+    def shown(self) -> set[str]:
+        """The calls of the message this reply streams: its own and the earlier ones it continues."""
+        return set(self.translator.visible) if self.translator else set(self.visible)
+
+
+class Reply(Protocol):
+    chat_id: str
+    browser: Browser | None
+    frontend_due: float | None
+    """Set once the reply is saved waiting on the browser: when its results are overdue."""
+
+    def chunks(self) -> AsyncIterator[Chunk]: ...
+    def interrupt(self) -> None: ...
+    def asking(self) -> dict[str, str]: ...
+    def shown(self) -> set[str]: ...
+
+
+class Chat(Protocol):
+    """A framework's agent served as chats."""
+
+    gate: Gate
+    signing_key: bytes
+    frontend_timeout: float
+
+    async def view(self, chat_id: str, *, begun: bool = False) -> ChatView: ...
+    async def prepare(self, request: ChatRequest, wait: Wait) -> Reply: ...
+    async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None: ...
+    async def waiting(self, chat_id: str) -> dict[str, str]: ...
