@@ -76,14 +76,19 @@ class DemoServer:
 
 @contextlib.contextmanager
 def demo_server(
-    directory: Path, *, keepalive: float = 0.5, timeout: float = 15, browser_timeout: float = 120
+    directory: Path,
+    *,
+    keepalive: float = 0.5,
+    timeout: float = 15,
+    browser_timeout: float = 120,
+    runtime: str = "pydantic-ai",
 ) -> Iterator[DemoServer]:
     """Runs `signoff demo --port 0` with its ledger in `directory`; fails loudly (with the server's stderr)
     if it does not say it is listening within `timeout` seconds, and always stops it afterwards."""
     token = "conformance-" + os.urandom(8).hex()
     db = directory / "signoff.db"
     options = ["--ledger", f"sqlite:///{db}", "--keepalive", str(keepalive)]
-    options += ["--browser-timeout", str(browser_timeout)]
+    options += ["--browser-timeout", str(browser_timeout), "--runtime", runtime]
     with signoff_server(directory, ["demo", *options], token, timeout=timeout) as (base, _process):
         yield DemoServer(base=base, token=token, db=db, stderr=directory / "demo.stderr")
 

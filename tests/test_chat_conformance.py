@@ -27,6 +27,7 @@ import pytest
 
 from signoff import Approval
 from signoff.demo.model import HELP
+from signoff.demo.runtime import RUNTIMES
 from tests.conftest import SIGNOFF
 from tests.jsclient import CLIENTS, assistant_messages, chunk_types, needs_node, run_scenario, tool_parts
 from tests.servers import DemoServer, LedgerView, demo_server
@@ -54,10 +55,11 @@ def by_client(test: Test) -> Test:
     return marked
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    """One server for the whole module: starting it costs more than all of a scenario's requests."""
-    with demo_server(tmp_path_factory.mktemp("conformance")) as running:
+@pytest.fixture(scope="module", params=RUNTIMES)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """One server per agent framework for the whole module: starting it costs more than all of a
+    scenario's requests. Every scenario passes unchanged on each framework."""
+    with demo_server(tmp_path_factory.mktemp("conformance"), runtime=request.param) as running:
         yield running
 
 

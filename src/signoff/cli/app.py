@@ -249,7 +249,10 @@ WaitOption = Annotated[
 ]
 ModelOption = Annotated[
     str | None,
-    typer.Option("--model", help="A pydantic-ai model string, e.g. openai:gpt-5.2 (needs its key)."),
+    typer.Option(
+        "--model",
+        help="A model string: openai:gpt-5.2 for pydantic-ai, gemini-2.5-flash for ADK (needs its key).",
+    ),
 ]
 KeepaliveOption = Annotated[
     float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.")
@@ -285,16 +288,33 @@ def demo(
     keepalive: KeepaliveOption = 15.0,
     browser_timeout: BrowserTimeoutOption = 120.0,
     workers: WorkersOption = 1,
+    runtime: Annotated[
+        str,
+        typer.Option(
+            "--runtime", help="The agent framework: pydantic-ai, or adk (Google ADK, needs signoff[adk])."
+        ),
+    ] = "pydantic-ai",
 ) -> None:
     """Serve the demo chat offline: a scripted model, payments that need approval, and the approvals API."""
-    served = _served(ledger, wait, keepalive, browser_timeout, model=model)
+    from signoff.demo.runtime import RUNTIMES
+
+    if runtime not in RUNTIMES:
+        raise typer.BadParameter(f"must be one of {', '.join(RUNTIMES)}", param_hint="--runtime")
+    if runtime == "adk" and workers > 1:  # its sessions live in each worker's memory
+        raise typer.BadParameter(
+            "the ADK demo keeps its sessions in memory: one worker", param_hint="--workers"
+        )
+    served = _served(ledger, wait, keepalive, browser_timeout, model=model, runtime=runtime)
     _serve("demo", served, host, port, workers)
 
 
 @app.command("serve")
 def serve_command(
     agent: Annotated[
-        str, typer.Option("--agent", help="The pydantic-ai Agent to serve, as module:attribute.")
+        str,
+        typer.Option(
+            "--agent", help="The pydantic-ai Agent or Google ADK agent to serve, as module:attribute."
+        ),
     ],
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,

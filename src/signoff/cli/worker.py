@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from pydantic_ai.agent import AbstractAgent
 from starlette.applications import Starlette
 
 from signoff.core.policy import Policy
@@ -43,6 +42,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     agent: str | None = None
     policy: str | None = None
     model: str | None = None
+    runtime: str = "pydantic-ai"
+    """The demo's agent framework (see `signoff.demo.runtime`)."""
 
     @property
     def settings(self) -> Settings:
@@ -50,13 +51,13 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             token=self.token, wait=self.wait, keepalive=self.keepalive, frontend_timeout=self.frontend_timeout
         )
 
-    def build(self) -> tuple[AbstractAgent[Any, Any], Policy]:
+    def build(self) -> tuple[Any, Policy]:
         """The agent and policy; raises `SignoffError` or `OSError` naming what could not be loaded."""
         if self.agent is None:
-            from signoff.demo.agent import demo_agent
+            from signoff.demo.runtime import demo_agent_for
             from signoff.demo.walkthrough import demo_policy
 
-            return demo_agent(self.model), demo_policy()
+            return demo_agent_for(self.runtime, model=self.model), demo_policy()
         if self.policy is None:
             return load_agent(self.agent), Policy()
         return load_agent(self.agent), Policy.from_toml(Path(self.policy).read_text(), source=self.policy)

@@ -15,7 +15,7 @@ def demo_agent_for(runtime: str, *, model: str | None = None, wallets: Wallets |
     if runtime == "pydantic-ai":
         return demo_agent(model, wallets)
     if runtime == "adk":
-        from signoff.demo.adk import demo_adk_agent  # noqa: PLC0415 - the adk extra is optional
+        from signoff.demo.adk import demo_adk_agent  # the adk extra is optional
 
         return demo_adk_agent(model, wallets)
     raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")

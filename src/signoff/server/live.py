@@ -17,8 +17,9 @@ Frames a client sends (JSON text):
 - `{type: "interrupt"}`: stop the turn this socket follows; it ends with `abort`.
 - `{type: "ping"}`: answered with `{type: "pong"}`.
 
-A refused frame is answered with an `error` chunk. When that frame would have started a turn, a `[DONE]`
-follows, so the client's stream for it ends; a refused answer inside a turn leaves the turn running.
+A refused frame is answered with an `error` chunk. When that frame is a `message` the socket sent while it
+followed no reply (one that would have started a turn), a `[DONE]` follows, so the client's stream for it
+ends; any other refusal leaves the client's streams, and a running turn, alone.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class _Socket:
                     return
                 text = message.get("text")
                 if text is None:
-                    await self._error("send JSON text frames, not binary ones", ends_turn=not self._busy())
+                    await self._error("send JSON text frames, not binary ones", ends_turn=False)
                     continue
                 await self._frame(text)
         finally:
@@ -98,7 +99,9 @@ class _Socket:
         return self.following is not None and not self.following.done()
 
     async def _frame(self, text: str) -> None:
-        busy = self._busy()
+        starts = False
+        """Whether the frame would have started a turn: its refusal then ends with `[DONE]`, so the
+        client's stream for it ends; any other refusal leaves the client's streams alone."""
         try:
             if len(text) > MAX_BODY:
                 raise _Refused(f"the frame is over {MAX_BODY} bytes")
@@ -111,13 +114,14 @@ class _Socket:
                 case "resume":
                     await self._resume(parse_chat_id(document))
                 case "message":
+                    starts = not self._busy()
                     await self._message(parse_chat_request(text.encode()))
                 case kind:
                     raise _Refused(f"type: must be message, resume, interrupt or ping, not {kind!r}")
         except BadRequest as exc:
-            await self._error(f"{exc.field}: {exc.message}", ends_turn=not busy)
+            await self._error(f"{exc.field}: {exc.message}", ends_turn=starts)
         except (Untrusted, _Refused) as exc:
-            await self._error(str(exc), ends_turn=not busy)
+            await self._error(str(exc), ends_turn=starts)
 
     async def _message(self, request: ChatRequest) -> None:
         if self._busy() and request.chat_id != self.chat_id:
@@ -166,7 +170,10 @@ class _Socket:
         async def forward() -> None:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client went away
                 async for frame in running.follow():  # SSE frames: `data: <chunk or [DONE]>\n\n`
-                    await self._send(frame[_PREFIX:-2].decode())
+                    text = frame[_PREFIX:-2].decode()
+                    if text == DONE:  # over for this socket: a frame read meanwhile may start the next
+                        self.following = None
+                    await self._send(text)
 
         self.chat_id = chat_id
         self.following = asyncio.get_running_loop().create_task(forward(), name=f"signoff-live-{chat_id}")
