@@ -19,6 +19,7 @@ LAYERS = {
     "protocol": 2,
     "integrations": 3,
     "pydantic_ai": 3,
+    "adk": 3,
     "server": 4,
     "demo": 4,
     "cli": 5,

@@ -69,12 +69,12 @@ async def load_state(
     return stored, state if begun else state.latest()
 
 
-async def withdraw(ledger: Ledger, chat_id: str, state: ChatState) -> None:
+async def withdraw(ledger: Ledger, chat_id: str, state: ChatState, why: str = SUPERSEDED) -> None:
     """Cancel the chat's open approvals; one decided meanwhile (or asked by the agent's own tools, with no
     ledger record) is left as it is."""
     for approval_id in filter(None, state.approvals.values()):
         with contextlib.suppress(NotFound, IllegalTransition):
-            await ledger.cancel(approval_id, chat_actor(chat_id), SUPERSEDED)
+            await ledger.cancel(approval_id, chat_actor(chat_id), why)
 
 
 async def expire_overdue(ledger: Ledger, chat_id: str, frontend: dict[str, str], allowed: float) -> str:

@@ -49,6 +49,7 @@ from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.base import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
+INTERRUPTED = "the user interrupted the reply"
 USER = "signoff"
 """The ADK user id every chat's session is filed under; the chat id is the session id."""
 
@@ -80,8 +81,12 @@ class AdkReply(Running):
         try:
             async for chunk in translate(self._events, translator):
                 yield chunk
-            if translator.ended:  # not interrupted: the chat stays as it was saved otherwise
+            if translator.ended:
                 await self._save(translator)
+            else:  # interrupted mid-wait: ADK cannot pick a blocked call up again, so its question ends
+                await withdraw(
+                    self.chat.gate.ledger, self.chat_id, ChatState(approvals=translator.asking), INTERRUPTED
+                )
         except SignoffError as exc:
             yield Error(error_text=str(exc))
         except Exception as exc:  # a model or tool failure ends this reply, not the server
