@@ -162,7 +162,7 @@ async def bench_roundtrip(report: Report, runtime: str, scale: float) -> None:
     p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
     name = f"live round trip {runtime}"
     spread = f"p50 {fmt_time(p50)}  p99 {fmt_time(p99)}  max {fmt_time(times[-1])}"
-    report.line(f"{name:<27}{spread}  ({samples} approvals)")
+    report.line(f"{name:<31}{spread}  ({samples} approvals)")
 
 
 async def main() -> None:
