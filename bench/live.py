@@ -92,7 +92,7 @@ def bench_converter(report: Report, scale: float) -> None:
                 chunks += 1
     spent = time.process_time() - start
     report.line(
-        f"{'adk converter':<27}{chunks / spent:,.0f} chunks/s  ({chunks:,} chunks in {fmt_time(spent)} CPU)"
+        f"{'adk converter':<31}{chunks / spent:,.0f} chunks/s  ({chunks:,} chunks in {fmt_time(spent)} CPU)"
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from signoff.demo.runtime import RUNTIMES
 from tests.jsclient import needs_node
 from tests.servers import DemoServer, demo_server
 from tests.test_page import run_page
@@ -19,10 +20,11 @@ from tests.test_page import run_page
 pytestmark = needs_node
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    """One server for every scenario; each scenario uses chats of its own."""
-    with demo_server(tmp_path_factory.mktemp("page-live"), browser_timeout=30) as running:
+@pytest.fixture(scope="module", params=RUNTIMES)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """One server per agent framework for every scenario; each scenario uses chats of its own."""
+    folder = tmp_path_factory.mktemp("page-live")
+    with demo_server(folder, browser_timeout=30, runtime=request.param) as running:
         yield running
 
 
