@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from signoff.demo.runtime import RUNTIMES
 from tests.jsclient import JS_DIR, ROOT, ensure_installed, needs_node
 from tests.servers import DemoServer, demo_server
 
@@ -40,11 +41,13 @@ SCENARIOS = (
 pytestmark = needs_node
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    """One server for every scenario; each scenario uses chats of its own. Browser calls answer within
-    milliseconds here, so a short browser timeout lets `location-silent` watch one run out."""
-    with demo_server(tmp_path_factory.mktemp("page"), browser_timeout=BROWSER_TIMEOUT) as running:
+@pytest.fixture(scope="module", params=RUNTIMES)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """One server per agent framework for every scenario; each scenario uses chats of its own. Browser
+    calls answer within milliseconds here, so a short browser timeout lets `location-silent` watch one
+    run out."""
+    folder = tmp_path_factory.mktemp("page")
+    with demo_server(folder, browser_timeout=BROWSER_TIMEOUT, runtime=request.param) as running:
         yield running
 
 

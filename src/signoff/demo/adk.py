@@ -49,7 +49,7 @@ class ScriptedLlm(BaseLlm):
             ]
             yield _final(reply, usage)
             return
-        text = " ".join(sentence(r.name or "the tool", _args_of(contents, r.id), r.response) for r in results)
+        text = " ".join(_sentence(r, _args_of(contents, r.id)) for r in results)
         text = text or HELP
         if stream:
             first, *rest = text.split(" ")  # word by word, so clients see real streaming
@@ -58,6 +58,13 @@ class ScriptedLlm(BaseLlm):
                     content=types.Content(role="model", parts=[types.Part(text=word)]), partial=True
                 )
         yield _final([types.Part(text=text)], usage)
+
+
+def _sentence(result: types.FunctionResponse, args: dict[str, Any]) -> str:
+    """ADK hands a failed browser tool over as `{"error": ...}`, the way signoff's plugin reports it."""
+    response = result.response or {}
+    failed = f"{response['error']}." if set(response) == {"error"} else None
+    return sentence(result.name or "the tool", args, response, failed=failed)
 
 
 def _final(parts: list[types.Part], usage: types.GenerateContentResponseUsageMetadata) -> LlmResponse:

@@ -32,8 +32,8 @@ from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.turn import current_turn, in_browser
 
 MARK = "signoff"
-"""The key that marks a result signoff gave in place of the tool's: `refused`, or `pending` for the
-placeholder of a deferred call, which no client ever sees as the call's output."""
+"""The key that marks a result signoff gave in place of the tool's: `refused`, or a placeholder no client
+ever sees as the call's output: `pending` (a person decides later) or `browser` (the browser runs it)."""
 
 
 class BrowserTool(FunctionTool):
@@ -98,19 +98,19 @@ class SignoffPlugin(BasePlugin):
         if isinstance(result, Pending):
             approval = result.approval
             tool_context.request_confirmation(hint=approval.description, payload={"approval_id": approval.id})
-            return _placeholder(tool_context, approval_id=approval.id)
+            return _placeholder(tool_context, "pending", approval_id=approval.id)
         if isinstance(result, Refused):
             return {**result.to_result(), MARK: "refused"}
         if result is _LEAVE:
-            return _placeholder(tool_context, waiting="the browser")
+            return _placeholder(tool_context, "browser")
         return result if isinstance(result, dict) else {"result": result}
 
 
-def _placeholder(tool_context: ToolContext, **why: str) -> dict[str, Any]:
+def _placeholder(tool_context: ToolContext, waiting: str, **detail: str) -> dict[str, Any]:
     """The call stays open: the run ends here, without the model seeing this stand-in (the answer that
     comes with a later request replaces it in the model's view)."""
     tool_context.actions.skip_summarization = True
-    return {"status": "pending", **why, MARK: "pending"}
+    return {"status": "pending", **detail, MARK: waiting}
 
 
 async def _in_browser(gate: Gate, call: ToolCall) -> Any:

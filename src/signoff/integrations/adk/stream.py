@@ -50,7 +50,7 @@ def outcome(call_id: str, response: dict[str, Any]) -> Chunk | None:
     """What a function response is to the client, for the live stream and for a chat rebuilt later
     (None: a placeholder, not the call's output)."""
     match response.get(MARK):
-        case "pending":
+        case "pending" | "browser":
             return None
         case "refused":
             return ToolOutputDenied(tool_call_id=call_id)
@@ -76,6 +76,8 @@ class Translator:
     calls: dict[str, ToolCall] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
     """Calls whose result (not a placeholder) went out."""
+    handed_over: set[str] = field(default_factory=set)
+    """Calls the gate allowed that now wait on the browser (their placeholder says so)."""
     usage: dict[str, int] = field(default_factory=dict)
     ended: bool = False
     _step_open: bool = False
@@ -114,7 +116,7 @@ class Translator:
     @property
     def asking(self) -> dict[str, str]:
         """The calls still waiting on a person at the end: asked, and with no result."""
-        return {c: a for c, a in self.asked.items() if c not in self.answered}
+        return {c: a for c, a in self.asked.items() if c not in self.answered and c not in self.handed_over}
 
     def _event(self, event: Event, parts: list[types.Part]) -> list[Chunk]:
         if event.usage_metadata is not None and not event.partial:
@@ -165,7 +167,10 @@ class Translator:
         call_id = response.id or ""
         if response.name == CONFIRMATION or call_id not in self.visible:
             return []
-        chunk = outcome(call_id, dict(response.response or {}))
+        result = dict(response.response or {})
+        if result.get(MARK) == "browser":
+            self.handed_over.add(call_id)
+        chunk = outcome(call_id, result)
         if chunk is None:
             return []
         self.answered.add(call_id)
