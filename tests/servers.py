@@ -13,10 +13,13 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
 
 from signoff import Approval, SqliteLedger
 from signoff.core.audit import AuditEntry
@@ -72,6 +75,22 @@ class DemoServer:
                 return LedgerView(approvals=approvals, audit=await ledger.audit(0, 10_000))
 
         return asyncio.run(read())
+
+
+@contextlib.asynccontextmanager
+async def in_loop(app: Starlette) -> AsyncIterator[str]:
+    """Serves `app` with a real uvicorn in the test's own event loop, on a free port; yields
+    `127.0.0.1:<port>` once it listens, and stops it (lifespan shutdown included) afterwards."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    running = asyncio.ensure_future(server.serve())
+    while not server.started:
+        assert not running.done(), "the server did not start"
+        await asyncio.sleep(0.01)
+    try:
+        yield f"127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await running
 
 
 @contextlib.contextmanager

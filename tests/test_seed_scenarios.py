@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import httpx
 import pytest
-import uvicorn
 import websockets
 
 from signoff.core.approval import State
@@ -29,6 +28,7 @@ from signoff.demo.tools import STARTING_BALANCE, Wallets
 from signoff.demo.walkthrough import demo_policy
 from signoff.ledger import Ledger, MemoryLedger
 from signoff.server.app import Settings, create_app
+from tests.servers import in_loop
 
 WHERE = {"latitude": 35.68, "longitude": 139.76}
 DEADLINE = 0.5
@@ -56,15 +56,8 @@ async def serve(runtime: str, policy: Policy) -> AsyncIterator[Site]:
     app = create_app(
         demo_agent_for(runtime, wallets=wallets), ledger, Settings(token="t", sweep=0.1), policy=policy
     )
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    running = asyncio.ensure_future(server.serve())
-    while not server.started:
-        assert not running.done(), "the server did not start"
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield Site(f"127.0.0.1:{port}", ledger, wallets)
-    server.should_exit = True
-    await running
+    async with in_loop(app) as host:
+        yield Site(host, ledger, wallets)
     await ledger.close()
 
 

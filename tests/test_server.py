@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from signoff.core.policy import Policy
 from signoff.demo.agent import demo_agent
@@ -23,6 +22,7 @@ from signoff.ledger import Ledger, MemoryLedger, SqliteLedger
 from signoff.ledger.postgres import PostgresLedger
 from signoff.server.app import Settings, create_app
 from tests.conftest import POSTGRES, SIGNOFF, drop
+from tests.servers import in_loop
 
 TOKEN = "test-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -37,16 +37,8 @@ class Server:
 async def serve(ledger: Ledger, policy: Policy, **settings: Any) -> AsyncIterator[Server]:
     await ledger.start()
     app = create_app(demo_agent(), ledger, Settings(token=TOKEN, **settings), policy=policy)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    running = asyncio.ensure_future(server.serve())
-    while not server.started:
-        assert not running.done(), "the server did not start"
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as client:
+    async with in_loop(app) as host, httpx.AsyncClient(base_url=f"http://{host}", timeout=20) as client:
         yield Server(client, ledger)
-    server.should_exit = True
-    await running
     await ledger.close()
 
 

@@ -21,7 +21,7 @@ from google.genai import types
 from signoff.demo.agent import INSTRUCTIONS
 from signoff.demo.script import HELP, plan, sentence
 from signoff.demo.tools import Wallets, get_weather
-from signoff.integrations.adk.plugin import browser_tool
+from signoff.integrations.adk.plugin import browser_tool, failure_of
 from signoff.integrations.turn import current_turn
 
 
@@ -63,8 +63,8 @@ class ScriptedLlm(BaseLlm):
 def _sentence(result: types.FunctionResponse, args: dict[str, Any]) -> str:
     """ADK hands a failed browser tool over as `{"error": ...}`, the way signoff's plugin reports it."""
     response = result.response or {}
-    failed = f"{response['error']}." if set(response) == {"error"} else None
-    return sentence(result.name or "the tool", args, response, failed=failed)
+    error = failure_of(response)
+    return sentence(result.name or "the tool", args, response, failed=None if error is None else f"{error}.")
 
 
 def _final(parts: list[types.Part], usage: types.GenerateContentResponseUsageMetadata) -> LlmResponse:

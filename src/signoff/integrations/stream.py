@@ -10,27 +10,73 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.turn import Turn, current_turn
-from signoff.protocol import Abort, Chunk, Data, ToolApprovalRequest, ToolInputAvailable, sign
+from signoff.integrations.ui import Outcome
+from signoff.protocol import (
+    Abort,
+    Chunk,
+    Data,
+    FinishStep,
+    StartStep,
+    ToolApprovalRequest,
+    ToolInputAvailable,
+    ToolOutputAvailable,
+    ToolOutputDenied,
+    ToolOutputError,
+    sign,
+)
 
 
-class Translator(Protocol):
+class Translator:
     """Turns a framework's events, and the `Approval`s and handed-over `ToolCall`s of its turn, into
-    chunks; sans-I/O."""
+    chunks; sans-I/O. This part is what every framework shares: the gate's news, and the steps (a step
+    opens at the first part of a model response and closes before the next one or at the end)."""
 
-    turn: Turn
-    interrupt: Callable[[], None]
-    asked: dict[str, str]
-    """The calls the reply asked a person about: call id to approval id."""
-    visible: set[str]
-    """The calls of the message being streamed."""
+    def __init__(
+        self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
+    ) -> None:
+        self.turn = turn
+        self.message_id = message_id
+        self.signing_key = signing_key
+        self.visible = set(visible)
+        """The calls of the message being streamed: its own and those of an earlier request it continues."""
+        self.asked: dict[str, str] = {}
+        """The calls this reply asked a person about: call id to approval id."""
+        self.interrupt: Callable[[], None] = lambda: None
+        """Stops the run where it is (set by `translate` while it runs): the reply ends with `abort`."""
+        self.step_open = False
+        self.responding = False
 
-    def feed(self, item: Any) -> list[Chunk]: ...
+    def feed(self, item: Any) -> list[Chunk]:
+        match item:
+            case Approval() if item.call.call_id in self.visible:
+                self.asked[item.call.call_id] = item.id
+                return [ask(item, self.signing_key)]
+            case ToolCall() if item.call_id in self.visible:
+                return handed(item)
+        return self.translate(item)
+
+    def translate(self, item: Any) -> list[Chunk]:
+        """The chunks of one of the framework's own events."""
+        raise NotImplementedError
+
+    def open_step(self) -> list[Chunk]:
+        if self.responding:
+            return []
+        closing = self.close_step()
+        self.responding = self.step_open = True
+        return [*closing, StartStep()]
+
+    def close_step(self) -> list[Chunk]:
+        if not self.step_open:
+            return []
+        self.step_open = False
+        return [FinishStep()]
 
 
 def ask(approval: Approval, signing_key: bytes) -> ToolApprovalRequest:
@@ -39,6 +85,17 @@ def ask(approval: Approval, signing_key: bytes) -> ToolApprovalRequest:
     call = approval.call
     signature = sign(signing_key, approval.id, call.call_id, call.tool, call.args) if signing_key else None
     return ToolApprovalRequest(approval_id=approval.id, tool_call_id=call.call_id, signature=signature)
+
+
+def output(call_id: str, result: Outcome) -> Chunk:
+    """A call's result as the chunk that moves its tool part to the same state a reload shows."""
+    match result:
+        case "output-denied", _:
+            return ToolOutputDenied(tool_call_id=call_id)
+        case "output-error", fields:
+            return ToolOutputError(tool_call_id=call_id, error_text=fields["errorText"])
+        case _, fields:
+            return ToolOutputAvailable(tool_call_id=call_id, output=fields["output"])
 
 
 def handed(call: ToolCall) -> list[Chunk]:

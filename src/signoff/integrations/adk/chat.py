@@ -32,7 +32,7 @@ from signoff.core.call import ToolCall
 from signoff.core.errors import SignoffError
 from signoff.gate import Gate, Wait
 from signoff.integrations.adk.messages import calls_of, ui_messages
-from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin
+from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, End, Translator
 from signoff.integrations.chat import (
     ChatState,
@@ -187,7 +187,7 @@ class AdkChat:
         }
         if state.overdue(ledger.clock()):  # a late output is not used: the deadline is the deadline
             why = await expire_overdue(ledger, chat_id, state.frontend, self.frontend_timeout)
-            outputs = {call_id: {"error": why} for call_id in state.frontend}
+            outputs = {call_id: failure(why) for call_id in state.frontend}
         if request.trigger == "regenerate-message":
             raise Untrusted(409, "trigger", "an ADK chat cannot regenerate a reply: its session only grows")
         answers = [
@@ -212,7 +212,7 @@ class AdkChat:
 def _response(output: ToolOutput) -> dict[str, Any]:
     """A browser result as ADK's function response: a dict, with an error the model sees as one."""
     if output.error_text is not None:
-        return {"error": output.error_text}
+        return failure(output.error_text)
     return output.output if isinstance(output.output, dict) else {"result": output.output}
 
 

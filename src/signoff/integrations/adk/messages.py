@@ -15,7 +15,6 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.stream import CONFIRMATION, outcome
 from signoff.integrations.ui import Outcome, UIMessage, tool_part
-from signoff.protocol import ToolOutputAvailable, ToolOutputDenied, ToolOutputError
 
 
 def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
@@ -34,13 +33,8 @@ def _results(events: Sequence[Event]) -> dict[str, Outcome]:
         for response in event.get_function_responses():
             if response.name == CONFIRMATION or not response.id:
                 continue
-            match outcome(response.id, dict(response.response or {})):
-                case ToolOutputDenied():
-                    results[response.id] = ("output-denied", {})
-                case ToolOutputError(error_text=text):
-                    results[response.id] = ("output-error", {"errorText": text})
-                case ToolOutputAvailable(output=output):
-                    results[response.id] = ("output-available", {"output": output})
+            if (result := outcome(dict(response.response or {}))) is not None:
+                results[response.id] = result
     return results
 
 

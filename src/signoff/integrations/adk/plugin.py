@@ -36,6 +36,16 @@ MARK = "signoff"
 ever sees as the call's output: `pending` (a person decides later) or `browser` (the browser runs it)."""
 
 
+def failure(error: str) -> dict[str, str]:
+    """A failed call's result as ADK carries it: the model sees the error, the page an error output."""
+    return {"error": error}
+
+
+def failure_of(response: dict[str, Any]) -> str | None:
+    """The error of a result `failure` made, else None."""
+    return str(response["error"]) if set(response) == {"error"} else None
+
+
 class BrowserTool(FunctionTool):
     """A tool the browser runs: the function only declares it (name, docstring, parameters)."""
 
@@ -117,4 +127,4 @@ async def _in_browser(gate: Gate, call: ToolCall) -> Any:
     output = await in_browser(gate, call)
     if output is None:
         return _LEAVE
-    return {"error": output.error_text} if output.error_text is not None else output.output
+    return failure(output.error_text) if output.error_text is not None else output.output

@@ -12,31 +12,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.adk.events.event import Event
 from google.genai import types
 
-from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
-from signoff.integrations.adk.plugin import MARK
-from signoff.integrations.stream import ask, handed
+from signoff.integrations import stream
+from signoff.integrations.adk.plugin import MARK, failure_of
+from signoff.integrations.stream import output
 from signoff.integrations.turn import Turn
+from signoff.integrations.ui import Outcome
 from signoff.protocol import (
     Chunk,
     Finish,
-    FinishStep,
-    StartStep,
     TextDelta,
     TextEnd,
     TextStart,
     ToolInputAvailable,
     ToolInputStart,
-    ToolOutputAvailable,
-    ToolOutputDenied,
-    ToolOutputError,
 )
 
 CONFIRMATION = "adk_request_confirmation"
@@ -46,58 +40,47 @@ class End:
     """The run ended (ADK's event stream has no event of its own for that)."""
 
 
-def outcome(call_id: str, response: dict[str, Any]) -> Chunk | None:
+def outcome(response: dict[str, Any]) -> Outcome | None:
     """What a function response is to the client, for the live stream and for a chat rebuilt later
     (None: a placeholder, not the call's output)."""
     match response.get(MARK):
         case "pending" | "browser":
             return None
         case "refused":
-            return ToolOutputDenied(tool_call_id=call_id)
-    if set(response) == {"error"}:
-        return ToolOutputError(tool_call_id=call_id, error_text=str(response["error"]))
-    return ToolOutputAvailable(tool_call_id=call_id, output=response)
+            return "output-denied", {}
+    if (error := failure_of(response)) is not None:
+        return "output-error", {"errorText": error}
+    return "output-available", {"output": response}
 
 
-@dataclass
-class Translator:
-    turn: Turn
-    message_id: str
-    visible: set[str] = field(default_factory=set)
-    """The calls of the message being streamed: its own and those of the earlier request it continues."""
-    earlier: dict[str, ToolCall] = field(default_factory=dict)
-    """The calls of the earlier request this reply continues."""
-    browser_tools: frozenset[str] = frozenset()
-    signing_key: bytes = b""
-    asked: dict[str, str] = field(default_factory=dict)
-    """The calls this reply asked a person about: call id to approval id."""
-    confirmations: dict[str, str] = field(default_factory=dict)
-    """ADK's confirmation call id for each deferred call, to answer it with."""
-    calls: dict[str, ToolCall] = field(default_factory=dict)
-    answered: set[str] = field(default_factory=set)
-    """Calls whose result (not a placeholder) went out."""
-    handed_over: set[str] = field(default_factory=set)
-    """Calls the gate allowed that now wait on the browser (their placeholder says so)."""
-    usage: dict[str, int] = field(default_factory=dict)
-    ended: bool = False
-    _step_open: bool = False
-    _responding: bool = False
-    _text: str | None = None
-    _count: int = 0
+class Translator(stream.Translator):
+    def __init__(
+        self,
+        turn: Turn,
+        message_id: str,
+        *,
+        earlier: dict[str, ToolCall],
+        browser_tools: frozenset[str],
+        signing_key: bytes = b"",
+    ) -> None:
+        super().__init__(turn, message_id, earlier, signing_key=signing_key)
+        self.earlier = earlier
+        """The calls of the earlier request this reply continues."""
+        self.browser_tools = browser_tools
+        self.calls = dict(earlier)
+        self.confirmations: dict[str, str] = {}
+        """ADK's confirmation call id for each deferred call, to answer it with."""
+        self.answered: set[str] = set()
+        """Calls whose result (not a placeholder) went out."""
+        self.handed_over: set[str] = set()
+        """Calls the gate allowed that now wait on the browser (their placeholder says so)."""
+        self.usage: dict[str, int] = {}
+        self.ended = False
+        self._text: str | None = None
+        self._count = 0
 
-    def __post_init__(self) -> None:
-        self.interrupt: Callable[[], None] = lambda: None
-        """Stops the run where it is (set by `translate` while it runs)."""
-        self.visible |= self.earlier.keys()
-        self.calls.update(self.earlier)
-
-    def feed(self, item: Event | Approval | ToolCall | End) -> list[Chunk]:
+    def translate(self, item: Event | End) -> list[Chunk]:
         match item:
-            case Approval() if item.call.call_id in self.visible:
-                self.asked[item.call.call_id] = item.id
-                return [ask(item, self.signing_key)]
-            case ToolCall() if item.call_id in self.visible:
-                return handed(item)
             case End():
                 return self._end()
             case Event() if item.content is not None and item.content.parts:
@@ -132,7 +115,7 @@ class Translator:
         return chunks
 
     def _say(self, text: str, *, partial: bool) -> list[Chunk]:
-        chunks = self._open_step()
+        chunks = self.open_step()
         if self._text is None:
             self._count += 1
             self._text = f"{self.message_id}-{self._count}"
@@ -155,7 +138,7 @@ class Translator:
         call_id, tool = call.id or "", call.name or ""
         self.calls[call_id] = ToolCall(call_id, tool, args)
         self.visible.add(call_id)
-        chunks = self._open_step()
+        chunks = self.open_step()
         return [
             *chunks,
             ToolInputStart(tool_call_id=call_id, tool_name=tool),
@@ -163,31 +146,17 @@ class Translator:
         ]
 
     def _result(self, response: types.FunctionResponse) -> list[Chunk]:
-        self._responding = False
+        self.responding = False
         call_id = response.id or ""
         if response.name == CONFIRMATION or call_id not in self.visible:
             return []
         result = dict(response.response or {})
         if result.get(MARK) == "browser":
             self.handed_over.add(call_id)
-        chunk = outcome(call_id, result)
-        if chunk is None:
+        if (answer := outcome(result)) is None:
             return []
         self.answered.add(call_id)
-        return [chunk]
-
-    def _open_step(self) -> list[Chunk]:
-        if self._responding:
-            return []
-        closing = self._close_step()
-        self._responding = self._step_open = True
-        return [*closing, StartStep()]
-
-    def _close_step(self) -> list[Chunk]:
-        if not self._step_open:
-            return []
-        self._step_open = False
-        return [FinishStep()]
+        return [output(call_id, answer)]
 
     def _end(self) -> list[Chunk]:
         self.ended = True
@@ -200,7 +169,7 @@ class Translator:
         waiting = bool(self.asking or self.open_calls)
         metadata = {"usage": self.usage} if self.usage else None
         finish = Finish(finish_reason="tool-calls" if waiting else "stop", message_metadata=metadata)
-        return [*handover, *self._close_step(), finish]
+        return [*handover, *self.close_step(), finish]
 
     def _count_usage(self, usage: types.GenerateContentResponseUsageMetadata) -> None:
         for key, value in (

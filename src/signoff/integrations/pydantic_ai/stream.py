@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic_ai import DeferredToolRequests
@@ -29,62 +29,40 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 
-from signoff.core.approval import Approval
-from signoff.core.call import ToolCall
+from signoff.integrations import stream
 from signoff.integrations.pydantic_ai.messages import outcome
-from signoff.integrations.stream import ask, handed
+from signoff.integrations.stream import output
 from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
     Finish,
-    FinishStep,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
-    StartStep,
     TextDelta,
     TextEnd,
     TextStart,
     ToolInputAvailable,
     ToolInputDelta,
     ToolInputStart,
-    ToolOutputAvailable,
-    ToolOutputDenied,
-    ToolOutputError,
 )
 
-Item = AgentStreamEvent | AgentRunResultEvent[Any] | Approval | ToolCall
 
-
-class Translator:
+class Translator(stream.Translator):
     def __init__(
         self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
     ) -> None:
-        self.turn = turn
-        self.signing_key = signing_key
-        self.message_id = message_id
-        self.visible = set(visible)
+        super().__init__(turn, message_id, visible, signing_key=signing_key)
         self.earlier = set(visible)
-        self.asked: dict[str, str] = {}
-        """The calls this reply asked a person about: call id to approval id."""
-        self.step_open = False
-        self.responding = False
         self.part_ids: dict[int, str] = {}
         self.tool_ids: dict[int, str] = {}
         self.count = 0
         self.result: AgentRunResult[Any] | None = None
-        self.interrupt: Callable[[], None] = lambda: None
-        """Stops the run where it is (set by `translate` while it runs): the reply ends with `abort`."""
 
-    def feed(self, item: Item) -> list[Chunk]:
+    def translate(self, item: AgentStreamEvent | AgentRunResultEvent[Any]) -> list[Chunk]:
         match item:
-            case Approval() if item.call.call_id in self.visible:
-                self.asked[item.call.call_id] = item.id
-                return [ask(item, self.signing_key)]
-            case ToolCall() if item.call_id in self.visible:
-                return handed(item)
             case PartStartEvent():
-                return [*self._open_step(), *self._start(item)]
+                return [*self.open_step(), *self._start(item)]
             case PartDeltaEvent():
                 return self._delta(item)
             case PartEndEvent():
@@ -98,8 +76,8 @@ class Translator:
                 self.result = item.result
                 output = item.result.output
                 if not isinstance(output, DeferredToolRequests):
-                    return [*self._close_step(), Finish(finish_reason="stop")]
-                return [*self._handed_over(output), *self._close_step(), Finish(finish_reason="tool-calls")]
+                    return [*self.close_step(), Finish(finish_reason="stop")]
+                return [*self._handed_over(output), *self.close_step(), Finish(finish_reason="tool-calls")]
         return []
 
     def _handed_over(self, output: DeferredToolRequests) -> list[Chunk]:
@@ -112,18 +90,11 @@ class Translator:
             if c.tool_call_id in approved
         ]
 
-    def _open_step(self) -> list[Chunk]:
-        if self.responding:
-            return []
-        closing = self._close_step()
-        self.responding, self.step_open, self.part_ids, self.tool_ids = True, True, {}, {}
-        return [*closing, StartStep()]
-
-    def _close_step(self) -> list[Chunk]:
-        if not self.step_open:
-            return []
-        self.step_open = False
-        return [FinishStep()]
+    def open_step(self) -> list[Chunk]:
+        opened = super().open_step()
+        if opened:  # part indexes count from 0 again in each model response
+            self.part_ids, self.tool_ids = {}, {}
+        return opened
 
     def _new_id(self, index: int) -> str:
         self.count += 1
@@ -176,14 +147,5 @@ class Translator:
         return []
 
     def _result(self, event: FunctionToolResultEvent) -> list[Chunk]:
-        part = event.part
-        call_id = part.tool_call_id
-        if call_id not in self.visible:
-            return []
-        match outcome(part):
-            case "output-denied", _:
-                return [ToolOutputDenied(tool_call_id=call_id)]
-            case "output-error", fields:
-                return [ToolOutputError(tool_call_id=call_id, error_text=fields["errorText"])]
-            case _, fields:
-                return [ToolOutputAvailable(tool_call_id=call_id, output=fields["output"])]
+        call_id = event.part.tool_call_id
+        return [output(call_id, outcome(event.part))] if call_id in self.visible else []
