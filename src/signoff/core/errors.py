@@ -77,3 +77,15 @@ class CallMismatch(SignoffError):
 
 class StaleChat(SignoffError):
     """A chat's stored state changed after it was read: another request for the same chat saved first."""
+
+
+class TaskFinished(SignoffError):
+    """A change to a task that has already ended: it completed, failed or was cancelled."""
+
+    def __init__(self, task_id: str, state: str, action: str) -> None:
+        self.task_id = task_id
+        self.state = state
+        super().__init__(f"cannot {action} task {task_id}: it already {_ENDED.get(state, state)}")
+
+
+_ENDED = {"completed": "completed", "failed": "failed", "cancelled": "was cancelled"}

@@ -9,6 +9,7 @@ SQLite does it in a `BEGIN IMMEDIATE` transaction; PostgreSQL and Redis group-co
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from abc import ABC, abstractmethod
@@ -22,8 +23,9 @@ from signoff.core.approval import Approval, OnTimeout, State
 from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.errors import AlreadyDecided, CallMismatch, NotFound, StaleChat
+from signoff.core.errors import AlreadyDecided, CallMismatch, NotFound, StaleChat, TaskFinished
 from signoff.core.grant import Grant, grant_for, revoke
+from signoff.core.task import Task, TaskState, abandon, new_task
 from signoff.ledger.notifier import Notifier
 
 
@@ -37,6 +39,16 @@ class Change:
 
 
 Clock = Callable[[], float]
+TaskStep = Callable[[Task], tuple[Task, AuditEvent | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far one running task got: written as it is, replacing the last report."""
+
+    task_id: str
+    progress: int
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +98,7 @@ class Ledger(ABC):
         self.clock = clock
         self.notifier = Notifier()
         self._holder = secrets.token_hex(8)
+        self._task_listeners: set[Callable[[], None]] = set()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -159,6 +172,44 @@ class Ledger(ABC):
 
     @abstractmethod
     async def _forget_replies(self, before: float) -> int: ...
+
+    @abstractmethod
+    async def _insert_task(self, task: Task) -> Task:
+        """Store a new task with the next change number; or return the task its chat and call id already
+        has, so a retried call never starts twice."""
+
+    @abstractmethod
+    async def _update_task(self, task: Task, expect: int) -> Task | None:
+        """Store `task` with the next change number if the stored one still has change number `expect`;
+        the task as stored, or None when it moved meanwhile."""
+
+    @abstractmethod
+    async def _load_task(self, task_id: str) -> Task | None: ...
+
+    @abstractmethod
+    async def _query_tasks(
+        self,
+        *,
+        chat_id: str | None = None,
+        states: Sequence[TaskState] | None = None,
+        after_seq: int | None = None,
+        beat_before: float | None = None,
+        limit: int | None = None,
+    ) -> list[Task]:
+        """Tasks oldest first, or in change order with `after_seq` (those changed after it)."""
+
+    @abstractmethod
+    async def _last_task_seq(self) -> int: ...
+
+    @abstractmethod
+    async def _report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        """Write each running task's progress with the next change numbers, in one write; the ids among
+        them that someone asked to cancel."""
+
+    @abstractmethod
+    async def _beat(self, worker: str, now: float) -> list[str]:
+        """Renew the heartbeat of every unfinished task `worker` runs; the ids of its running tasks that
+        someone asked to cancel."""
 
     async def _lease(self, name: str, holder: str, ttl: float) -> bool:
         """Take or renew the lease `name` for `ttl` seconds if it is free, expired or already `holder`'s.
@@ -351,6 +402,88 @@ class Ledger(ABC):
         """Drop the reply logs last written before `before` (ended, or their worker died); the count."""
         return await self._forget_replies(before)
 
+    # -- tasks --------------------------------------------------------------------------------------------
+
+    def on_tasks(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener` after every task change this process writes (a feed wakes on it rather than
+        waiting for its next poll); returns the function that stops it."""
+        self._task_listeners.add(listener)
+        return lambda: self._task_listeners.discard(listener)
+
+    def _tasks_changed(self) -> None:
+        for listener in list(self._task_listeners):
+            listener()
+
+    async def create_task(self, call: ToolCall, *, chat_id: str, worker: str, actor: str) -> Task:
+        """Record a new pending task for `call`, run by `worker`; the call's existing task if it has one."""
+        task, event = new_task(call, chat_id=chat_id, worker=worker, now=self.clock(), actor=actor)
+        stored = await self._insert_task(task)
+        if stored.id == task.id:
+            await self._append((event,))
+            self._tasks_changed()
+        return stored
+
+    async def get_task(self, task_id: str) -> Task:
+        task = await self._load_task(task_id)
+        if task is None:
+            raise NotFound(f"no task {task_id}")
+        return task
+
+    async def tasks(
+        self, *, chat_id: str | None = None, state: TaskState | str | None = None, limit: int | None = None
+    ) -> list[Task]:
+        """Tasks oldest first, optionally of one chat and/or in one state."""
+        states = None if state is None else [TaskState(state)]
+        return await self._query_tasks(chat_id=chat_id, states=states, limit=limit)
+
+    async def task_changes(self, after_seq: int, limit: int = 1000) -> list[Task]:
+        """Every task changed after change number `after_seq`, in change order, each as it is now."""
+        return await self._query_tasks(after_seq=after_seq, limit=limit)
+
+    async def last_task_seq(self) -> int:
+        """The newest task change's number: where a feed that only wants what happens next starts."""
+        return await self._last_task_seq()
+
+    async def change_task(self, task_id: str, step: TaskStep) -> Task:
+        """Apply a pure step to the task as stored, and its audit event; a step computed from a task that
+        moved meanwhile (a progress report, another worker) runs again on the fresh one."""
+        while True:
+            task = await self.get_task(task_id)
+            after, event = step(task)
+            stored = await self._update_task(after, task.seq)
+            if stored is not None:
+                break
+        if event is not None:
+            await self._append((event,))
+        self._tasks_changed()
+        return stored
+
+    async def report(self, reports: Sequence[Progress]) -> list[str]:
+        """Write the progress of running tasks (a finished one keeps its record); the ids among them
+        someone asked to cancel."""
+        if not reports:
+            return []
+        cancelled = await self._report(reports, self.clock())
+        self._tasks_changed()
+        return cancelled
+
+    async def beat(self, worker: str) -> list[str]:
+        """Say that `worker` is alive and still runs its tasks; the ids someone asked it to cancel."""
+        return await self._beat(worker, self.clock())
+
+    async def abandon_tasks(self, silent_for: float) -> list[Task]:
+        """Fail every unfinished task whose worker has not beaten for `silent_for` seconds: it died, and
+        nobody else will ever finish the task. Only the sweeper lease's holder does it."""
+        if not await self._lease("task-sweeper", self._holder, self.sweep_lease):
+            return []
+        now = self.clock()
+        unfinished = [TaskState.PENDING, TaskState.RUNNING]
+        failed = []
+        for task in await self._query_tasks(states=unfinished, beat_before=now - silent_for):
+            with contextlib.suppress(TaskFinished, _Alive):
+                failed.append(await self.change_task(task.id, _abandon_silent(now, silent_for)))
+        return failed
+
     # -- audit --------------------------------------------------------------------------------------------
 
     async def audit(self, after_seq: int = 0, limit: int = 1000) -> list[AuditEntry]:
@@ -380,3 +513,18 @@ class Ledger(ABC):
         assert change.approval is not None
         self.notifier.notify(change.approval)
         return change.approval
+
+
+class _Alive(Exception):
+    """The task's worker beat again since it was found silent: it is not abandoned."""
+
+
+def _abandon_silent(now: float, silent_for: float) -> TaskStep:
+    def step(task: Task) -> tuple[Task, AuditEvent | None]:
+        if task.heartbeat >= now - silent_for:
+            raise _Alive
+        silence = now - task.heartbeat
+        why = f"the worker running it ({task.worker}) stopped: no heartbeat for {silence:.0f} s"
+        return abandon(task, why, now)
+
+    return step

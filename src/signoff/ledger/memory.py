@@ -9,11 +9,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+import msgspec
+
 from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
 from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
-from signoff.ledger.base import Change, Clock, Ledger, ReplyFrames, ReplyLog, StoredChat
+from signoff.core.task import Task, TaskState
+from signoff.ledger.base import Change, Clock, Ledger, Progress, ReplyFrames, ReplyLog, StoredChat
 
 
 class MemoryLedger(Ledger):
@@ -25,6 +28,9 @@ class MemoryLedger(Ledger):
         self._log: list[AuditEntry] = []
         self._chats: dict[str, StoredChat] = {}
         self._replies: dict[str, ReplyLog] = {}
+        self._tasks: dict[str, Task] = {}
+        self._task_by_call: dict[tuple[str, str], str] = {}
+        self._task_seq = 0
 
     def _head(self) -> Head:
         return self._log[-1].head if self._log else GENESIS_HEAD
@@ -128,3 +134,72 @@ class MemoryLedger(Ledger):
         for chat_id in old:
             del self._replies[chat_id]
         return len(old)
+
+    def _store_task(self, task: Task) -> Task:
+        self._task_seq += 1
+        stored = msgspec.structs.replace(task, seq=self._task_seq)
+        self._tasks[task.id] = stored
+        return stored
+
+    async def _insert_task(self, task: Task) -> Task:
+        key = (task.chat_id, task.call.call_id)
+        if key in self._task_by_call:
+            return self._tasks[self._task_by_call[key]]
+        self._task_by_call[key] = task.id
+        return self._store_task(task)
+
+    async def _update_task(self, task: Task, expect: int) -> Task | None:
+        current = self._tasks.get(task.id)
+        if current is None or current.seq != expect:
+            return None
+        return self._store_task(task)
+
+    async def _load_task(self, task_id: str) -> Task | None:
+        return self._tasks.get(task_id)
+
+    async def _query_tasks(
+        self,
+        *,
+        chat_id: str | None = None,
+        states: Sequence[TaskState] | None = None,
+        after_seq: int | None = None,
+        beat_before: float | None = None,
+        limit: int | None = None,
+    ) -> list[Task]:
+        found = [
+            t
+            for t in self._tasks.values()
+            if (chat_id is None or t.chat_id == chat_id)
+            and (states is None or t.state in states)
+            and (after_seq is None or t.seq > after_seq)
+            and (beat_before is None or t.heartbeat < beat_before)
+        ]
+        found.sort(key=(lambda t: t.seq) if after_seq is not None else (lambda t: t.created_at))
+        return found[:limit]
+
+    async def _last_task_seq(self) -> int:
+        return self._task_seq
+
+    async def _report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        cancelled = []
+        for report in reports:
+            task = self._tasks.get(report.task_id)
+            if task is None or task.state is not TaskState.RUNNING:
+                continue
+            self._store_task(
+                msgspec.structs.replace(
+                    task, progress=report.progress, message=report.message, updated_at=now, heartbeat=now
+                )
+            )
+            if task.cancel_by:
+                cancelled.append(task.id)
+        return cancelled
+
+    async def _beat(self, worker: str, now: float) -> list[str]:
+        cancelled = []
+        for task in list(self._tasks.values()):
+            if task.worker == worker and not task.state.finished:
+                self._tasks[task.id] = msgspec.structs.replace(task, heartbeat=now)
+                if task.cancel_by and task.state is TaskState.RUNNING:
+                    cancelled.append(task.id)
+        return cancelled

@@ -33,8 +33,9 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.grant import Grant
+from signoff.core.task import Task, TaskState
 from signoff.ledger import rows
-from signoff.ledger.base import Clock, ReplyFrames, ReplyLog, StoredChat
+from signoff.ledger.base import Clock, Progress, ReplyFrames, ReplyLog, StoredChat
 from signoff.ledger.batch import Batch, Batched, Key, Stored, Write
 from signoff.ledger.rows import (
     AUDIT_COLUMNS,
@@ -116,6 +117,28 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (chat_id, n)
     );
     """,
+    """
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        chat_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        worker TEXT NOT NULL,
+        cancel_by TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        record TEXT NOT NULL,
+        progress INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        heartbeat DOUBLE PRECISION NOT NULL,
+        seq BIGINT NOT NULL,
+        UNIQUE (chat_id, call_id)
+    );
+    CREATE INDEX tasks_by_seq ON tasks (seq);
+    CREATE INDEX tasks_by_chat ON tasks (chat_id, created_at);
+    CREATE INDEX tasks_by_state ON tasks (state, heartbeat);
+    CREATE INDEX tasks_by_worker ON tasks (worker, state);
+    """,
 )
 """The schema, one migration per version: version N is the state after MIGRATIONS[N - 1]. Append only."""
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -143,6 +166,7 @@ class PostgresLedger(Batched):
         self.connect_timeout = connect_timeout
         self.poll_interval = poll_interval
         self._lock_key = _lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
+        self._tasks_key = _lock_key(f"signoff:{schema}:tasks")
         self._channel = _channel(schema)
         self._pool: AsyncConnectionPool | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -285,6 +309,71 @@ class PostgresLedger(Batched):
         async with self._connection() as conn:
             cursor = await conn.execute(statement.encode(), params)
             return cursor.rowcount == 1
+
+    # -- tasks --------------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _task_write(self) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], int]]:
+        """A transaction holding the tasks' own write lock, and the newest change number. The lock makes
+        change numbers follow commit order, so a feed reading `seq > n` never skips a change committed
+        late; it is not the approvals' lock, so progress never waits for decisions."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._tasks_key,))
+            row = await (await conn.execute(rows.TASK_SEQ)).fetchone()
+            yield conn, int(row[0]) if row else 0
+
+    async def _insert_task(self, task: Task) -> Task:
+        async with self._task_write() as (conn, seq):
+            numbered = msgspec.structs.replace(task, seq=seq + 1)
+            if (await _execute(conn, rows.insert_task(POSTGRES, numbered))).rowcount == 1:
+                return numbered
+            query = rows.task_by(POSTGRES, "chat_id, call_id", task.chat_id, task.call.call_id)
+            existing = await (await _execute(conn, query)).fetchone()
+            assert existing is not None  # the insert met it, and rows are never deleted
+            return rows.task_from_row(existing)
+
+    async def _update_task(self, task: Task, expect: int) -> Task | None:
+        async with self._task_write() as (conn, seq):
+            numbered = msgspec.structs.replace(task, seq=seq + 1)
+            changed = (await _execute(conn, rows.update_task(POSTGRES, numbered, expect))).rowcount
+            return numbered if changed else None
+
+    async def _load_task(self, task_id: str) -> Task | None:
+        found = await self._rows(*rows.task_by(POSTGRES, "id", task_id))
+        return rows.task_from_row(found[0]) if found else None
+
+    async def _query_tasks(
+        self,
+        *,
+        chat_id: str | None = None,
+        states: Sequence[TaskState] | None = None,
+        after_seq: int | None = None,
+        beat_before: float | None = None,
+        limit: int | None = None,
+    ) -> list[Task]:
+        query = rows.tasks_query(
+            POSTGRES, chat_id=chat_id, states=None if states is None else [str(s) for s in states],
+            after_seq=after_seq, beat_before=beat_before, limit=limit,
+        )  # fmt: skip
+        return [rows.task_from_row(row) for row in await self._rows(*query)]
+
+    async def _last_task_seq(self) -> int:
+        return int((await self._rows(rows.TASK_SEQ))[0][0])
+
+    async def _report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        async with self._task_write() as (conn, seq):
+            statement, runs = rows.report_tasks(POSTGRES, reports, now, seq)
+            async with conn.cursor() as cursor:
+                await cursor.executemany(statement.encode(), runs)
+            ids = [r.task_id for r in reports]
+            query = "SELECT id FROM tasks WHERE id = ANY(%s) AND state = 'running' AND cancel_by != ''"
+            return [task_id for (task_id,) in await (await conn.execute(query, (ids,))).fetchall()]
+
+    async def _beat(self, worker: str, now: float) -> list[str]:
+        renew, cancelling = rows.beat(POSTGRES, worker, now)
+        async with self._task_write() as (conn, _):  # the lock orders it with reports: no deadlock
+            await _execute(conn, renew)
+            return [task_id for (task_id,) in await (await _execute(conn, cancelling)).fetchall()]
 
     # -- decisions made by other processes ----------------------------------------------------------------
 
@@ -436,6 +525,11 @@ class _Transaction(Batch):
         async with self.conn.cursor() as cursor:
             for statement, group in itertools.groupby(statements, key=lambda s: s[0]):
                 await cursor.executemany(statement.encode(), [params for _, params in group])
+
+
+async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> psycopg.AsyncCursor[Any]:
+    query, params = statement
+    return await conn.execute(query.encode(), params)
 
 
 def _safe(dsn: str) -> str:

@@ -31,6 +31,13 @@ Keys live under one prefix (`signoff` by default):
     {p}:reply:{chat}      hash   reply, meta, done, updated_at  a chat's latest reply log
     {p}:frames:{chat}     list   its frames, in order
     {p}:replies           zset   chat by updated_at          reply logs, to forget old ones
+    {p}:t:{id}            hash   record, progress, …, seq    one task (see `ledger/rows.py` on its fields)
+    {p}:tcalls            hash   [chat, call] → id           one task per chat and call id
+    {p}:tseq              string the newest task change number
+    {p}:tchanges          zset   id by change number         every task, last changed last
+    {p}:tall, :tchat:{c}  zset   id by creation time         every task, and a chat's
+    {p}:tlive             zset   id by heartbeat             unfinished tasks, for the sweeper
+    {p}:tworker:{w}       set    ids                         a worker's unfinished tasks
 
 A decision is published on `{p}:decided` from inside the script, so only a committed one is heard; the
 message is the decided record, so a waiter in another process resumes without reading it back. A
@@ -60,8 +67,10 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.grant import Grant
-from signoff.ledger.base import Clock, ReplyFrames, ReplyLog, StoredChat
+from signoff.core.task import Task, TaskState
+from signoff.ledger.base import Clock, Progress, ReplyFrames, ReplyLog, StoredChat
 from signoff.ledger.batch import Batch, Batched, Conflict, Key, Stored, Write
+from signoff.ledger.rows import TASK_COLUMNS, task_from_row
 
 log = logging.getLogger("signoff.ledger")
 
@@ -159,6 +168,64 @@ end
 return #old
 """
 
+_PUT_TASK = """
+local p, id, expect, chat, state, worker = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7]
+local key = p .. ':t:' .. id
+if expect == '' then
+  local existing = redis.call('HGET', p .. ':tcalls', ARGV[5])
+  if existing then return {'exists', existing} end
+  redis.call('HSET', p .. ':tcalls', ARGV[5], id)
+  redis.call('ZADD', p .. ':tchat:' .. chat, ARGV[9], id)
+  redis.call('ZADD', p .. ':tall', ARGV[9], id)
+elseif redis.call('HGET', key, 'seq') ~= expect then
+  return {'stale'}
+end
+local was = redis.call('HGET', key, 'worker')
+if was then redis.call('SREM', p .. ':tworker:' .. was, id) end
+local seq = redis.call('INCR', p .. ':tseq')
+redis.call('HSET', key, 'record', ARGV[10], 'state', state, 'worker', worker, 'cancel_by', ARGV[8],
+  'progress', ARGV[11], 'message', ARGV[12], 'updated_at', ARGV[13], 'heartbeat', ARGV[14], 'seq', seq)
+redis.call('ZADD', p .. ':tchanges', seq, id)
+if state == 'pending' or state == 'running' then
+  redis.call('ZADD', p .. ':tlive', ARGV[14], id)
+  redis.call('SADD', p .. ':tworker:' .. worker, id)
+else
+  redis.call('ZREM', p .. ':tlive', id)
+end
+return {'ok', seq}
+"""
+"""Store a task: a new one unless its chat and call id have one (`exists`, with its id), or over the stored
+one if its change number is still `expect` (else `stale`); each with the next change number."""
+
+_REPORT_TASKS = """
+local p, now, cancelling = ARGV[1], ARGV[2], {}
+for i = 3, #ARGV, 3 do
+  local id = ARGV[i]
+  local key = p .. ':t:' .. id
+  if redis.call('HGET', key, 'state') == 'running' then
+    local seq = redis.call('INCR', p .. ':tseq')
+    redis.call('HSET', key, 'progress', ARGV[i + 1], 'message', ARGV[i + 2], 'updated_at', now,
+      'heartbeat', now, 'seq', seq)
+    redis.call('ZADD', p .. ':tchanges', seq, id)
+    redis.call('ZADD', p .. ':tlive', now, id)
+    if redis.call('HGET', key, 'cancel_by') ~= '' then table.insert(cancelling, id) end
+  end
+end
+return cancelling
+"""
+
+_BEAT = """
+local p, now, cancelling = ARGV[1], ARGV[3], {}
+for _, id in ipairs(redis.call('SMEMBERS', p .. ':tworker:' .. ARGV[2])) do
+  local key = p .. ':t:' .. id
+  redis.call('HSET', key, 'heartbeat', now)
+  redis.call('ZADD', p .. ':tlive', now, id)
+  local state, by = unpack(redis.call('HMGET', key, 'state', 'cancel_by'))
+  if state == 'running' and by ~= '' then table.insert(cancelling, id) end
+end
+return cancelling
+"""
+
 _LEASE = """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return 0 end
@@ -228,6 +295,9 @@ class RedisLedger(Batched):
                 ("begin_reply", _BEGIN_REPLY),
                 ("log_frames", _LOG_FRAMES),
                 ("forget_replies", _FORGET_REPLIES),
+                ("put_task", _PUT_TASK),
+                ("report_tasks", _REPORT_TASKS),
+                ("beat", _BEAT),
             )
         }
 
@@ -397,6 +467,90 @@ class RedisLedger(Batched):
     async def _lease(self, name: str, holder: str, ttl: float) -> bool:
         keys, args = [self._key("lease", name)], [holder, max(1, int(ttl * 1000))]
         return bool(await self._script("lease", keys, args))
+
+    # -- tasks --------------------------------------------------------------------------------------------
+
+    async def _put_task(self, task: Task, expect: str) -> list[Any]:
+        args = [
+            self.prefix, task.id, expect, task.chat_id, _encode([task.chat_id, task.call.call_id]),
+            str(task.state), task.worker, task.cancel_by, repr(task.created_at), _encode(task),
+            task.progress, task.message, repr(task.updated_at), repr(task.heartbeat),
+        ]  # fmt: skip
+        return list(await self._script("put_task", [], args))
+
+    async def _insert_task(self, task: Task) -> Task:
+        outcome, found = await self._put_task(task, "")
+        if outcome == b"exists":
+            existing = await self._load_task(found.decode())
+            assert existing is not None
+            return existing
+        return msgspec.structs.replace(task, seq=int(found))
+
+    async def _update_task(self, task: Task, expect: int) -> Task | None:
+        outcome, *seq = await self._put_task(task, str(expect))
+        return msgspec.structs.replace(task, seq=int(seq[0])) if outcome == b"ok" else None
+
+    async def _load_task(self, task_id: str) -> Task | None:
+        found = await self._load_tasks([task_id])
+        return found[0] if found else None
+
+    async def _load_tasks(self, ids: Sequence[str]) -> list[Task]:
+        async def fetch(redis: aioredis.Redis) -> list[Any]:
+            pipe = redis.pipeline(transaction=False)
+            for task_id in ids:
+                pipe.hmget(self._key("t", task_id), *TASK_COLUMNS.split(", "))
+            return list(await pipe.execute())
+
+        rows = await self._call(fetch) if ids else []
+        return [
+            task_from_row((record, int(progress), message.decode(), float(at), float(beat), int(seq)))
+            for record, progress, message, at, beat, seq in rows
+            if record is not None
+        ]
+
+    async def _query_tasks(
+        self,
+        *,
+        chat_id: str | None = None,
+        states: Sequence[TaskState] | None = None,
+        after_seq: int | None = None,
+        beat_before: float | None = None,
+        limit: int | None = None,
+    ) -> list[Task]:
+        if after_seq is not None:
+            index, low, high = self._key("tchanges"), f"({after_seq}", "+inf"
+        elif beat_before is not None:
+            index, low, high = self._key("tlive"), "-inf", f"({beat_before!r}"
+        elif chat_id is not None:
+            index, low, high = self._key("tchat", chat_id), "-inf", "+inf"
+        else:
+            index, low, high = self._key("tall"), "-inf", "+inf"
+        ids = await self._call(lambda r: r.zrangebyscore(index, low, high))
+        found = [
+            t
+            for t in await self._load_tasks([i.decode() for i in ids])
+            if (chat_id is None or t.chat_id == chat_id)
+            and (states is None or t.state in states)
+            and (after_seq is None or t.seq > after_seq)
+            and (beat_before is None or t.heartbeat < beat_before)
+        ]
+        found.sort(key=(lambda t: t.seq) if after_seq is not None else (lambda t: t.created_at))
+        return found[:limit]
+
+    async def _last_task_seq(self) -> int:
+        return int(await self._call(lambda r: r.get(self._key("tseq"))) or 0)
+
+    async def _report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        cancelling = []
+        for start in range(0, len(reports), 1000):  # one script call holds the server for the whole batch
+            args: list[Any] = [self.prefix, repr(now)]
+            for r in reports[start : start + 1000]:
+                args += [r.task_id, r.progress, r.message]
+            cancelling += [i.decode() for i in await self._script("report_tasks", [], args)]
+        return cancelling
+
+    async def _beat(self, worker: str, now: float) -> list[str]:
+        return [i.decode() for i in await self._script("beat", [], [self.prefix, worker, repr(now)])]
 
     # -- decisions made by other processes ----------------------------------------------------------------
 

@@ -14,7 +14,8 @@ from typing import Any
 import msgspec
 
 from signoff.core.audit import AuditEntry, Head, chain
-from signoff.ledger.base import Change, ReplyFrames
+from signoff.core.task import Task
+from signoff.ledger.base import Change, Progress, ReplyFrames
 
 AUDIT_COLUMNS = "seq, at, actor, action, subject, before, after, detail, prev, hash"
 AUDIT_HEAD = "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
@@ -177,3 +178,109 @@ def _where_equal(mark: str, **equal: str | None) -> tuple[str, list[object]]:
 
 def _marks(mark: str, count: int) -> str:
     return ", ".join([mark] * count)
+
+
+# -- tasks ------------------------------------------------------------------------------------------------
+#
+# A task is stored as its record plus the columns it is found by. Progress is the exception: a report writes
+# only the progress columns (never reading the record), so those columns, not the record's copy, are the
+# truth for progress, message, updated_at, heartbeat and seq.
+
+TASK_COLUMNS = "record, progress, message, updated_at, heartbeat, seq"
+TASK_SEQ = "SELECT coalesce(max(seq), 0) FROM tasks"
+"""The newest change number; read inside the writing transaction, which holds the tasks' write lock."""
+_task = msgspec.json.Decoder(Task).decode
+
+
+def task_from_row(row: Sequence[Any]) -> Task:
+    record, progress, message, updated_at, heartbeat, seq = row
+    return msgspec.structs.replace(
+        _task(record), progress=progress, message=message, updated_at=updated_at, heartbeat=heartbeat, seq=seq
+    )
+
+
+def insert_task(dialect: Dialect, task: Task) -> Statement:
+    """Insert unless the chat and call id already have a task (then no row changes)."""
+    columns = "id, chat_id, call_id, state, worker, cancel_by, created_at, " + TASK_COLUMNS
+    params = (task.id, task.chat_id, task.call.call_id, str(task.state), task.worker, task.cancel_by,
+              task.created_at, *_task_values(task))  # fmt: skip
+    statement = (
+        f"INSERT INTO tasks ({columns}) VALUES ({_marks(dialect.mark, 13)})"
+        " ON CONFLICT (chat_id, call_id) DO NOTHING"
+    )
+    return statement, params
+
+
+def update_task(dialect: Dialect, task: Task, expect: int) -> Statement:
+    """Replace the task if its change number is still `expect` (else no row changes)."""
+    m = dialect.mark
+    statement = (
+        f"UPDATE tasks SET state = {m}, worker = {m}, cancel_by = {m}, record = {m}, progress = {m},"
+        f" message = {m}, updated_at = {m}, heartbeat = {m}, seq = {m} WHERE id = {m} AND seq = {m}"
+    )
+    return statement, (str(task.state), task.worker, task.cancel_by, *_task_values(task), task.id, expect)
+
+
+def task_by(dialect: Dialect, column: str, *values: object) -> Statement:
+    """The task whose `column` (or columns, comma-separated) equal `values`."""
+    where = " AND ".join(f"{name} = {dialect.mark}" for name in column.split(", "))
+    return f"SELECT {TASK_COLUMNS} FROM tasks WHERE {where}", values
+
+
+def tasks_query(
+    dialect: Dialect,
+    *,
+    chat_id: str | None,
+    states: Sequence[str] | None,
+    after_seq: int | None,
+    beat_before: float | None,
+    limit: int | None,
+) -> Statement:
+    mark = dialect.mark
+    where, params = _where_equal(mark, chat_id=chat_id)
+    if states is not None:
+        where += f" AND state IN ({_marks(mark, len(states))})"
+        params += states
+    for column, operator, value in (("seq", ">", after_seq), ("heartbeat", "<", beat_before)):
+        if value is not None:
+            where += f" AND {column} {operator} {mark}"
+            params.append(value)
+    order = "seq" if after_seq is not None else f"created_at, {dialect.order}"
+    query = f"SELECT {TASK_COLUMNS} FROM tasks WHERE {where} ORDER BY {order} LIMIT {mark}"
+    return query, (*params, dialect.unlimited if limit is None else limit)
+
+
+def report_tasks(
+    dialect: Dialect, reports: Sequence[Progress], now: float, seq: int
+) -> tuple[str, list[Params]]:
+    """One statement and its runs: each report numbered after `seq`, written only to a running task."""
+    m = dialect.mark
+    statement = (
+        f"UPDATE tasks SET progress = {m}, message = {m}, updated_at = {m}, heartbeat = {m}, seq = {m}"
+        f" WHERE id = {m} AND state = 'running'"
+    )
+    return statement, [
+        (r.progress, r.message, now, now, seq + i, r.task_id) for i, r in enumerate(reports, 1)
+    ]
+
+
+def cancelling(dialect: Dialect, ids: Sequence[str]) -> Statement:
+    """Which of the running tasks `ids` someone asked to cancel."""
+    marks = _marks(dialect.mark, len(ids))
+    return f"SELECT id FROM tasks WHERE id IN ({marks}) AND state = 'running' AND cancel_by != ''", tuple(ids)
+
+
+def beat(dialect: Dialect, worker: str, now: float) -> list[Statement]:
+    """Renew the worker's unfinished tasks, then find its running ones someone asked to cancel."""
+    m = dialect.mark
+    return [
+        (
+            f"UPDATE tasks SET heartbeat = {m} WHERE worker = {m} AND state IN ('pending', 'running')",
+            (now, worker),
+        ),
+        (f"SELECT id FROM tasks WHERE worker = {m} AND state = 'running' AND cancel_by != ''", (worker,)),
+    ]
+
+
+def _task_values(task: Task) -> tuple[object, ...]:
+    return (encode(task).decode(), task.progress, task.message, task.updated_at, task.heartbeat, task.seq)

@@ -29,8 +29,9 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
+from signoff.core.task import Task, TaskState
 from signoff.ledger import rows
-from signoff.ledger.base import Change, Clock, Ledger, ReplyFrames, ReplyLog, StoredChat
+from signoff.ledger.base import Change, Clock, Ledger, Progress, ReplyFrames, ReplyLog, StoredChat
 from signoff.ledger.rows import (
     AUDIT_COLUMNS,
     AUDIT_HEAD,
@@ -45,7 +46,7 @@ from signoff.ledger.rows import (
 Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
@@ -103,6 +104,26 @@ CREATE TABLE IF NOT EXISTS frames (
     frame BLOB NOT NULL,
     PRIMARY KEY (chat_id, n)
 );
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    cancel_by TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    record TEXT NOT NULL,
+    progress INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    heartbeat REAL NOT NULL,
+    seq INTEGER NOT NULL,
+    UNIQUE (chat_id, call_id)
+);
+CREATE INDEX IF NOT EXISTS tasks_by_seq ON tasks (seq);
+CREATE INDEX IF NOT EXISTS tasks_by_chat ON tasks (chat_id, created_at);
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state, heartbeat);
+CREATE INDEX IF NOT EXISTS tasks_by_worker ON tasks (worker, state);
 """
 _approval = msgspec.json.Decoder(Approval).decode
 _grant = msgspec.json.Decoder(Grant).decode
@@ -319,6 +340,73 @@ class SqliteLedger(Ledger):
                 changed = db.execute(statement, params).rowcount
             return changed
 
+    # -- tasks: each write numbers its changes under the write lock, so numbers follow commit order ----------
+
+    async def _insert_task(self, task: Task) -> Task:
+        def insert() -> Task:
+            with self._transaction() as db:
+                numbered = _numbered(db, task)
+                if db.execute(*rows.insert_task(SQLITE, numbered)).rowcount == 1:
+                    return numbered
+                found = db.execute(*rows.task_by(SQLITE, "chat_id, call_id", task.chat_id, task.call.call_id))
+                return rows.task_from_row(found.fetchone())
+
+        return await self._run(insert)
+
+    async def _update_task(self, task: Task, expect: int) -> Task | None:
+        def update() -> Task | None:
+            with self._transaction() as db:
+                numbered = _numbered(db, task)
+                return numbered if db.execute(*rows.update_task(SQLITE, numbered, expect)).rowcount else None
+
+        return await self._run(update)
+
+    async def _load_task(self, task_id: str) -> Task | None:
+        found = await self._run(self._rows, *rows.task_by(SQLITE, "id", task_id))
+        return rows.task_from_row(found[0]) if found else None
+
+    async def _query_tasks(
+        self,
+        *,
+        chat_id: str | None = None,
+        states: Sequence[TaskState] | None = None,
+        after_seq: int | None = None,
+        beat_before: float | None = None,
+        limit: int | None = None,
+    ) -> list[Task]:
+        query = rows.tasks_query(
+            SQLITE, chat_id=chat_id, states=None if states is None else [str(s) for s in states],
+            after_seq=after_seq, beat_before=beat_before, limit=limit,
+        )  # fmt: skip
+        return [rows.task_from_row(row) for row in await self._run(self._rows, *query)]
+
+    async def _last_task_seq(self) -> int:
+        return int((await self._run(self._rows, rows.TASK_SEQ))[0][0])
+
+    async def _report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        def report() -> list[str]:
+            with self._transaction() as db:
+                (seq,) = db.execute(rows.TASK_SEQ).fetchone()
+                db.executemany(*rows.report_tasks(SQLITE, reports, now, seq))
+                ids = [r.task_id for r in reports]
+                return [
+                    task_id
+                    for start in range(0, len(ids), 500)
+                    for (task_id,) in db.execute(*rows.cancelling(SQLITE, ids[start : start + 500]))
+                ]
+
+        return await self._run(report)
+
+    async def _beat(self, worker: str, now: float) -> list[str]:
+        renew, cancelling = rows.beat(SQLITE, worker, now)
+
+        def beat() -> list[str]:
+            with self._transaction() as db:
+                db.execute(*renew)
+                return [task_id for (task_id,) in db.execute(*cancelling)]
+
+        return await self._run(beat)
+
     # -- decisions made by other processes ----------------------------------------------------------------
 
     def _watch(self) -> None:
@@ -359,6 +447,12 @@ class _Transaction:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _numbered(db: sqlite3.Connection, task: Task) -> Task:
+    """The task with the next change number."""
+    (seq,) = db.execute(rows.TASK_SEQ).fetchone()
+    return msgspec.structs.replace(task, seq=seq + 1)
 
 
 def _put(db: sqlite3.Connection, change: Change, *, new: bool = False) -> None:

@@ -1,0 +1,170 @@
+"""The task: a long-running call's work, tracked after the call itself has returned (seed 004).
+
+A long-running tool returns at once with a task id, and its body goes on in the background. The task
+record says how far it got, and how it ended. Like the approval, it changes only through pure steps from
+one immutable `Task` to the next, so every backend and every worker applies the same rules.
+
+Progress is the one change that is not a step: it is frequent, carries no decision, and is only ever
+replaced by a newer value, so the ledgers write it straight to the record's progress fields (see
+`Ledger.report`) without reading the task first.
+"""
+
+from __future__ import annotations
+
+import secrets
+from enum import StrEnum
+from typing import Any
+
+import msgspec
+
+from signoff.core.audit import AuditEvent
+from signoff.core.call import ToolCall
+from signoff.core.errors import TaskFinished
+
+NOTE = (
+    "NOTE: This is a long-running operation. Do not call this tool again if it has already returned some"
+    " intermediate or pending status."
+)
+"""What the model is told about a long-running tool, verbatim from seed 004 (and Google ADK)."""
+
+
+def with_note(description: str | None) -> str:
+    """The description of a long-running tool: the NOTE after a blank line, or the NOTE alone. A
+    description that already ends with it (declared twice, or by ADK's own long-running tool) keeps one."""
+    text = (description or "").rstrip()
+    if text.endswith(NOTE):
+        return text
+    return f"{text}\n\n{NOTE}" if text else NOTE
+
+
+class TaskState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED)
+
+
+_STATUS = {TaskState.RUNNING: "processing"}
+"""The seed's status words differ from the states in one place: a running task is `processing`."""
+
+
+def new_task_id() -> str:
+    """Unguessable, like an approval's id: a task id in a model's context must not lead to others'."""
+    return "task_" + secrets.token_urlsafe(16)
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
+    """One long-running call's work.
+
+    `worker` is the process running the body, and `heartbeat` when it last said it was alive: a task
+    whose worker stopped beating is failed by the sweeper, never left running. `cancel_by` is set when
+    someone asked to cancel a running task; its body stops at its next chance and the task ends
+    `cancelled`. `seq` is the ledger's change number, which orders every change to every task for feeds.
+    """
+
+    id: str
+    chat_id: str
+    call: ToolCall
+    created_at: float
+    updated_at: float
+    heartbeat: float
+    worker: str = ""
+    state: TaskState = TaskState.PENDING
+    progress: int = 0
+    message: str = ""
+    result: Any = None
+    error: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    cancel_by: str = ""
+    seq: int = 0
+
+    def status(self) -> dict[str, Any]:
+        """What the model sees, in the seed's status format: in flight, then `result` or `error`."""
+        status: dict[str, Any] = {
+            "status": _STATUS.get(self.state, str(self.state)),
+            "task_id": self.id,
+            "progress": self.progress,
+        }
+        if self.message:
+            status["message"] = self.message
+        if self.state is TaskState.COMPLETED:
+            status["result"] = self.result
+        elif self.error:
+            status["error"] = self.error
+        return status
+
+
+def new_task(call: ToolCall, *, chat_id: str, worker: str, now: float, actor: str) -> tuple[Task, AuditEvent]:
+    task = Task(
+        id=new_task_id(), chat_id=chat_id, call=call, created_at=now, updated_at=now, heartbeat=now,
+        worker=worker,
+    )  # fmt: skip
+    detail = {"chat": chat_id, "call": call.call_id, "tool": call.tool, "digest": call.digest}
+    return task, _event(None, task, "task-create", actor, now, **detail)
+
+
+def start(task: Task, now: float) -> Task:
+    """The body begins. A task cancelled before it began never starts."""
+    _unfinished(task, "start")
+    return msgspec.structs.replace(
+        task, state=TaskState.RUNNING, started_at=now, updated_at=now, heartbeat=now
+    )
+
+
+def finish(
+    task: Task, state: TaskState, now: float, actor: str, *, result: Any = None, error: str = ""
+) -> tuple[Task, AuditEvent]:
+    """The body ended: with its result, an error, or stopped on request."""
+    _unfinished(task, str(state))
+    assert state.finished, state
+    progress = 100 if state is TaskState.COMPLETED else task.progress
+    after = msgspec.structs.replace(
+        task, state=state, result=result, error=error, progress=progress, updated_at=now, finished_at=now
+    )
+    return after, _event(task, after, f"task-{state}", actor, now, error=error or None)
+
+
+def request_cancel(task: Task, actor: str, reason: str, now: float) -> tuple[Task, AuditEvent]:
+    """Ask a task to stop. One that has not begun ends here; a running one is marked, and its worker
+    stops the body and records `cancelled`."""
+    _unfinished(task, "cancel")
+    if task.state is TaskState.PENDING:
+        after = msgspec.structs.replace(
+            task, state=TaskState.CANCELLED, cancel_by=actor, error=reason, updated_at=now, finished_at=now
+        )
+    else:
+        after = msgspec.structs.replace(task, cancel_by=actor, updated_at=now)
+    return after, _event(task, after, "task-cancel", actor, now, reason=reason or None)
+
+
+def abandon(task: Task, why: str, now: float) -> tuple[Task, AuditEvent]:
+    """The worker running the task is gone: it failed, and says why."""
+    return finish(task, TaskState.FAILED, now, "signoff:sweeper", error=why)
+
+
+def valid_progress(progress: object) -> int:
+    """A percentage the record can hold; anything else is the tool's bug, named clearly."""
+    if isinstance(progress, bool) or not isinstance(progress, int | float) or not 0 <= progress <= 100:
+        raise ValueError(f"progress must be a number from 0 to 100, not {progress!r}")
+    return int(progress)
+
+
+def _unfinished(task: Task, action: str) -> None:
+    if task.state.finished:
+        raise TaskFinished(task.id, str(task.state), action)
+
+
+def _event(
+    before: Task | None, after: Task, action: str, actor: str, now: float, **detail: object
+) -> AuditEvent:
+    return AuditEvent(
+        at=now, actor=actor, action=action, subject=after.id,
+        before=None if before is None else str(before.state), after=str(after.state),
+        detail={k: v for k, v in detail.items() if v is not None},
+    )  # fmt: skip
