@@ -16,6 +16,7 @@ LAYERS = {
     "ledger": 1,
     "approvers": 1,
     "gate": 2,
+    "tasks": 2,
     "protocol": 2,
     "integrations": 3,
     "pydantic_ai": 3,

@@ -56,8 +56,12 @@ async def test_a_task_runs_from_pending_to_completed(ledger: Ledger) -> None:
         task.id, lambda t: finish(t, TaskState.COMPLETED, ledger.clock(), "w1", result={"rows": 3})
     )
     assert done.status() == {
-        "status": "completed", "task_id": task.id, "progress": 100, "message": "rendering", "result": {"rows": 3}
-    }  # fmt: skip
+        "status": "completed",
+        "task_id": task.id,
+        "progress": 100,
+        "message": "rendering",
+        "result": {"rows": 3},
+    }
     assert (await ledger.get_task(task.id)) == done
     with pytest.raises(TaskFinished, match="already completed"):
         await ledger.change_task(task.id, lambda t: request_cancel(t, "someone", "", ledger.clock()))

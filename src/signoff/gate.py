@@ -22,7 +22,9 @@ from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, AlreadyDecided, CallMismatch
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy, Ruling
+from signoff.core.task import Task
 from signoff.ledger.base import Ledger
+from signoff.tasks import Tasks
 
 Wait = Literal["blocking", "deferred"]
 T = TypeVar("T")
@@ -107,6 +109,8 @@ class Gate:
         self.policy = policy or Policy()
         self.approvers = tuple(approvers)
         self.actor = actor
+        self.tasks = Tasks(ledger)
+        """Runs the bodies of the long-running calls this gate allows."""
 
     async def authorize(
         self,
@@ -170,13 +174,9 @@ class Gate:
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
         deferred run should end and be resumed later with the same call.
         """
-        outcome = await self.authorize(
-            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending
-        )
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending)
         if not isinstance(outcome, Allowed):
             return outcome
-        if outcome.approval_id is not None:
-            await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)
         if inspect.iscoroutinefunction(fn):
             result: Any = await fn(**outcome.call.args)
         else:
@@ -184,6 +184,44 @@ class Gate:
             if inspect.isawaitable(result):
                 result = await result
         return result  # type: ignore[no-any-return]
+
+    async def start(
+        self,
+        call: ToolCall,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        chat_id: str,
+        wait: Wait = "blocking",
+        approvers: Sequence[Approver] | None = None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
+        interruptible: bool = True,
+    ) -> Task | Refused | Pending:
+        """`run` for a long-running call: once allowed and claimed, `fn(**args)` runs in the background
+        as a task (see `signoff.tasks`), and the task comes back at once, pending. A refused call never
+        has a task."""
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending)
+        if not isinstance(outcome, Allowed):
+            return outcome
+        allowed = outcome.call
+        return await self.tasks.start(
+            allowed, lambda: fn(**allowed.args), chat_id=chat_id, interruptible=interruptible
+        )
+
+    async def _claim(
+        self,
+        call: ToolCall,
+        chat_id: str,
+        wait: Wait,
+        approvers: Sequence[Approver] | None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None,
+    ) -> Outcome:
+        """Authorize, and take the single-use claim of an approval that allowed the call."""
+        outcome = await self.authorize(
+            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending
+        )
+        if isinstance(outcome, Allowed) and outcome.approval_id is not None:
+            await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)
+        return outcome
 
     # -- waiting ------------------------------------------------------------------------------------------
 

@@ -124,6 +124,8 @@ def finish(
     _unfinished(task, str(state))
     assert state.finished, state
     progress = 100 if state is TaskState.COMPLETED else task.progress
+    if state is TaskState.CANCELLED and not error:
+        error = f"cancelled by {task.cancel_by or actor}"
     after = msgspec.structs.replace(
         task, state=state, result=result, error=error, progress=progress, updated_at=now, finished_at=now
     )
@@ -136,8 +138,9 @@ def request_cancel(task: Task, actor: str, reason: str, now: float) -> tuple[Tas
     _unfinished(task, "cancel")
     if task.state is TaskState.PENDING:
         after = msgspec.structs.replace(
-            task, state=TaskState.CANCELLED, cancel_by=actor, error=reason, updated_at=now, finished_at=now
-        )
+            task, state=TaskState.CANCELLED, cancel_by=actor, error=f"cancelled by {actor}", updated_at=now,
+            finished_at=now,
+        )  # fmt: skip
     else:
         after = msgspec.structs.replace(task, cancel_by=actor, updated_at=now)
     return after, _event(task, after, "task-cancel", actor, now, reason=reason or None)
