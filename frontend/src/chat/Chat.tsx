@@ -1,4 +1,5 @@
-// The chat: useChat over the server's conversation, live approvals, in-chat decisions and browser tools.
+// The chat: useChat over the server's conversation, live approvals and tasks, in-chat decisions and browser
+// tools.
 // Over SSE (POST /api/chat) by default; over the live socket (WS /api/live) with `transport` "live".
 import { useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, getToolName, type ChatTransport, type UIMessage } from "ai";
@@ -11,8 +12,11 @@ import { LiveChatTransport, type Answer } from "./liveTransport";
 import { Message } from "./Message";
 import { allTools, BROWSER_TOOLS, lastStepTools, messageOf, partKey, type ToolPart } from "./parts";
 import { StatusLine } from "./StatusLine";
+import { taskOutput, taskView } from "./tasks";
 import { ToolCard } from "./ToolCard";
 import { useChatApprovals } from "./useChatApprovals";
+import { useChatEvents } from "./useChatEvents";
+import { useChatTasks } from "./useChatTasks";
 import { useStickToBottom } from "./useStickToBottom";
 
 export interface ChatSnapshot {
@@ -93,9 +97,16 @@ export function Chat({ snapshot, waitOverride, transportKind }: Props) {
   const streaming = status === "submitted" || status === "streaming";
   const statusNow = useRef(status);
   statusNow.current = status;
-  // A reply the server started itself (a browser call timed out) continues the last message.
-  const [approvals, upsertApproval] = useChatApprovals(chatId, snapshot.approvals, () => {
-    if (statusNow.current === "ready") void catchUp();
+  const [approvals, upsertApproval] = useChatApprovals(snapshot.approvals);
+  const tasks = useChatTasks(chatId, messages);
+  useChatEvents(chatId, {
+    open: tasks.load,
+    approval: upsertApproval,
+    task: tasks.upsert,
+    // A reply the server started itself (a browser call timed out) continues the last message.
+    reply: () => {
+      if (statusNow.current === "ready") void catchUp();
+    },
   });
 
   // The AI SDK (6.0.x) resumes a stream into a fresh message, so the replay of a reply that continues an
@@ -227,6 +238,7 @@ export function Chat({ snapshot, waitOverride, transportKind }: Props) {
   const renderTool = (part: ToolPart) => {
     const approval = "approval" in part && part.approval ? approvals.get(part.approval.id) : undefined;
     const lost = approval && answered.has(approval.id) && approval.state !== "pending" && decidedBy(approval) !== me;
+    const output = taskOutput(part);
     return (
       <ToolCard
         part={part}
@@ -234,6 +246,8 @@ export function Chat({ snapshot, waitOverride, transportKind }: Props) {
         me={me}
         conflict={lost ? `your answer came too late: already decided by ${decidedBy(approval)}` : undefined}
         onDecide={(approved, reason, remember) => decide(part, approved, reason, remember)}
+        task={output && taskView(output, tasks.tasks.get(output.task_id))}
+        onCancelTask={tasks.cancel}
       />
     );
   };

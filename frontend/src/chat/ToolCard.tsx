@@ -6,6 +6,8 @@ import { Deadline } from "../shared/Deadline";
 import { ApprovalActions, type Decide } from "./ApprovalActions";
 import { cardState, headline, type CardState } from "./describe";
 import type { ToolPart } from "./parts";
+import { TaskProgress } from "./TaskProgress";
+import type { TaskView } from "./tasks";
 
 const LABEL: Record<CardState, string> = {
   asking: "asking you",
@@ -15,6 +17,7 @@ const LABEL: Record<CardState, string> = {
   refused: "refused",
   expired: "expired",
   error: "error",
+  cancelled: "cancelled",
 };
 
 interface Props {
@@ -25,13 +28,18 @@ interface Props {
   /** Set when this page's answer lost to an earlier decision from elsewhere. */
   conflict: string | undefined;
   onDecide: Decide;
+  /** Where the task stands, when the call started one. */
+  task: TaskView | undefined;
+  onCancelTask: (taskId: string) => Promise<void>;
 }
 
-export function ToolCard({ part, approval, me, conflict, onDecide }: Props) {
+export function ToolCard({ part, approval, me, conflict, onDecide, task, onCancelTask }: Props) {
   const tool = getToolName(part);
-  const { state, note } = cardState(part, approval, me);
+  const { state, note } = cardState(part, approval, me, task?.state);
   // approved with other arguments: those are the ones that run
   const args = approval?.decision?.args ?? ((part.input ?? {}) as Record<string, unknown>);
+  // a task says itself where it stands: its card's note only says who approved it, if anyone
+  const showNote = !task || Boolean(note || conflict);
   return (
     <article
       className={`card card-${state}`}
@@ -51,19 +59,22 @@ export function ToolCard({ part, approval, me, conflict, onDecide }: Props) {
         {state === "asking" && approval?.deadline !== undefined && <Deadline at={approval.deadline} />}
       </p>
       <ArgsList args={args} />
-      <div className="card-foot">
+      <div className={`card-foot ${task ? "card-foot-task" : ""}`}>
+        {task && <TaskProgress task={task} onCancel={() => onCancelTask(task.id)} />}
         {state === "asking" ? (
           <ApprovalActions onDecide={onDecide} />
         ) : (
-          <p className="card-note" data-testid="card-note">
-            {note}
-            {conflict && (
-              <span className="conflict" data-testid="conflict">
-                {" — "}
-                {conflict}
-              </span>
-            )}
-          </p>
+          showNote && (
+            <p className="card-note" data-testid="card-note">
+              {note}
+              {conflict && (
+                <span className="conflict" data-testid="conflict">
+                  {" — "}
+                  {conflict}
+                </span>
+              )}
+            </p>
+          )
         )}
       </div>
     </article>

@@ -1,9 +1,17 @@
 // Plain words for a tool card: its headline, and its state with the detail a person needs.
 import { getToolName } from "ai";
-import type { Approval } from "../shared/api";
+import type { Approval, TaskState } from "../shared/api";
 import { BROWSER_TOOLS, type ToolPart } from "./parts";
 
-export type CardState = "asking" | "approved" | "running" | "done" | "refused" | "expired" | "error";
+export type CardState = "asking" | "approved" | "running" | "done" | "refused" | "expired" | "error" | "cancelled";
+
+const TASK_CARD: Record<TaskState, CardState> = {
+  pending: "running",
+  running: "running",
+  completed: "done",
+  failed: "error",
+  cancelled: "cancelled",
+};
 
 const text = (value: unknown, fallback: string) =>
   typeof value === "string" || typeof value === "number" ? String(value) : fallback;
@@ -30,11 +38,13 @@ export function headline(tool: string, args: Record<string, unknown>, approval: 
 const REMEMBERED = { once: "", session: ", remembered for this chat", always: ", remembered for every chat" };
 
 /** The card's state and a line in plain words about it, from the message part and the server's record of its
- * approval. `me` is how the server names this chat as a decider (`chat:<id>`), shown as "you". */
+ * approval. `me` is how the server names this chat as a decider (`chat:<id>`), shown as "you". A call that
+ * started a task takes its state from the task, whose own words the card shows apart (TaskProgress). */
 export function cardState(
   part: ToolPart,
   approval: Approval | undefined,
   me: string,
+  task?: TaskState,
 ): { state: CardState; note: string } {
   const decision = approval?.decision;
   const by = !decision || decision.by === me ? "you" : decision.by;
@@ -76,6 +86,7 @@ export function cardState(
     case "output-error":
       return { state: "error", note: part.errorText };
     case "output-available": {
+      if (task) return { state: TASK_CARD[task], note: decision ? approved : "" };
       const output = part.output as { success?: unknown; error?: unknown } | undefined;
       if (output?.success === false) return { state: "error", note: text(output.error, "it failed") };
       return { state: "done", note: decision ? `done · ${approved}` : "done" };
