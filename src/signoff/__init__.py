@@ -14,12 +14,15 @@ from signoff.core.errors import (
     PolicyError,
     SignoffError,
     StaleChat,
+    TaskFinished,
     Unstorable,
 )
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy, Rule, Ruling
+from signoff.core.task import Task, TaskState
 from signoff.gate import Allowed, Cancelled, Denied, Expired, Gate, Outcome, Pending, Refused
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
+from signoff.tasks import TaskCancelled, Tasks, long_running, progress
 
 __all__ = [
     "AlreadyConsumed",
@@ -50,8 +53,15 @@ __all__ = [
     "SqliteLedger",
     "StaleChat",
     "State",
+    "Task",
+    "TaskCancelled",
+    "TaskFinished",
+    "TaskState",
+    "Tasks",
     "TerminalApprover",
     "ToolCall",
     "Unstorable",
+    "long_running",
     "open_ledger",
+    "progress",
 ]

@@ -26,7 +26,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -39,6 +39,8 @@ from signoff.ledger.base import Ledger, Progress
 log = logging.getLogger("signoff.tasks")
 
 Listener = Callable[[Task], None]
+F = TypeVar("F", bound=Callable[..., Any])
+_MARK = "__signoff_long_running__"
 
 
 class TaskCancelled(Exception):
@@ -82,6 +84,17 @@ def progress(percent: float, message: str = "") -> None:
         tasks._report(report)
     else:
         running.loop.call_soon_threadsafe(tasks._report, report)
+
+
+def long_running(fn: F) -> F:
+    """Declare a tool function long-running (seed 004), for pydantic-ai and Google ADK alike: its calls
+    return at once with a task, and its body runs in the background, reporting with `progress()`."""
+    setattr(fn, _MARK, True)
+    return fn
+
+
+def is_long_running(fn: object) -> bool:
+    return getattr(fn, _MARK, False) is True
 
 
 def worker_name() -> str:
@@ -260,4 +273,4 @@ def _storable(result: Any) -> Any:
     return msgspec.json.decode(msgspec.json.encode(result, enc_hook=str))
 
 
-__all__ = ["TaskCancelled", "Tasks", "progress"]
+__all__ = ["TaskCancelled", "Tasks", "is_long_running", "long_running", "progress"]

@@ -99,6 +99,18 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=Tr
             status["error"] = self.error
         return status
 
+    def public(self) -> dict[str, Any]:
+        """The task as people see it (the page, the tasks API): the record with the model's status word,
+        without the worker's bookkeeping."""
+        shown = msgspec.to_builtins(self)
+        for private in ("worker", "heartbeat", "seq", "call"):
+            shown.pop(private, None)
+        shown.update(
+            call_id=self.call.call_id, tool=self.call.tool, state=str(self.state),
+            status=self.status()["status"], progress=self.progress, message=self.message,
+        )  # fmt: skip
+        return shown  # type: ignore[no-any-return]
+
 
 def new_task(call: ToolCall, *, chat_id: str, worker: str, now: float, actor: str) -> tuple[Task, AuditEvent]:
     task = Task(

@@ -13,12 +13,12 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from signoff.demo.model import scripted_model
-from signoff.demo.tools import Wallets, get_weather
+from signoff.demo.tools import Wallets, export_report, get_weather
 from signoff.integrations.turn import current_turn
 
 INSTRUCTIONS = (
-    "You help with payments, weather, location and music. Use the tools. When a tool result says it was "
-    "refused, tell the user in one sentence and quote the reason."
+    "You help with payments, weather, location, music and reports. Use the tools. When a tool result "
+    "says it was refused, tell the user in one sentence and quote the reason."
 )
 
 BROWSER_TOOLS = ExternalToolset(
@@ -53,6 +53,7 @@ def demo_agent(model: str | None = None, wallets: Wallets | None = None) -> Agen
         return wallets.pay(turn.chat_id if turn else "default", amount, currency, recipient)
 
     server_tools.add_function(get_weather, takes_ctx=False, name="get_weather")
+    server_tools.add_function(export_report, takes_ctx=False, name="export_report")
     return Agent(
         model or scripted_model(),
         instructions=INSTRUCTIONS,

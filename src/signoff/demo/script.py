@@ -14,11 +14,14 @@ _PAY = re.compile(rf"^pay\s+{_PAYMENT.pattern}(?:\s+and\s+{_PAYMENT.pattern})*$"
 _WEATHER = re.compile(r"^weather\s+in\s+(.+)$", re.IGNORECASE)
 _WHERE = re.compile(r"^where\s+am\s+i\??$", re.IGNORECASE)
 _PLAY = re.compile(r"^play\s+(.+)$", re.IGNORECASE)
+_EXPORT = re.compile(r"^export\s+report\s+(\S+)$", re.IGNORECASE)
+_CHECK = re.compile(r"^check\s+task\s+(\S+)$", re.IGNORECASE)
 
 
 HELP = (
-    "I can pay (pay 50 USD to Hanako), check the weather (weather in Tokyo), find you (where am I)"
-    " or play music (play <track>)."
+    "I can pay (pay 50 USD to Hanako), check the weather (weather in Tokyo), find you (where am I),"
+    " play music (play <track>) or export a report in the background (export report q3, then"
+    " check task <id>)."
 )
 REFUSED = {"denied", "expired", "cancelled", "error"}
 
@@ -45,6 +48,10 @@ def plan(text: str) -> list[tuple[str, dict[str, Any]]]:
         return [("get_location", {})]
     if match := _PLAY.match(text):
         return [("change_bgm", {"track": match.group(1).strip()})]
+    if match := _EXPORT.match(text):
+        return [("export_report", {"name": match.group(1)})]
+    if match := _CHECK.match(text):
+        return [("check_task", {"task_id": match.group(1)})]
     return []
 
 
@@ -53,6 +60,8 @@ def sentence(tool: str, args: dict[str, Any], result: Any, *, failed: str | None
     given, so tests can check what the model was told."""
     if failed is not None:
         return f"{tool} failed: {failed}"
+    if isinstance(result, dict) and "task_id" in result:
+        return _task(tool, args, result)
     if isinstance(result, dict) and result.get("status") in REFUSED:
         return f"I did not {_doing(tool, args)}: {result.get('message', result['status'])}."
     if isinstance(result, dict) and result.get("success") is False:
@@ -69,6 +78,19 @@ def sentence(tool: str, args: dict[str, Any], result: Any, *, failed: str | None
     return f"{tool} returned {json.dumps(result, default=str)}."
 
 
+def _task(tool: str, args: dict[str, Any], status: dict[str, Any]) -> str:
+    """A long-running call's status (seed 004): in flight, or how it ended."""
+    what = f"The report {args['name']}" if tool == "export_report" else f"Task {status['task_id']}"
+    match status:
+        case {"status": "completed", "result": result}:
+            return f"{what} is done: {json.dumps(result, default=str)}."
+        case {"status": "failed" | "cancelled" | "unknown" as ended, "error": error}:
+            return f"{what} {ended}: {error}."
+        case {"status": state, "progress": progress}:
+            return f"{what} is {state} ({progress}%), as task {status['task_id']}."
+    return f"{what}: {json.dumps(status, default=str)}."
+
+
 def _doing(tool: str, args: dict[str, Any]) -> str:
     match tool:
         case "process_payment":
@@ -77,4 +99,6 @@ def _doing(tool: str, args: dict[str, Any]) -> str:
             return "look up your location"
         case "change_bgm":
             return f"play {args.get('track')}"
+        case "export_report":
+            return f"export the report {args.get('name')}"
     return f"run {tool}"

@@ -1,10 +1,18 @@
-"""The demo's tools. `process_payment` keeps a wallet of 1000 per chat."""
+"""The demo's tools. `process_payment` keeps a wallet of 1000 per chat; `export_report` is long-running."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import secrets
 from collections import defaultdict
 from typing import Any
+
+from signoff.tasks import long_running, progress
+
+REPORT_STEPS = ("collecting rows", "totalling", "charting", "laying out pages", "writing the PDF")
+REPORT_TICK = 0.5
+"""Seconds between progress reports: 20 of them, so a report takes about ten seconds."""
 
 STARTING_BALANCE = 1000
 
@@ -42,3 +50,14 @@ def get_weather(city: str) -> dict[str, Any]:
         "temperature_c": temperature,
         "conditions": "clear" if temperature > 18 else "cloudy",
     }
+
+
+@long_running
+async def export_report(name: str) -> dict[str, Any]:
+    """Export the report `name` as a PDF. It takes about ten seconds, so it runs in the background."""
+    for done, step in enumerate(REPORT_STEPS):
+        for tick in range(4):
+            progress(done * 20 + tick * 5, step)
+            await asyncio.sleep(REPORT_TICK)
+    pages = 3 + int(hashlib.sha256(name.encode()).hexdigest(), 16) % 20
+    return {"file": f"{name}.pdf", "pages": pages}

@@ -43,6 +43,8 @@ class ChatState(msgspec.Struct, kw_only=True):
     """Calls waiting on the browser for a result: call id to tool name."""
     frontend_due: float | None = None
     """When the browser's results are overdue: after it, those calls end as errors the model sees."""
+    tasks: dict[str, str] = {}
+    """Long-running calls the run ended on, whose result the model has not seen: call id to task id."""
     parked: ChatState | None = None
     """The chat as a blocking reply left it while it waits on a person. The fields above stay as the
     reply began, which the worker streaming it shows; every other reader, and a continuation on any

@@ -15,6 +15,7 @@ from typing import Any
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
+from signoff.core.task import Task
 from signoff.integrations.turn import Turn, current_turn
 from signoff.integrations.ui import Outcome
 from signoff.protocol import (
@@ -47,6 +48,9 @@ class Translator:
         """The calls of the message being streamed: its own and those of an earlier request it continues."""
         self.asked: dict[str, str] = {}
         """The calls this reply asked a person about: call id to approval id."""
+        self.tasks: dict[str, str] = {}
+        """The calls whose task this reply has shown: call id to task id. The framework's own result for
+        such a call (the same pending status) is not sent again."""
         self.interrupt: Callable[[], None] = lambda: None
         """Stops the run where it is (set by `translate` while it runs): the reply ends with `abort`."""
         self.step_open = False
@@ -59,7 +63,21 @@ class Translator:
                 return [ask(item, self.signing_key)]
             case ToolCall() if item.call_id in self.visible:
                 return handed(item)
+            case Task():
+                return self.task(item)
         return self.translate(item)
+
+    def task(self, task: Task) -> list[Chunk]:
+        """A task of this turn changed: its data part, kept by id so the page holds one per task; the
+        call's first result, pending, the first time; and its final result when it ends in the stream."""
+        call_id = task.call.call_id
+        if call_id not in self.visible:
+            return []
+        chunks: list[Chunk] = [Data(name="task", id=task.id, data=task.public())]
+        if call_id not in self.tasks or task.state.finished:
+            chunks.append(ToolOutputAvailable(tool_call_id=call_id, output=task.status()))
+        self.tasks[call_id] = task.id
+        return chunks
 
     def translate(self, item: Any) -> list[Chunk]:
         """The chunks of one of the framework's own events."""
@@ -119,6 +137,7 @@ async def translate(events: Callable[[], AsyncIterator[Any]], translator: Transl
     """
     queue: asyncio.Queue[object] = asyncio.Queue()
     translator.turn.asked = queue.put_nowait
+    translator.turn.news = queue.put_nowait
     translator.interrupt = lambda: queue.put_nowait(_STOP)
     if translator.turn.browser is not None:
         translator.turn.browser.handed = queue.put_nowait
@@ -144,6 +163,7 @@ async def translate(events: Callable[[], AsyncIterator[Any]], translator: Transl
                 yield chunk
         await producer  # raises what the run raised
     finally:
+        translator.turn.stop_following()
         if not producer.done():
             producer.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
+from signoff.core.task import Task
 from signoff.gate import Gate, Wait
 from signoff.protocol import ToolOutput
+from signoff.tasks import Tasks
 
 
 class BrowserTimeout(Exception):
@@ -72,6 +74,23 @@ class Turn:
     browser: Browser | None = None
     """Set when the browser answers within the turn; otherwise a browser tool ends the turn and its
     result comes with the next request."""
+    news: Callable[[Task], None] = lambda task: None
+    """Called with each change of a task this turn's calls started, while the turn runs."""
+    long_running: dict[str, str] = field(default_factory=dict)
+    """The calls of this turn that started a task: call id to task id (seed 004's long-running ids)."""
+    _unwatch: list[Callable[[], None]] = field(default_factory=list)
+
+    def started(self, tasks: Tasks, task: Task) -> None:
+        """A call of this turn started `task`: mark the call long-running, and follow the task while the
+        turn runs."""
+        self.long_running[task.call.call_id] = task.id
+        self.news(task)
+        self._unwatch.append(tasks.watch(task.id, self.news))
+
+    def stop_following(self) -> None:
+        for unwatch in self._unwatch:
+            unwatch()
+        self._unwatch.clear()
 
 
 current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)

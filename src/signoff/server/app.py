@@ -32,11 +32,12 @@ from signoff.gate import Gate, Wait
 from signoff.ledger.base import Ledger
 from signoff.server.approvals import ApprovalsAPI
 from signoff.server.chat import ChatAPI
-from signoff.server.feed import ApprovalFeed
+from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import error
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
 from signoff.server.streams import Streams
+from signoff.server.tasks import TasksAPI
 
 log = logging.getLogger("signoff.server")
 
@@ -52,6 +53,10 @@ class Settings:
     feed_interval: float = 0.2
     frontend_timeout: float = 120.0
     """How long the browser has to return a browser tool's result before the model is told it failed."""
+    task_heartbeat: float = 2.0
+    """Seconds between a worker's heartbeats for the tasks it runs."""
+    task_silence: float = 15.0
+    """Seconds without a heartbeat after which a task's worker is taken for dead, and the task failed."""
 
     @property
     def signing_key(self) -> bytes:
@@ -71,23 +76,29 @@ def create_app(
     """Serve `agent` (a pydantic-ai or a Google ADK agent) with every tool call gated, over an opened
     `ledger`."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
+    gate.tasks.heartbeat = settings.task_heartbeat
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
+    task_feed = TaskFeed(ledger, interval=settings.feed_interval)
     streams = Streams(ledger)
     agent_chat = chat_for(
         agent, gate, model=model, signing_key=settings.signing_key, frontend_timeout=settings.frontend_timeout
     )
-    chat = ChatAPI(agent_chat, streams, feed, wait=settings.wait, keepalive=settings.keepalive)
+    chat = ChatAPI(agent_chat, streams, feed, task_feed, wait=settings.wait, keepalive=settings.keepalive)
     approvals = ApprovalsAPI(ledger, settings.token, feed, ping=settings.keepalive)
+    tasks = TasksAPI(gate.tasks, settings.token, task_feed, ping=settings.keepalive)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await feed.start()
-        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, chat, streams, settings.sweep))
+        await task_feed.start()
+        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, chat, streams, settings))
         try:
             yield
         finally:
             sweeper.cancel()
             await streams.close()
+            await gate.tasks.close()
+            await task_feed.close()
             await feed.close()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
@@ -95,7 +106,14 @@ def create_app(
     pages = [Route(path, _page(html), methods=["GET"]) for path, html in PAGES.items()]
     static = Mount("/static", StaticFiles(directory=STATIC), name="static")
     return Starlette(
-        routes=[*chat.routes(), *LiveAPI(chat).routes(), *approvals.routes(), *pages, static],
+        routes=[
+            *chat.routes(),
+            *LiveAPI(chat).routes(),
+            *approvals.routes(),
+            *tasks.routes(),
+            *pages,
+            static,
+        ],
         lifespan=lifespan,
         middleware=[Middleware(_PrintablePaths)],
         exception_handlers={LedgerUnavailable: _unavailable, Unstorable: _unstorable},
@@ -132,15 +150,16 @@ STATIC = Path(__file__).with_name("static")
 PAGES = {"/": "index.html", "/approvals": "approvals.html"}
 
 
-async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, every: float) -> None:
+async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, settings: Settings) -> None:
     while True:
         try:
             await ledger.expire_due()
+            await ledger.abandon_tasks(settings.task_silence)
             await chat.sweep()
             await streams.forget_logs()
         except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
-            log.exception("expiring due approvals failed")
-        await asyncio.sleep(every)
+            log.exception("the sweep failed")
+        await asyncio.sleep(settings.sweep)
 
 
 def _page(name: str) -> Callable[[Request], Awaitable[Response]]:

@@ -6,7 +6,7 @@ so the first decision wins whatever channel it came from, and a waiting tool wak
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import msgspec
@@ -21,11 +21,10 @@ from signoff.core.decision import Decision, Verdict
 from signoff.core.errors import AlreadyDecided, AlreadyRevoked, InvalidCall, InvalidDecision, NotFound
 from signoff.core.grant import Grant
 from signoff.ledger.base import Ledger
-from signoff.server.auth import refuse_without_token
+from signoff.server.auth import Handler, guarded
 from signoff.server.feed import ApprovalFeed
 from signoff.server.http import BadBody, error, json_response, read_body
 
-Handler = Callable[[Request], Awaitable[Response]]
 MAX_BODY = 64 * 1024
 
 
@@ -115,7 +114,9 @@ class ApprovalsAPI:
         self.ping = ping
 
     def routes(self) -> list[BaseRoute]:
-        guard = self._guarded
+        def guard(handler: Handler) -> Handler:
+            return guarded(handler, self.token, self.ledger)
+
         return [
             Route("/api/approvals", guard(self.list), methods=["GET"]),
             Route("/api/approvals/feed", guard(self.follow), methods=["GET"]),
@@ -124,12 +125,6 @@ class ApprovalsAPI:
             Route("/api/grants", guard(self.grants), methods=["GET"]),
             Route("/api/grants/{id}", guard(self.revoke), methods=["DELETE"]),
         ]
-
-    def _guarded(self, handler: Handler) -> Handler:
-        async def guarded(request: Request) -> Response:
-            return await refuse_without_token(request, self.token, self.ledger) or await handler(request)
-
-        return guarded
 
     async def list(self, request: Request) -> Response:
         query = request.query_params

@@ -7,6 +7,7 @@ approvals API is exactly what an operator wants to see in the log.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -29,3 +30,15 @@ async def refuse_without_token(request: Request, token: str, ledger: Ledger) -> 
     response = error(401, "a valid 'Authorization: Bearer <token>' header is required")
     response.headers["www-authenticate"] = "Bearer"
     return response
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(handler: Handler, token: str, ledger: Ledger) -> Handler:
+    """`handler`, answering only requests that carry the token."""
+
+    async def guard(request: Request) -> Response:
+        return await refuse_without_token(request, token, ledger) or await handler(request)
+
+    return guard

@@ -8,6 +8,7 @@
   its replay starts with results for calls made in an earlier request.
 - `GET /api/chat/{id}/events` follows the chat's approvals live, whoever decides them, and says when the
   server starts a reply on its own (`event: reply`), so an open page can follow it at `/stream`.
+  It carries the chat's task changes too (`event: task`).
 - `POST /api/chat/{id}/approvals/{approval_id}` lets the chat's user decide without a chat request
   (blocking mode, or a remembered answer). It carries the same authority as an approval response in a
   chat request, so it needs no token and reaches only this chat's approvals.
@@ -19,7 +20,6 @@ initiative, the reply that tells the model so.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Literal
@@ -47,9 +47,10 @@ from signoff.protocol import (
     parse_chat_request,
 )
 from signoff.server.approvals import approval_event, approval_json, event_response
-from signoff.server.feed import ApprovalFeed
+from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import BadBody, error, json_response, read_body
 from signoff.server.streams import Running, Stream, Streams
+from signoff.server.tasks import task_event
 
 log = logging.getLogger("signoff.server")
 MAX_BODY = 1024 * 1024
@@ -65,11 +66,19 @@ class ChatDecision(msgspec.Struct, forbid_unknown_fields=True):
 
 class ChatAPI:
     def __init__(
-        self, chat: Chat, streams: Streams, feed: ApprovalFeed, *, wait: Wait, keepalive: float
+        self,
+        chat: Chat,
+        streams: Streams,
+        feed: ApprovalFeed,
+        task_feed: TaskFeed,
+        *,
+        wait: Wait,
+        keepalive: float,
     ) -> None:
         self.chat = chat
         self.streams = streams
         self.feed = feed
+        self.task_feed = task_feed
         self.wait = wait
         self.keepalive = keepalive
         self._due: dict[str, float] = {}
@@ -166,7 +175,7 @@ class ChatAPI:
         return event_response(self._events(request.path_params["id"]), ping=self.keepalive)
 
     async def _events(self, chat_id: str) -> AsyncIterator[ServerSentEvent]:
-        """The chat's approval feed merged with the replies the server starts in it."""
+        """The chat's approval and task feeds merged with the replies the server starts in it."""
         queue: asyncio.Queue[ServerSentEvent | None] = asyncio.Queue()
 
         async def approvals() -> None:
@@ -176,9 +185,17 @@ class ChatAPI:
             finally:  # the feed ended (shutdown, a failed ledger, this reader fell too far behind)
                 queue.put_nowait(None)
 
+        async def tasks() -> None:
+            try:
+                async for task in self.task_feed.follow(chat_id):
+                    queue.put_nowait(task_event(task))
+            finally:
+                queue.put_nowait(None)
+
         watchers = self._watchers.setdefault(chat_id, set())
         watchers.add(queue)
-        feeding = asyncio.get_running_loop().create_task(approvals())
+        loop = asyncio.get_running_loop()
+        feeding = [loop.create_task(approvals()), loop.create_task(tasks())]
         try:
             while (event := await queue.get()) is not None:
                 yield event
@@ -186,9 +203,9 @@ class ChatAPI:
             watchers.discard(queue)
             if not watchers and self._watchers.get(chat_id) is watchers:
                 del self._watchers[chat_id]
-            feeding.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await feeding
+            for feed in feeding:
+                feed.cancel()
+            await asyncio.gather(*feeding, return_exceptions=True)
 
     async def decide(self, request: Request) -> Response:
         chat_id, approval_id = request.path_params["id"], request.path_params["approval_id"]

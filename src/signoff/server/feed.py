@@ -1,8 +1,12 @@
-"""The live feed of approval changes that inboxes follow.
+"""The live feeds that pages and inboxes follow: approval changes, and task changes.
 
-It tails the audit log rather than listening to this process's own calls: every change to an approval is
-an audit entry, whichever process made it (another worker, the CLI), so one poller per server sees them
-all, in order, and a reader that connects late loses nothing it needs (it starts from a snapshot).
+Each tails a numbered log in the ledger rather than listening to this process's own calls, so one poller
+per server sees every change, whichever process made it (another worker, the CLI), in order; and a reader
+that connects late loses nothing it needs, since it starts from a snapshot.
+
+- Approvals: every change is an audit entry, so the feed tails the audit log.
+- Tasks: progress is not audited (it is frequent, and only the newest value matters), so the feed tails
+  the tasks' own change numbers, and wakes at once when this process changed a task.
 """
 
 from __future__ import annotations
@@ -10,27 +14,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
+from typing import Generic, TypeVar
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import AuditEntry
 from signoff.core.errors import NotFound
+from signoff.core.task import Task, TaskState
 from signoff.ledger.base import Ledger
 
 log = logging.getLogger("signoff.server")
+T = TypeVar("T", Approval, Task)
+PAGE = 500
 
 
-class ApprovalFeed:
+class Feed(ABC, Generic[T]):
     def __init__(self, ledger: Ledger, *, interval: float = 0.2, backlog: int = 1000) -> None:
         self.ledger = ledger
         self.interval = interval
         self.backlog = backlog
-        self._readers: set[asyncio.Queue[tuple[int, Approval] | None]] = set()
+        self._readers: set[asyncio.Queue[tuple[int, T] | None]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    @abstractmethod
+    async def _head(self) -> int:
+        """The newest number in the log."""
+
+    @abstractmethod
+    async def _snapshot(self, chat_id: str | None) -> list[T]:
+        """What a new reader is shown first."""
+
+    @abstractmethod
+    async def _read(self, after: int) -> tuple[list[tuple[int, T]], int, bool]:
+        """The changes after `after`, each with its number; where the next read starts; whether a full
+        page came back (more may be waiting)."""
 
     async def start(self) -> None:
-        after = await self.ledger.last_seq()
-        self._task = asyncio.get_running_loop().create_task(self._tail(after), name="signoff-approval-feed")
+        after = await self._head()
+        self._task = asyncio.get_running_loop().create_task(
+            self._tail(after), name=f"signoff-{type(self).__name__}"
+        )
 
     async def close(self) -> None:
         if self._task is not None:
@@ -40,50 +64,44 @@ class ApprovalFeed:
         for reader in self._readers:
             reader.put_nowait(None)
 
-    async def follow(self, chat_id: str | None = None) -> AsyncIterator[Approval]:
-        """The pending approvals now, then each approval that changes, in its state after the change (two
-        changes to one approval within one poll show as the second); only `chat_id`'s when given."""
-        reader: asyncio.Queue[tuple[int, Approval] | None] = asyncio.Queue(self.backlog)
+    async def follow(self, chat_id: str | None = None) -> AsyncIterator[T]:
+        """The snapshot now, then each record that changes, as it is after the change (two changes within
+        one poll show as the second); only `chat_id`'s when given."""
+        reader: asyncio.Queue[tuple[int, T] | None] = asyncio.Queue(self.backlog)
         self._readers.add(reader)
         try:
-            seen = await self.ledger.last_seq()  # the snapshot below already shows everything up to here
-            for pending in await self.ledger.approvals(chat_id=chat_id, state=State.PENDING):
-                yield pending
+            seen = await self._head()  # the snapshot below already shows everything up to here
+            for record in await self._snapshot(chat_id):
+                yield record
             while (change := await reader.get()) is not None:
-                seq, approval = change
-                if seq > seen and chat_id in (None, approval.chat_id):
-                    yield approval
+                seq, record = change
+                if seq > seen and chat_id in (None, record.chat_id):
+                    yield record
         finally:
             self._readers.discard(reader)
 
     async def _tail(self, after: int) -> None:
-        """Poll the audit log while someone reads the feed; with no reader, only keep up with its end
-        (a new reader starts from a snapshot, so nothing older is owed to it)."""
-        page = 500
+        """Poll while someone reads the feed; with no reader, only keep up with its end (a new reader
+        starts from a snapshot, so nothing older is owed to it)."""
         while True:
-            entries = []
+            full = False
             try:
                 if not self._readers:
-                    latest = await self.ledger.last_seq()
+                    latest = await self._head()
                     if not self._readers:  # a reader who joined meanwhile may need what comes after `after`
                         after = latest
                 else:
-                    entries = await self.ledger.audit(after, page)
-                    await self._publish_changes(entries)
+                    changes, after, full = await self._read(after)
+                    for seq, record in changes:
+                        self._publish(seq, record)
             except Exception:  # a ledger hiccup delays the feed; it must not end it
-                log.exception("the approval feed could not read the audit log")
-            if entries:
-                after = entries[-1].seq
-            if len(entries) < page:
-                await asyncio.sleep(self.interval)
+                log.exception("the %s could not read the ledger", type(self).__name__)
+            if not full:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval)
+                self._wake.clear()
 
-    async def _publish_changes(self, entries: list[AuditEntry]) -> None:
-        latest = {e.subject: e.seq for e in entries if e.subject.startswith("apr_")}
-        for approval_id, seq in latest.items():
-            with contextlib.suppress(NotFound):
-                self._publish(seq, await self.ledger.get(approval_id))
-
-    def _publish(self, seq: int, approval: Approval) -> None:
+    def _publish(self, seq: int, record: T) -> None:
         for reader in list(self._readers):
             if reader.full():  # this far behind, the reader is better off reconnecting for a fresh snapshot
                 self._readers.discard(reader)
@@ -91,4 +109,42 @@ class ApprovalFeed:
                     reader.get_nowait()
                 reader.put_nowait(None)
             else:
-                reader.put_nowait((seq, approval))
+                reader.put_nowait((seq, record))
+
+
+class ApprovalFeed(Feed[Approval]):
+    async def _head(self) -> int:
+        return await self.ledger.last_seq()
+
+    async def _snapshot(self, chat_id: str | None) -> list[Approval]:
+        return await self.ledger.approvals(chat_id=chat_id, state=State.PENDING)
+
+    async def _read(self, after: int) -> tuple[list[tuple[int, Approval]], int, bool]:
+        entries = await self.ledger.audit(after, PAGE)
+        latest = {e.subject: e.seq for e in entries if e.subject.startswith("apr_")}
+        changes = []
+        for approval_id, seq in latest.items():
+            with contextlib.suppress(NotFound):
+                changes.append((seq, await self.ledger.get(approval_id)))
+        return changes, entries[-1].seq if entries else after, len(entries) == PAGE
+
+
+class TaskFeed(Feed[Task]):
+    async def start(self) -> None:
+        self._deafen = self.ledger.on_tasks(self._wake.set)
+        await super().start()
+
+    async def close(self) -> None:
+        self._deafen()
+        await super().close()
+
+    async def _head(self) -> int:
+        return await self.ledger.last_task_seq()
+
+    async def _snapshot(self, chat_id: str | None) -> list[Task]:
+        tasks = await self.ledger.tasks(chat_id=chat_id)
+        return [t for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)]
+
+    async def _read(self, after: int) -> tuple[list[tuple[int, Task]], int, bool]:
+        changes = await self.ledger.task_changes(after, PAGE)
+        return [(t.seq, t) for t in changes], changes[-1].seq if changes else after, len(changes) == PAGE

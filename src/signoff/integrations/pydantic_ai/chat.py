@@ -45,7 +45,7 @@ from signoff.integrations.chat import (
 )
 from signoff.integrations.pydantic_ai.messages import ui_messages
 from signoff.integrations.pydantic_ai.stream import Translator
-from signoff.integrations.pydantic_ai.toolset import Signoff
+from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.stream import translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.integrations.turn import Browser, Turn
@@ -120,7 +120,13 @@ class Reply(Running):
                 c.tool_call_id: output.metadata.get(c.tool_call_id, {}).get("approval_id", "")
                 for c in output.approvals
             }
-            state.frontend = {c.tool_call_id: c.tool_name for c in output.calls}
+            started = {c: m[TASK] for c, m in output.metadata.items() if TASK in m}
+            state.tasks = {
+                c.tool_call_id: started[c.tool_call_id] for c in output.calls if c.tool_call_id in started
+            }
+            state.frontend = {
+                c.tool_call_id: c.tool_name for c in output.calls if c.tool_call_id not in started
+            }
         if state.frontend:
             self.frontend_due = self.chat.gate.ledger.clock() + self.chat.frontend_timeout
             state.frontend_due = self.frontend_due
@@ -166,6 +172,7 @@ class AgentChat:
             assistant_id=state.assistant_id,
             approvals=approvals,
             asking=state.approvals,
+            tasks={c: (await self.gate.ledger.get_task(t)).status() for c, t in state.tasks.items()},
         )
         return ChatView(messages, approvals)
 
@@ -195,6 +202,8 @@ class AgentChat:
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
             calls={call_id: _result(output) for call_id, output in outputs.items()},
         )
+        for call_id, task_id in state.tasks.items():  # the model sees how far each got, or its result
+            results.calls[call_id] = (await ledger.get_task(task_id)).status()
         if state.overdue(ledger.clock()):
             outputs = {}  # a late output is not used: the deadline is the deadline
             why = await expire_overdue(ledger, request.chat_id, state.frontend, self.frontend_timeout)
@@ -207,7 +216,7 @@ class AgentChat:
             state = ChatState(history=state.history)
         elif request.user_message is not None:
             run["user_prompt"] = request.user_message.text
-            if state.approvals or state.frontend:  # the user moved on: the open calls end as cancelled
+            if state.approvals or state.frontend or state.tasks:  # the open calls end as cancelled
                 await withdraw(ledger, request.chat_id, state)
                 cancelled = {"status": "cancelled", "message": SUPERSEDED}
                 for call_id in state.frontend:
@@ -215,6 +224,8 @@ class AgentChat:
                 run["deferred_tool_results"] = results
         elif state.approvals or state.frontend:
             run["deferred_tool_results"] = results
+        elif state.tasks:  # only the user moves a chat on from its running tasks
+            raise Untrusted(409, "messages", "this chat waits on its running tasks, not on the client")
         else:
             raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
         continues = request.user_message is None and request.trigger != "regenerate-message"

@@ -45,10 +45,12 @@ def ui_messages(
     assistant_id: str | None,
     approvals: Iterable[Approval],
     asking: Mapping[str, str],
+    tasks: Mapping[str, object] = {},
 ) -> list[UIMessage]:
     """`asking` maps the calls waiting on a person to their approval ids, and `assistant_id` is the id the
     last assistant message streamed under (a continuation streams into it, so the page must hold it by
-    that id). A call with no result yet waits on the browser."""
+    that id). `tasks` holds the status of each long-running call the run ended on. Any other call with no
+    result yet waits on the browser."""
     results = {
         part.tool_call_id: part
         for message in history
@@ -56,7 +58,7 @@ def ui_messages(
         for part in message.parts
         if isinstance(part, ToolReturnPart | RetryPromptPart)
     }
-    parts = _Parts(results, {a.call.call_id: a for a in approvals}, asking)
+    parts = _Parts(results, {a.call.call_id: a for a in approvals}, asking, tasks)
     messages: list[UIMessage] = []
     assistant: UIMessage | None = None
     for message in history:
@@ -87,10 +89,12 @@ class _Parts:
         results: Mapping[str, ToolReturnPart | RetryPromptPart],
         approvals: Mapping[str, Approval],
         asking: Mapping[str, str],
+        tasks: Mapping[str, object],
     ) -> None:
         self.results = results
         self.approvals = approvals
         self.asking = asking
+        self.tasks = tasks
 
     def of(self, part: ModelResponsePart) -> UIMessage | None:
         if isinstance(part, TextPart):
@@ -104,7 +108,10 @@ class _Parts:
     def _tool(self, part: ToolCallPart) -> UIMessage:
         call = ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict())
         result = self.results.get(part.tool_call_id)
-        return tool_part(call, outcome(result) if result else None, self.approvals, self.asking)
+        shown: Outcome | None = outcome(result) if result else None
+        if result is None and part.tool_call_id in self.tasks:
+            shown = "output-available", {"output": self.tasks[part.tool_call_id]}
+        return tool_part(call, shown, self.approvals, self.asking)
 
 
 __all__ = ["Outcome", "UIMessage", "outcome", "ui_messages"]

@@ -87,7 +87,7 @@ class Translator(stream.Translator):
         return [
             ToolInputAvailable(tool_call_id=c.tool_call_id, tool_name=c.tool_name, input=c.args_as_dict())
             for c in output.calls
-            if c.tool_call_id in approved
+            if c.tool_call_id in approved and c.tool_call_id not in self.tasks
         ]
 
     def open_step(self) -> list[Chunk]:
@@ -148,4 +148,5 @@ class Translator(stream.Translator):
 
     def _result(self, event: FunctionToolResultEvent) -> list[Chunk]:
         call_id = event.part.tool_call_id
-        return [output(call_id, outcome(event.part))] if call_id in self.visible else []
+        shown = call_id in self.visible and call_id not in self.tasks  # a task's status is its own news
+        return [output(call_id, outcome(event.part))] if shown else []

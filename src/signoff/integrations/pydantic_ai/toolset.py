@@ -11,23 +11,48 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, ToolFailed, ToolReturn
+from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, Tool, ToolFailed, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ToolReturnPart
+from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.tools import AgentDepsT
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets.function import FunctionToolsetTool
 from pydantic_core import ValidationError, to_jsonable_python
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch
+from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import current_turn, in_browser
+from signoff.integrations.turn import Turn, current_turn, in_browser
+from signoff.tasks import is_long_running
 
 _EXTERNAL = "signoff_external"
+LONG_RUNNING = {"signoff": "long-running"}
+"""Tool metadata that declares a tool long-running, for tools not made from a function (`long_running`
+marks a function)."""
+TASK = "task_id"
+"""The metadata key of a long-running call's task id, on a call the run ends with (see `call_tool`)."""
 REFUSED = {"signoff": "refused"}
 """The metadata of a refused call's result: kept in the history (never sent to the model), so a transport,
 live or rebuilding a chat later, shows the call as denied rather than as the tool's output."""
+
+
+def _is_long_running(name: str, tool: ToolsetTool[Any]) -> bool:
+    if (tool.tool_def.metadata or {}).get("signoff") == LONG_RUNNING["signoff"]:
+        return True
+    source = _source(tool)
+    if isinstance(source, FunctionToolsetTool) and isinstance(source.toolset, FunctionToolset):
+        function = source.toolset.tools.get(source.original_name or name)
+        return function is not None and is_long_running(function.function)
+    return False
+
+
+def _source(tool: ToolsetTool[Any]) -> ToolsetTool[Any]:
+    """The tool as the toolset that made it holds it, under any combining toolsets' wrappers."""
+    while (inner := getattr(tool, "source_tool", None)) is not None:
+        tool = inner
+    return tool
 
 
 def refused(part: object) -> bool:
@@ -50,20 +75,42 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
     chat_id: str = field(default="default", kw_only=True)
     wait: Wait = field(default="blocking", kw_only=True)
 
+    def __post_init__(self) -> None:
+        self._long_running: set[str] = set()
+        self._checker = FunctionToolset[AgentDepsT]([Tool(self._check_task, name="check_task")])
+
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         """External tools (run by the browser) look like ordinary ones to pydantic-ai, which would otherwise
-        hand them out without calling this toolset; `call_tool` defers them once the gate allows."""
+        hand them out without calling this toolset; `call_tool` defers them once the gate allows.
+
+        A long-running tool's description gets seed 004's NOTE, and the agent gets `check_task`."""
         tools = await super().get_tools(ctx)
-        return {
+        self._long_running = {name for name, tool in tools.items() if _is_long_running(name, tool)}
+        shown = {
             name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_external(tool)))
             if tool.tool_def.kind == "external"
             else tool
             for name, tool in tools.items()
         }
+        for name in self._long_running:
+            tool = shown[name]
+            shown[name] = replace(
+                tool, tool_def=replace(tool.tool_def, description=with_note(tool.tool_def.description))
+            )
+        if self._long_running:
+            shown.update(await self._checker.get_tools(ctx))
+        return shown
+
+    async def _check_task(self, task_id: str) -> dict[str, Any]:
+        """Check a long-running call's task: its status and progress, or its result once it has ended."""
+        turn = current_turn.get()
+        return await self.gate.tasks.check(task_id, turn.chat_id if turn else self.chat_id)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
+        if tool.toolset is self._checker:  # signoff's own read of this chat's tasks: nothing to gate
+            return await self._checker.call_tool(name, tool_args, ctx, tool)
         turn = current_turn.get()
         chat_id, wait = (turn.chat_id, turn.wait) if turn else (self.chat_id, self.wait)
         call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
@@ -85,17 +132,37 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
             if wait == "blocking" and turn.parked is not None:
                 await turn.parked(approval, ctx.messages)
 
+        on_pending = pending if turn else None
         try:
-            result = await self.gate.run(
-                call, run, chat_id=chat_id, wait=wait, on_pending=pending if turn else None
-            )
+            if name in self._long_running:
+                source = _source(tool)
+                interruptible = not isinstance(source, FunctionToolsetTool) or source.is_async
+                result = await self.gate.start(
+                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, interruptible=interruptible
+                )
+            else:
+                result = await self.gate.run(call, run, chat_id=chat_id, wait=wait, on_pending=on_pending)
         except (AlreadyConsumed, CallMismatch) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):
             raise ApprovalRequired(metadata={"approval_id": result.approval.id})
         if isinstance(result, Refused):
             return ToolReturn(return_value=result.to_result(), metadata=REFUSED)
+        if isinstance(result, Task):
+            return self._started(result, ctx, turn)
         return result
+
+    def _started(self, task: Task, ctx: RunContext[AgentDepsT], turn: Turn | None) -> Any:
+        """The first result of a long-running call is its pending status. When every call of the step is
+        long-running, the run ends here instead (pydantic-ai's deferred call: the work goes on outside the
+        agent), and the next request gives the model the task's status then, its result if it has ended."""
+        if turn is not None:
+            turn.started(self.gate.tasks, task)
+        step = next((m for m in reversed(ctx.messages) if isinstance(m, ModelResponse)), None)
+        names = [p.tool_name for p in step.parts if isinstance(p, ToolCallPart)] if step else []
+        if names and all(n in self._long_running for n in names):
+            raise CallDeferred(metadata={TASK: task.id})
+        return task.status()
 
     async def _in_browser(self, call: ToolCall) -> Any:
         """Allowed: the browser runs it, within the turn or after it ends."""

@@ -1,0 +1,201 @@
+"""Long-running tools end to end (seed 004): declared, approved, started, watched, cancelled, resumed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from signoff import Gate, MemoryLedger, Policy, long_running
+from signoff.core.task import NOTE
+from signoff.demo import tools
+from signoff.demo.walkthrough import demo_policy
+from signoff.integrations.pydantic_ai import Signoff
+from signoff.ledger import Ledger
+from tests.test_server import AUTH, Server, answer, ask, chunks, said, serve, user
+
+
+@pytest.fixture
+async def site(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Server]:
+    monkeypatch.setattr(tools, "REPORT_TICK", 0.01)
+    async for server in serve(MemoryLedger(), demo_policy(), keepalive=0.1, feed_interval=0.05):
+        yield server
+
+
+async def started(site: Server, chat: str, name: str = "q3") -> list[dict[str, Any]]:
+    """Ask for the export, approve it, and return the reply that started it."""
+    first, reply = await ask(site, chat, f"export report {name}")
+    assert [c["type"] for c in reply if c["type"].startswith("tool-approval")] == ["tool-approval-request"]
+    response = await site.client.post("/api/chat", json=answer(first, reply, [(True, "")]))
+    assert response.status_code == 200, response.text
+    return chunks(response.text)
+
+
+async def settled(ledger: Ledger, chat: str) -> dict[str, Any]:
+    for _ in range(500):
+        (task,) = await ledger.tasks(chat_id=chat)
+        if task.state.finished:
+            return task.public()
+        await asyncio.sleep(0.01)
+    raise AssertionError("the task never ended")
+
+
+def test_the_note_is_appended_once_to_a_long_running_tools_description() -> None:
+    seen: dict[str, str | None] = {}
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.update({t.name: t.description for t in info.function_tools})
+        return ModelResponse(parts=[TextPart("ok")])
+
+    agent = Agent(FunctionModel(model))
+
+    @agent.tool_plain
+    @long_running
+    async def export_report(name: str) -> str:
+        """Export a report."""
+        return name
+
+    @agent.tool_plain(metadata={"signoff": "long-running"})
+    async def render(name: str) -> str:
+        return name
+
+    @agent.tool_plain
+    async def quick(name: str) -> str:
+        """Quick."""
+        return name
+
+    gate = Gate(MemoryLedger(), Policy())
+    agent.run_sync("hi", capabilities=[Signoff(gate)])
+    agent.run_sync("hi again", capabilities=[Signoff(gate)])
+    assert seen["export_report"] == "Export a report.\n\n" + NOTE
+    assert seen["render"] == NOTE
+    assert seen["quick"] == "Quick."
+    assert "check_task" in seen
+
+
+async def test_an_approved_export_returns_at_once_with_a_pending_task_and_ends_the_turn(site: Server) -> None:
+    reply = await started(site, "lr-1")
+    types = [c["type"] for c in reply]
+    outputs = [c for c in reply if c["type"] == "tool-output-available"]
+    assert outputs[0]["output"]["status"] == "pending"
+    assert outputs[0]["output"] == {
+        "status": "pending",
+        "task_id": outputs[0]["output"]["task_id"],
+        "progress": 0,
+    }
+    task_id = outputs[0]["output"]["task_id"]
+    assert {"type": "data-task", "id": task_id}.items() <= next(
+        c for c in reply if c["type"] == "data-task"
+    ).items()
+    assert types[-1] == "finish" and reply[-1]["finishReason"] == "tool-calls"
+    assert "text-delta" not in types, "the model spoke although every call of the step was long-running"
+    ended = await settled(site.ledger, "lr-1")
+    assert ended["state"] == "completed" and ended["result"]["file"] == "q3.pdf"
+    (task,) = await site.ledger.tasks(chat_id="lr-1")
+    assert task.call.call_id == outputs[0]["toolCallId"]
+
+    view = (await site.client.get("/api/chat/lr-1")).json()
+    part = next(p for m in view["messages"] for p in m["parts"] if p["type"] == "tool-export_report")
+    assert part["state"] == "output-available" and part["output"]["status"] == "completed"
+
+    response = await site.client.post("/api/chat", json=user("lr-1", "thanks"))
+    assert f"The report q3 is done: {json.dumps(ended['result'])}." in said(response.text)
+
+
+async def test_a_denied_export_never_starts_a_task(site: Server) -> None:
+    first, reply = await ask(site, "lr-2", "export report q3")
+    response = await site.client.post("/api/chat", json=answer(first, reply, [(False, "too big")]))
+    assert "I did not export the report q3: refused by chat:lr-2: too big." in said(response.text)
+    await asyncio.sleep(0.05)
+    assert await site.ledger.tasks() == []
+    assert (await site.client.get("/api/chat/lr-2/tasks")).json() == {"tasks": []}
+
+
+async def test_check_task_reads_the_status_before_and_after_completion(
+    site: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tools, "REPORT_TICK", 0.2)
+    reply = await started(site, "lr-3")
+    task_id = next(c for c in reply if c["type"] == "tool-output-available")["output"]["task_id"]
+    response = await site.client.post("/api/chat", json=user("lr-3", f"check task {task_id}"))
+    assert response.status_code == 200, response.text
+    response = await site.client.post("/api/chat", json=user("lr-3", f"check task {task_id}"))
+    assert f"as task {task_id}." in said(response.text) and "is processing (" in said(response.text)
+    monkeypatch.setattr(tools, "REPORT_TICK", 0.0)
+    ended = await settled(site.ledger, "lr-3")
+    response = await site.client.post("/api/chat", json=user("lr-3", f"check task {task_id}"))
+    assert f"Task {task_id} is done: {json.dumps(ended['result'])}." in said(response.text)
+    other = await site.client.post("/api/chat", json=user("lr-other", f"check task {task_id}"))
+    assert f"Task {task_id} unknown: there is no task {task_id} in this chat." in said(other.text)
+
+
+async def test_the_chat_cancels_its_own_task_and_only_its_own(
+    site: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tools, "REPORT_TICK", 0.5)
+    reply = await started(site, "lr-4")
+    task_id = next(c for c in reply if c["type"] == "tool-output-available")["output"]["task_id"]
+    stranger = await site.client.post(f"/api/chat/lr-5/tasks/{task_id}/cancel")
+    assert stranger.status_code == 404 and stranger.json()["error"]["message"] == f"no task {task_id}"
+    refused = [e for e in await site.ledger.audit() if e.action == "refuse" and e.subject == task_id]
+    assert refused and refused[0].actor == "chat:lr-5"
+    response = await site.client.post(f"/api/chat/lr-4/tasks/{task_id}/cancel")
+    assert response.status_code == 200, response.text
+    assert response.json()["cancel_by"] == "chat:lr-4"
+    ended = await settled(site.ledger, "lr-4")
+    assert (ended["state"], ended["error"]) == ("cancelled", "cancelled by chat:lr-4")
+    again = await site.client.post(f"/api/chat/lr-4/tasks/{task_id}/cancel")
+    assert again.status_code == 409 and again.json()["task"]["state"] == "cancelled"
+    assert "was cancelled" in again.json()["error"]["message"]
+
+
+async def test_the_tasks_api_needs_the_token_and_lists_gets_and_cancels(
+    site: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tools, "REPORT_TICK", 0.5)
+    await started(site, "lr-6")
+    assert (await site.client.get("/api/tasks")).status_code == 401
+    listed = (await site.client.get("/api/tasks?chat=lr-6", headers=AUTH)).json()["tasks"]
+    assert [t["tool"] for t in listed] == ["export_report"]
+    task_id = listed[0]["id"]
+    assert (await site.client.get(f"/api/tasks/{task_id}", headers=AUTH)).json()["chat_id"] == "lr-6"
+    assert (await site.client.get("/api/tasks/task_nope", headers=AUTH)).status_code == 404
+    bad = await site.client.get("/api/tasks?state=done", headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "state"
+    cancelled = await site.client.post(
+        f"/api/tasks/{task_id}/cancel", headers=AUTH, json={"by": "ops", "reason": "r"}
+    )
+    assert cancelled.status_code == 200 and cancelled.json()["cancel_by"] == "api:ops"
+    assert (await settled(site.ledger, "lr-6"))["state"] == "cancelled"
+
+
+async def test_the_chat_events_feed_carries_task_progress(
+    site: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tools, "REPORT_TICK", 0.05)
+    seen: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        async with site.client.stream("GET", "/api/chat/lr-7/events") as events:
+            kind = ""
+            async for line in events.aiter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: ") and kind == "task":
+                    seen.append(json.loads(line[6:]))
+                    if seen[-1]["state"] == "completed":
+                        return
+
+    following = asyncio.create_task(follow())
+    await asyncio.sleep(0.2)
+    await started(site, "lr-7")
+    await asyncio.wait_for(following, 10)
+    progress = [t["progress"] for t in seen if t["state"] == "running"]
+    assert len(progress) >= 3 and progress == sorted(progress)
+    assert seen[-1]["result"]["file"] == "q3.pdf" and seen[-1]["status"] == "completed"
