@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import subprocess
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from signoff import Gate, MemoryLedger, Policy, long_running
+from signoff import Gate, MemoryLedger, Policy, SqliteLedger, Task, ToolCall, long_running, progress
 from signoff.core.task import NOTE
 from signoff.demo import tools
 from signoff.demo.walkthrough import demo_policy
 from signoff.integrations.pydantic_ai import Signoff
 from signoff.ledger import Ledger
+from tests.conftest import SIGNOFF
+from tests.servers import signoff_server
 from tests.test_server import AUTH, Server, answer, ask, chunks, said, serve, user
 
 
@@ -199,3 +207,73 @@ async def test_the_chat_events_feed_carries_task_progress(
     progress = [t["progress"] for t in seen if t["state"] == "running"]
     assert len(progress) >= 3 and progress == sorted(progress)
     assert seen[-1]["result"]["file"] == "q3.pdf" and seen[-1]["status"] == "completed"
+
+
+def test_a_killed_workers_task_is_failed_by_the_sweeper_and_the_cli_shows_it(tmp_path: Path) -> None:
+    """A real `signoff demo` starts an export and is killed with SIGKILL mid-task; another one on the same
+    ledger finds the task silent and fails it, saying why. The CLI lists, shows and cancels tasks."""
+    db = tmp_path / "signoff.db"
+    options = ["demo", "--ledger", f"sqlite:///{db}", "--task-silence", "1"]
+    with signoff_server(tmp_path, options, "t", name="first") as (base, process):
+        with httpx.Client(base_url=base, timeout=20) as client:
+            first = user("killed", "export report q3")
+            reply = chunks(client.post("/api/chat", json=first).text)
+            started = chunks(client.post("/api/chat", json=answer(first, reply, [(True, "")])).text)
+            task_id = next(c for c in started if c["type"] == "tool-output-available")["output"]["task_id"]
+            for _ in range(200):
+                if client.get("/api/chat/killed/tasks").json()["tasks"][0]["progress"] > 0:
+                    break
+                time.sleep(0.05)
+        process.kill()
+        process.wait()
+    env = {**os.environ, "SIGNOFF_LEDGER": f"sqlite:///{db}", "COLUMNS": "200"}
+    listed = subprocess.run([SIGNOFF, "tasks", "list"], capture_output=True, text=True, env=env, check=True)
+    assert task_id in listed.stdout and "running" in listed.stdout
+    with signoff_server(tmp_path, options, "t", name="second"):
+        for _ in range(100):
+            shown = subprocess.run(
+                [SIGNOFF, "tasks", "show", task_id], capture_output=True, text=True, env=env, check=True
+            )
+            task = json.loads(shown.stdout)
+            if task["state"] != "running":
+                break
+            time.sleep(0.1)
+    assert task["state"] == "failed"
+    assert re.fullmatch(r"the worker running it \(.+\) stopped: no heartbeat for \d+ s", task["error"]), task
+    again = subprocess.run([SIGNOFF, "tasks", "cancel", task_id], capture_output=True, text=True, env=env)
+    assert again.returncode == 1 and f"cannot cancel task {task_id}: it already failed" in again.stderr
+    missing = subprocess.run([SIGNOFF, "tasks", "show", "task_nope"], capture_output=True, text=True, env=env)
+    assert missing.returncode == 1 and "no task task_nope" in missing.stderr
+
+
+async def test_the_cli_cancels_a_task_another_process_runs(tmp_path: Path) -> None:
+    """The CLI only asks; the worker running the body hears it at its next beat or report and stops it."""
+    async with SqliteLedger(tmp_path / "l.db") as ledger:
+        gate = Gate(ledger, Policy.from_dict({"tools": {"export_report": [{"action": "allow"}]}}))
+
+        async def slow(name: str) -> str:
+            for n in range(100):
+                progress(n)
+                await asyncio.sleep(0.05)
+            return name
+
+        task = await gate.start(ToolCall("c1", "export_report", {"name": "q3"}), slow, chat_id="cli")
+        assert isinstance(task, Task)
+        env = {**os.environ, "SIGNOFF_LEDGER": f"sqlite:///{tmp_path / 'l.db'}"}
+        await asyncio.sleep(0.2)
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [SIGNOFF, "tasks", "cancel", task.id, "--by", "ops"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"{task.id} asked to cancel by ops"
+        for _ in range(100):
+            if (await ledger.get_task(task.id)).state.finished:
+                break
+            await asyncio.sleep(0.05)
+        ended = await ledger.get_task(task.id)
+        assert (ended.state, ended.error) == ("cancelled", "cancelled by ops")
+        await gate.tasks.close()

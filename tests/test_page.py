@@ -37,6 +37,8 @@ SCENARIOS = (
     "reload-pending",
     "inbox-edit-grants",
 )
+TASK_SCENARIOS = ("export-report", "export-cancel")
+"""Long-running tools (seed 004): the demo's `export report` runs about ten seconds, with progress."""
 
 pytestmark = needs_node
 
@@ -57,6 +59,12 @@ def artifacts() -> Path:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_page(server: DemoServer, scenario: str) -> None:
+    run_page(server, scenario)
+
+
+@pytest.mark.parametrize("server", ["pydantic-ai"], indirect=True)
+@pytest.mark.parametrize("scenario", TASK_SCENARIOS)
+def test_page_tasks(server: DemoServer, scenario: str) -> None:
     run_page(server, scenario)
 
 

@@ -305,7 +305,70 @@ async function payAndAsk(run, page) {
   return card;
 }
 
+/** Ask for `export report <name>` and approve it: the card shows the task's progress bar. */
+async function exportApproved(run, page, name) {
+  const card = cardOf(page, 'export_report');
+  await run.do(`ask: export report ${name}`, async () => {
+    await say(page, `export report ${name}`);
+    await expectCard(page, card, 'asking', 'export');
+  });
+  const task = card.getByTestId('task');
+  await run.do('approve: the task starts with a progress bar and a Cancel button', async () => {
+    await card.getByTestId('approve').click();
+    await task.getByRole('progressbar').waitFor({ timeout: WAIT_MS });
+    await task.getByTestId('task-cancel').waitFor();
+  });
+  return { card, task };
+}
+
+async function progressOf(task) {
+  return Number(await task.getByRole('progressbar').getAttribute('aria-valuenow', { timeout: WAIT_MS }));
+}
+
 const SCENARIOS = {
+  async 'export-report'(run, browser) {
+    const context = await newContext(browser);
+    const { page, posts } = await openChat(run, context);
+    const { task } = await exportApproved(run, page, 'q3');
+    await run.do('the progress bar moves', async () => {
+      const first = await progressOf(task);
+      const until = Date.now() + WAIT_MS;
+      while ((await progressOf(task)) < first + 15) {
+        if (Date.now() > until) throw new Error(`the progress bar stayed near ${first}%`);
+        await page.waitForTimeout(100);
+      }
+      await expectText(page, task.getByTestId('task-message'), 'ing', 'the task message');
+    });
+    await run.shot(page, 'progress');
+    await run.do('the result appears when the task completes', async () => {
+      await task.and(page.locator('[data-state="completed"]')).waitFor({ timeout: 30_000 });
+      await expectText(page, task.getByTestId('task-result'), 'q3.pdf', 'the task result');
+      count(posts, 2, 'an approved export');
+    });
+    await run.shot(page, 'completed');
+    await run.do('the next turn sees the result', async () => {
+      await say(page, 'thanks');
+      await expectReply(page, 'The report q3 is done');
+    });
+  },
+
+  async 'export-cancel'(run, browser) {
+    const context = await newContext(browser);
+    const { page, posts } = await openChat(run, context);
+    const { task } = await exportApproved(run, page, 'q4');
+    await run.do('Cancel stops the task', async () => {
+      await task.getByTestId('task-cancel').click();
+      await task.and(page.locator('[data-state="cancelled"]')).waitFor({ timeout: WAIT_MS });
+      await expectText(page, task, 'Cancelled', 'the task');
+      count(posts, 2, 'a cancelled export');
+    });
+    await run.shot(page, 'cancelled');
+    await run.do('the next turn hears it was cancelled', async () => {
+      await say(page, 'and now?');
+      await expectReply(page, 'The report q4 cancelled');
+    });
+  },
+
   async 'pay-approve'(run, browser) {
     const context = await newContext(browser);
     const { page, posts } = await openChat(run, context);

@@ -21,8 +21,10 @@ from rich.table import Table
 from signoff.core.approval import State
 from signoff.core.decision import Decision, Remember
 from signoff.core.errors import LedgerUnavailable, SignoffError
+from signoff.core.task import TaskState
 from signoff.ledger import Ledger, MemoryLedger, open_ledger
 from signoff.ledger.url import ENV_VAR
+from signoff.tasks import Tasks
 
 if TYPE_CHECKING:
     from signoff.cli.worker import Served
@@ -34,10 +36,12 @@ approvals_app = typer.Typer(no_args_is_help=True, help="List, show and decide ap
 grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered approvals.")
 audit_app = typer.Typer(no_args_is_help=True, help="Inspect and verify the hash-chained audit log.")
 db_app = typer.Typer(no_args_is_help=True, help="The ledger's database schema.")
+tasks_app = typer.Typer(no_args_is_help=True, help="List, show and cancel long-running calls' tasks.")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
 app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")
+app.add_typer(tasks_app, name="tasks")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -150,6 +154,43 @@ def approvals_expire(ledger: LedgerOption = None) -> None:
     for approval in expired:
         out.print(f"{approval.id} {approval.state}", highlight=False)
     out.print(f"{len(expired)} expired")
+
+
+@tasks_app.command("list")
+def tasks_list(
+    ledger: LedgerOption = None,
+    chat: Annotated[str | None, typer.Option(help="Only this chat.")] = None,
+    state: Annotated[TaskState | None, typer.Option(help="Only this state.")] = None,
+) -> None:
+    """List tasks, oldest first, with how far each got."""
+    found = _with_ledger(ledger, lambda lg: lg.tasks(chat_id=chat, state=state))
+    table = Table("id", "state", "progress", "chat", "tool", "message", "created", "ended")
+    for t in found:
+        table.add_row(
+            t.id, t.state, f"{t.progress}%", t.chat_id, t.call.tool, t.error or t.message,
+            _when(t.created_at), _when(t.finished_at),
+        )  # fmt: skip
+    out.print(table if found else "no tasks")
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: str, ledger: LedgerOption = None) -> None:
+    """Show one task in full, as JSON."""
+    task = _with_ledger(ledger, lambda lg: lg.get_task(task_id))
+    out.print_json(data=msgspec.to_builtins(task))
+
+
+@tasks_app.command("cancel")
+def tasks_cancel(
+    task_id: str,
+    ledger: LedgerOption = None,
+    by: ByOption = None,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+) -> None:
+    """Ask a task to stop. Its worker stops the body at its next chance and records it cancelled."""
+    task = _with_ledger(ledger, lambda lg: Tasks(lg).cancel(task_id, _by(by), reason))
+    asked = "cancelled" if task.state is TaskState.CANCELLED else "asked to cancel"
+    out.print(f"{task.id} {asked} by {task.cancel_by}", highlight=False)
 
 
 @grants_app.command("list")
@@ -266,6 +307,16 @@ BrowserTimeoutOption = Annotated[
     ),
 ]
 
+TaskSilenceOption = Annotated[
+    float,
+    typer.Option(
+        "--task-silence",
+        min=0.5,
+        help="Seconds without a heartbeat after which a long-running task's worker is taken for dead, and"
+        " the task failed.",
+    ),
+]
+
 
 WorkersOption = Annotated[
     int,
@@ -287,6 +338,7 @@ def demo(
     model: ModelOption = None,
     keepalive: KeepaliveOption = 15.0,
     browser_timeout: BrowserTimeoutOption = 120.0,
+    task_silence: TaskSilenceOption = 15.0,
     workers: WorkersOption = 1,
     runtime: Annotated[
         str,
@@ -304,7 +356,9 @@ def demo(
         raise typer.BadParameter(
             "the ADK demo keeps its sessions in memory: one worker", param_hint="--workers"
         )
-    served = _served(ledger, wait, keepalive, browser_timeout, model=model, runtime=runtime)
+    served = _served(
+        ledger, wait, keepalive, browser_timeout, model=model, runtime=runtime, task_silence=task_silence
+    )
     _serve("demo", served, host, port, workers)
 
 
@@ -326,10 +380,14 @@ def serve_command(
     model: ModelOption = None,
     keepalive: KeepaliveOption = 15.0,
     browser_timeout: BrowserTimeoutOption = 120.0,
+    task_silence: TaskSilenceOption = 15.0,
     workers: WorkersOption = 1,
 ) -> None:
     """Serve an agent as an AI SDK chat with every tool call gated."""
-    served = _served(ledger, wait, keepalive, browser_timeout, model=model, agent=agent, policy=policy)
+    served = _served(
+        ledger, wait, keepalive, browser_timeout, model=model, agent=agent, policy=policy,
+        task_silence=task_silence,
+    )  # fmt: skip
     _serve("serve", served, host, port, workers)
 
 

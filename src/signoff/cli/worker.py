@@ -44,12 +44,15 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     runtime: str = "pydantic-ai"
     """The demo's agent framework (see `signoff.demo.runtime`)."""
+    task_silence: float = 15.0
 
     @property
     def settings(self) -> Settings:
         return Settings(
-            token=self.token, wait=self.wait, keepalive=self.keepalive, frontend_timeout=self.frontend_timeout
-        )
+            token=self.token, wait=self.wait, keepalive=self.keepalive,
+            frontend_timeout=self.frontend_timeout, task_silence=self.task_silence,
+            task_heartbeat=min(2.0, self.task_silence / 3),
+        )  # fmt: skip
 
     def build(self) -> tuple[Any, Policy]:
         """The agent and policy; raises `SignoffError` or `OSError` naming what could not be loaded."""
