@@ -10,10 +10,13 @@ import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from google.adk.models.llm_request import LlmRequest
+from google.adk.tools.function_tool import FunctionTool
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -21,11 +24,15 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from signoff import Gate, MemoryLedger, Policy, SqliteLedger, Task, ToolCall, long_running, progress
 from signoff.core.task import NOTE
 from signoff.demo import tools
+from signoff.demo.adk import demo_adk_agent
+from signoff.demo.tools import get_weather
 from signoff.demo.walkthrough import demo_policy
+from signoff.integrations.adk import SignoffPlugin, long_running_tool
 from signoff.integrations.pydantic_ai import Signoff
 from signoff.ledger import Ledger
+from signoff.server.app import Settings, create_app
 from tests.conftest import SIGNOFF
-from tests.servers import signoff_server
+from tests.servers import in_loop, signoff_server
 from tests.test_server import AUTH, Server, answer, ask, chunks, said, serve, user
 
 
@@ -277,3 +284,52 @@ async def test_the_cli_cancels_a_task_another_process_runs(tmp_path: Path) -> No
         ended = await ledger.get_task(task.id)
         assert (ended.state, ended.error) == ("cancelled", "cancelled by ops")
         await gate.tasks.close()
+
+
+@pytest.fixture
+async def adk_site(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Server]:
+    monkeypatch.setattr(tools, "REPORT_TICK", 0.01)
+    ledger = MemoryLedger()
+    await ledger.start()
+    app = create_app(demo_adk_agent(), ledger, Settings(token="t", feed_interval=0.05), policy=demo_policy())
+    async with in_loop(app) as host, httpx.AsyncClient(base_url=f"http://{host}", timeout=20) as client:
+        yield Server(client, ledger)
+    await ledger.close()
+
+
+async def test_adk_an_approved_export_returns_a_pending_task_and_ends_the_turn(adk_site: Server) -> None:
+    reply = await started(adk_site, "adk-1")
+    outputs = [c for c in reply if c["type"] == "tool-output-available"]
+    task_id = outputs[0]["output"]["task_id"]
+    assert outputs == [
+        {"type": "tool-output-available", "toolCallId": outputs[0]["toolCallId"],
+         "output": {"status": "pending", "task_id": task_id, "progress": 0}}
+    ]  # fmt: skip
+    assert "text-delta" not in [c["type"] for c in reply]
+    ended = await settled(adk_site.ledger, "adk-1")
+    assert ended["result"]["file"] == "q3.pdf"
+    response = await adk_site.client.post("/api/chat", json=user("adk-1", f"check task {task_id}"))
+    assert f"Task {task_id} is done: {json.dumps(ended['result'])}." in said(response.text)
+
+
+async def test_adk_a_denied_export_never_starts_a_task(adk_site: Server) -> None:
+    first, reply = await ask(adk_site, "adk-2", "export report q3")
+    response = await adk_site.client.post("/api/chat", json=answer(first, reply, [(False, "too big")]))
+    assert "too big" in said(response.text)
+    assert await adk_site.ledger.tasks() == []
+
+
+async def test_adk_declarations_get_the_note_once() -> None:
+    plugin = SignoffPlugin(Gate(MemoryLedger(), Policy()))
+    request = LlmRequest()
+    request.append_tools([long_running_tool(tools.export_report), FunctionTool(get_weather)])
+    for _ in range(2):
+        await plugin.before_model_callback(
+            callback_context=SimpleNamespace(agent_name="a"),  # type: ignore[arg-type]
+            llm_request=request,
+        )
+    declared = {
+        d.name: d.description for t in request.config.tools or [] for d in t.function_declarations or []
+    }
+    assert declared["export_report"] == (tools.export_report.__doc__ or "").strip() + "\n\n" + NOTE
+    assert NOTE not in (declared["get_weather"] or "")

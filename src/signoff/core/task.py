@@ -31,7 +31,7 @@ NOTE = (
 def with_note(description: str | None) -> str:
     """The description of a long-running tool: the NOTE after a blank line, or the NOTE alone. A
     description that already ends with it (declared twice, or by ADK's own long-running tool) keeps one."""
-    text = (description or "").rstrip()
+    text = (description or "").strip()
     if text.endswith(NOTE):
         return text
     return f"{text}\n\n{NOTE}" if text else NOTE

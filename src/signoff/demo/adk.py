@@ -20,8 +20,8 @@ from google.genai import types
 
 from signoff.demo.agent import INSTRUCTIONS
 from signoff.demo.script import HELP, plan, sentence
-from signoff.demo.tools import Wallets, get_weather
-from signoff.integrations.adk.plugin import browser_tool, failure_of
+from signoff.demo.tools import Wallets, export_report, get_weather
+from signoff.integrations.adk.plugin import browser_tool, check_task_tool, failure_of, long_running_tool
 from signoff.integrations.turn import current_turn
 
 
@@ -110,5 +110,7 @@ def demo_adk_agent(model: str | None = None, wallets: Wallets | None = None) -> 
             FunctionTool(get_weather),
             browser_tool(get_location),
             browser_tool(change_bgm),
+            long_running_tool(export_report),
+            check_task_tool(),
         ],
     )

@@ -1,6 +1,12 @@
 """signoff for Google ADK agents: the gate as a plugin, browser tools, and the chat the server runs."""
 
 from signoff.integrations.adk.chat import AdkChat
-from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, browser_tool
+from signoff.integrations.adk.plugin import (
+    BrowserTool,
+    SignoffPlugin,
+    browser_tool,
+    check_task_tool,
+    long_running_tool,
+)
 
-__all__ = ["AdkChat", "BrowserTool", "SignoffPlugin", "browser_tool"]
+__all__ = ["AdkChat", "BrowserTool", "SignoffPlugin", "browser_tool", "check_task_tool", "long_running_tool"]

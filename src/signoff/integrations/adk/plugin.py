@@ -9,6 +9,11 @@ so the plugin rules there, through the gate like every other integration:
   know, and their session service keeps it. On resume ADK calls the plugin again for the original call,
   and the gate finds the ledger's decision: ADK's `confirmed` flag is a client's claim and decides nothing.
 
+Long-running tools (seed 004: `long_running_tool`, ADK's own `LongRunningFunctionTool`, or a function
+marked `@long_running`) start a task once allowed, and their first result is its pending status; when every
+call of a step is long-running, the run ends there. Their declarations get the seed's NOTE once, and
+`check_task_tool()` reads a task of the same chat.
+
 Browser tools (`browser_tool`, seed 001) run in the browser: when the browser stays connected (the live
 socket) the plugin awaits its result within the turn; otherwise the run ends with the call open, as ADK
 does for a long-running tool, and the result comes with the next request.
@@ -19,17 +24,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from google.adk.agents.callback_context import CallbackContext
+from google.adk.models.llm_request import LlmRequest
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch
+from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import current_turn, in_browser
+from signoff.integrations.turn import Turn, current_turn, in_browser
+from signoff.tasks import is_long_running, long_running
 
 MARK = "signoff"
 """The key that marks a result signoff gave in place of the tool's: `refused`, or a placeholder no client
@@ -63,6 +73,29 @@ def browser_tool(func: Callable[..., Any]) -> BrowserTool:
     return BrowserTool(func)
 
 
+def long_running_tool(func: Callable[..., Any]) -> LongRunningFunctionTool:
+    """Declare a long-running ADK tool (seed 004): its calls return at once with a task, and its body
+    runs in the background, reporting with `signoff.progress`."""
+    return LongRunningFunctionTool(long_running(func))
+
+
+async def check_task(task_id: str) -> dict[str, Any]:
+    """Check a long-running call's task: its status and progress, or its result once it has ended."""
+    raise RuntimeError("check_task runs only behind signoff's plugin, which answers it from the ledger")
+
+
+def check_task_tool() -> FunctionTool:
+    """The `check_task` tool to give an ADK agent with long-running tools; the plugin answers it."""
+    return FunctionTool(check_task)
+
+
+def _long_running(tool: BaseTool) -> bool:
+    """A browser tool is long-running to ADK (its run ends with the call open), but starts no task."""
+    if isinstance(tool, BrowserTool):
+        return False
+    return bool(tool.is_long_running) or is_long_running(getattr(tool, "func", None))
+
+
 class _Leave:
     """The browser runs it later: ADK keeps the call open."""
 
@@ -82,12 +115,28 @@ class SignoffPlugin(BasePlugin):
         self.gate = gate
         self.chat_id = chat_id
         self.wait = wait
+        self._long_running: dict[str, set[str]] = {}
+        """The long-running tools of each agent, by name, as its last model request offered them."""
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> None:
+        """Tell the model which tools are long-running (the NOTE, once), and remember them for the turn's
+        end: a step of long-running calls only ends the run."""
+        names = {name for name, tool in llm_request.tools_dict.items() if _long_running(tool)}
+        self._long_running[callback_context.agent_name] = names
+        for declared in (llm_request.config.tools or []) if llm_request.config else []:
+            for declaration in getattr(declared, "function_declarations", None) or []:
+                if declaration.name in names:
+                    declaration.description = with_note(declaration.description)
 
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         turn = current_turn.get()
         chat_id, wait = (turn.chat_id, turn.wait) if turn else (self.chat_id, self.wait)
+        if isinstance(tool, FunctionTool) and tool.func is check_task:  # signoff's own read: not gated
+            return await self.gate.tasks.check(str(tool_args.get("task_id", "")), chat_id)
         call = ToolCall(tool_context.function_call_id or "", tool.name, to_jsonable_python(tool_args))
 
         async def run(**args: Any) -> Any:
@@ -99,10 +148,13 @@ class SignoffPlugin(BasePlugin):
             assert turn is not None
             turn.asked(approval)
 
+        on_pending = pending if turn else None
+        result: Any
         try:
-            result = await self.gate.run(
-                call, run, chat_id=chat_id, wait=wait, on_pending=pending if turn else None
-            )
+            if _long_running(tool):
+                result = await self.gate.start(call, run, chat_id=chat_id, wait=wait, on_pending=on_pending)
+            else:
+                result = await self.gate.run(call, run, chat_id=chat_id, wait=wait, on_pending=on_pending)
         except (AlreadyConsumed, CallMismatch) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):
@@ -113,7 +165,22 @@ class SignoffPlugin(BasePlugin):
             return {**result.to_result(), MARK: "refused"}
         if result is _LEAVE:
             return _placeholder(tool_context, "browser")
+        if isinstance(result, Task):
+            return self._started(result, tool_context, turn)
         return result if isinstance(result, dict) else {"result": result}
+
+    def _started(self, task: Task, tool_context: ToolContext, turn: Turn | None) -> dict[str, Any]:
+        """The first result is the task's pending status; when every call of the step is long-running,
+        the run ends after their results, without another model call."""
+        if turn is not None:
+            turn.started(self.gate.tasks, task)
+        made = (event.get_function_calls() for event in reversed(tool_context.session.events))
+        # the model's step that made this call (on resume, ADK's confirmation calls come after it)
+        step = next((calls for calls in made if any(c.id == task.call.call_id for c in calls)), [])
+        names = {c.name for c in step}
+        if names and names <= self._long_running.get(tool_context.agent_name, set()):
+            tool_context.actions.skip_summarization = True
+        return task.status()
 
 
 def _placeholder(tool_context: ToolContext, waiting: str, **detail: str) -> dict[str, Any]:

@@ -148,8 +148,8 @@ class Translator(stream.Translator):
     def _result(self, response: types.FunctionResponse) -> list[Chunk]:
         self.responding = False
         call_id = response.id or ""
-        if response.name == CONFIRMATION or call_id not in self.visible:
-            return []
+        if response.name == CONFIRMATION or call_id not in self.visible or call_id in self.tasks:
+            return []  # a task's status is its own news
         result = dict(response.response or {})
         if result.get(MARK) == "browser":
             self.handed_over.add(call_id)
