@@ -17,8 +17,8 @@ import httpx
 import pytest
 from google.adk.models.llm_request import LlmRequest
 from google.adk.tools.function_tool import FunctionTool
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from signoff import Gate, MemoryLedger, Policy, SqliteLedger, Task, ToolCall, long_running, progress
@@ -29,6 +29,8 @@ from signoff.demo.tools import get_weather
 from signoff.demo.walkthrough import demo_policy
 from signoff.integrations.adk import SignoffPlugin, long_running_tool
 from signoff.integrations.pydantic_ai import Signoff
+from signoff.integrations.pydantic_ai.toolset import TASK
+from signoff.integrations.turn import Turn, current_turn
 from signoff.ledger import Ledger
 from signoff.server.app import Settings, create_app
 from tests.conftest import SIGNOFF
@@ -333,3 +335,61 @@ async def test_adk_declarations_get_the_note_once() -> None:
     }
     assert declared["export_report"] == (tools.export_report.__doc__ or "").strip() + "\n\n" + NOTE
     assert NOTE not in (declared["get_weather"] or "")
+
+
+async def test_the_turn_marks_long_running_calls_and_ends_only_when_every_call_is_one() -> None:
+    """Two long-running calls in one step end the run (pydantic-ai: deferred calls carrying their task);
+    a long-running call beside an ordinary one returns its pending status, and the model goes on."""
+    steps: list[list[str]] = [["export_report", "export_report"], ["export_report", "quick"]]
+    seen: list[object] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        returns = [p for p in last.parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            seen.extend(p.content for p in returns)
+            return ModelResponse(parts=[TextPart("noted")])
+        names = steps.pop(0)
+        return ModelResponse(
+            parts=[
+                ToolCallPart(n, {"name": f"r{i}"}, f"call_{len(steps)}_{n}_{i}") for i, n in enumerate(names)
+            ]
+        )
+
+    agent = Agent(FunctionModel(model), output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    @long_running
+    async def export_report(name: str) -> str:
+        return name
+
+    @agent.tool_plain
+    async def quick(name: str) -> str:
+        return name
+
+    ledger = MemoryLedger()
+    gate = Gate(
+        ledger, Policy.from_dict({"tools": {t: [{"action": "allow"}] for t in ("export_report", "quick")}})
+    )
+    turn = Turn(chat_id="c1", wait="deferred")
+    token = current_turn.set(turn)
+    try:
+        first = await agent.run("go", capabilities=[Signoff(gate)])
+        assert isinstance(first.output, DeferredToolRequests)
+        assert sorted(c.tool_call_id for c in first.output.calls) == [
+            "call_1_export_report_0",
+            "call_1_export_report_1",
+        ]
+        tasks = {t.call.call_id: t.id for t in await ledger.tasks(chat_id="c1")}
+        assert turn.long_running == tasks and len(tasks) == 2
+        assert {m[TASK] for m in first.output.metadata.values()} == set(tasks.values())
+        assert seen == []
+
+        second = await agent.run("again", capabilities=[Signoff(gate)])
+        assert second.output == "noted"
+        mixed = turn.long_running["call_0_export_report_0"]
+        assert mixed not in tasks.values() and "call_0_quick_1" not in turn.long_running
+        assert {"status": "pending", "task_id": mixed, "progress": 0} in seen and "r1" in seen
+    finally:
+        current_turn.reset(token)
+        await gate.tasks.close()

@@ -216,7 +216,7 @@ class AgentChat:
             state = ChatState(history=state.history)
         elif request.user_message is not None:
             run["user_prompt"] = request.user_message.text
-            if state.approvals or state.frontend or state.tasks:  # the open calls end as cancelled
+            if state.approvals or state.frontend or state.tasks:  # the user moved on from the open calls
                 await withdraw(ledger, request.chat_id, state)
                 cancelled = {"status": "cancelled", "message": SUPERSEDED}
                 for call_id in state.frontend:
