@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 def fmt_time(seconds: float) -> str:
@@ -83,3 +85,17 @@ def yardstick() -> float:
             hashlib.sha256(body.encode()).hexdigest()
         best = min(best, (time.perf_counter() - start) / 2000)
     return best
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every process on the machine has used (all CPUs, not idle or iowait), from /proc/stat.
+
+    The run's own processes are subtracted from it to show how much else ran meanwhile: on a shared VM
+    another job can take a core and halve a figure, and a row should say so rather than hide it.
+    """
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return math.nan
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")

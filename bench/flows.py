@@ -47,7 +47,7 @@ from typing import Any, Self
 
 import httpx
 import uvicorn
-from figures import Report, fmt_time, percentile, status, yardstick
+from figures import Report, fmt_time, machine_busy_seconds, percentile, status, yardstick
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
@@ -168,20 +168,6 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return math.nan
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds every process on the machine has used (all CPUs, not idle or iowait), from /proc/stat.
-
-    The run's own processes are subtracted from it to show how much else ran meanwhile: on a shared VM
-    another job can take a core and halve a figure, and a row should say so rather than hide it.
-    """
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return math.nan
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class Server:

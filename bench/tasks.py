@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import platform
 import random
@@ -66,7 +65,7 @@ from types import FrameType
 from typing import Any, Literal
 
 import psycopg
-from figures import fmt_time, percentile, status, yardstick
+from figures import fmt_time, machine_busy_seconds, percentile, status, yardstick
 from psycopg import sql
 
 from signoff.core.call import ToolCall
@@ -179,17 +178,6 @@ async def stores(backend: Backend, dsn: str) -> AsyncIterator[tuple[Metered, Led
 # -- the measurement ----------------------------------------------------------------------------------------
 
 
-def machine_cpu() -> float:
-    """CPU seconds every process on the machine has used (all CPUs, not idle or iowait), from /proc/stat;
-    less this process's own, it shows what else ran meanwhile (the PostgreSQL server included)."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return math.nan
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass(slots=True)
 class Moment:
     """When something happened: wall clock, this process's CPU, and the whole machine's CPU."""
@@ -200,7 +188,7 @@ class Moment:
 
     @classmethod
     def now(cls) -> Moment:
-        return cls(time.perf_counter(), time.process_time(), machine_cpu())
+        return cls(time.perf_counter(), time.process_time(), machine_busy_seconds())
 
 
 async def follow(feed: TaskFeed, noted: dict[tuple[str, int], float], count: int, seen: Sightings) -> None:
