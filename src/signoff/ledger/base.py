@@ -13,7 +13,7 @@ import contextlib
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
@@ -49,6 +49,31 @@ class Progress:
     task_id: str
     progress: int
     message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQuery:
+    """Which tasks to read: of one chat, in some states, whose heartbeat is older than `beat_before`; or
+    those changed after change number `after_seq`. Oldest first, or in change order with `after_seq`."""
+
+    chat_id: str | None = None
+    states: tuple[TaskState, ...] | None = None
+    after_seq: int | None = None
+    beat_before: float | None = None
+    limit: int | None = None
+
+    def select(self, tasks: Iterable[Task]) -> list[Task]:
+        """The query run in Python, for a backend whose store cannot run all of it."""
+        found = [
+            t
+            for t in tasks
+            if (self.chat_id is None or t.chat_id == self.chat_id)
+            and (self.states is None or t.state in self.states)
+            and (self.after_seq is None or t.seq > self.after_seq)
+            and (self.beat_before is None or t.heartbeat < self.beat_before)
+        ]
+        found.sort(key=(lambda t: t.seq) if self.after_seq is not None else (lambda t: t.created_at))
+        return found[: self.limit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,16 +212,7 @@ class Ledger(ABC):
     async def _load_task(self, task_id: str) -> Task | None: ...
 
     @abstractmethod
-    async def _query_tasks(
-        self,
-        *,
-        chat_id: str | None = None,
-        states: Sequence[TaskState] | None = None,
-        after_seq: int | None = None,
-        beat_before: float | None = None,
-        limit: int | None = None,
-    ) -> list[Task]:
-        """Tasks oldest first, or in change order with `after_seq` (those changed after it)."""
+    async def _query_tasks(self, query: TaskQuery) -> list[Task]: ...
 
     @abstractmethod
     async def _last_task_seq(self) -> int: ...
@@ -433,12 +449,12 @@ class Ledger(ABC):
         self, *, chat_id: str | None = None, state: TaskState | str | None = None, limit: int | None = None
     ) -> list[Task]:
         """Tasks oldest first, optionally of one chat and/or in one state."""
-        states = None if state is None else [TaskState(state)]
-        return await self._query_tasks(chat_id=chat_id, states=states, limit=limit)
+        states = None if state is None else (TaskState(state),)
+        return await self._query_tasks(TaskQuery(chat_id=chat_id, states=states, limit=limit))
 
     async def task_changes(self, after_seq: int, limit: int = 1000) -> list[Task]:
         """Every task changed after change number `after_seq`, in change order, each as it is now."""
-        return await self._query_tasks(after_seq=after_seq, limit=limit)
+        return await self._query_tasks(TaskQuery(after_seq=after_seq, limit=limit))
 
     async def last_task_seq(self) -> int:
         """The newest task change's number: where a feed that only wants what happens next starts."""
@@ -477,9 +493,9 @@ class Ledger(ABC):
         if not await self._lease("task-sweeper", self._holder, self.sweep_lease):
             return []
         now = self.clock()
-        unfinished = [TaskState.PENDING, TaskState.RUNNING]
+        silent = TaskQuery(states=(TaskState.PENDING, TaskState.RUNNING), beat_before=now - silent_for)
         failed = []
-        for task in await self._query_tasks(states=unfinished, beat_before=now - silent_for):
+        for task in await self._query_tasks(silent):
             with contextlib.suppress(TaskFinished, _Alive):
                 failed.append(await self.change_task(task.id, _abandon_silent(now, silent_for)))
         return failed

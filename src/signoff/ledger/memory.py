@@ -16,7 +16,16 @@ from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
 from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
 from signoff.core.task import Task, TaskState
-from signoff.ledger.base import Change, Clock, Ledger, Progress, ReplyFrames, ReplyLog, StoredChat
+from signoff.ledger.base import (
+    Change,
+    Clock,
+    Ledger,
+    Progress,
+    ReplyFrames,
+    ReplyLog,
+    StoredChat,
+    TaskQuery,
+)
 
 
 class MemoryLedger(Ledger):
@@ -157,25 +166,8 @@ class MemoryLedger(Ledger):
     async def _load_task(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
 
-    async def _query_tasks(
-        self,
-        *,
-        chat_id: str | None = None,
-        states: Sequence[TaskState] | None = None,
-        after_seq: int | None = None,
-        beat_before: float | None = None,
-        limit: int | None = None,
-    ) -> list[Task]:
-        found = [
-            t
-            for t in self._tasks.values()
-            if (chat_id is None or t.chat_id == chat_id)
-            and (states is None or t.state in states)
-            and (after_seq is None or t.seq > after_seq)
-            and (beat_before is None or t.heartbeat < beat_before)
-        ]
-        found.sort(key=(lambda t: t.seq) if after_seq is not None else (lambda t: t.created_at))
-        return found[:limit]
+    async def _query_tasks(self, query: TaskQuery) -> list[Task]:
+        return query.select(self._tasks.values())
 
     async def _last_task_seq(self) -> int:
         return self._task_seq

@@ -67,8 +67,8 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.grant import Grant
-from signoff.core.task import Task, TaskState
-from signoff.ledger.base import Clock, Progress, ReplyFrames, ReplyLog, StoredChat
+from signoff.core.task import Task
+from signoff.ledger.base import Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.batch import Batch, Batched, Conflict, Key, Stored, Write
 from signoff.ledger.rows import TASK_COLUMNS, task_from_row
 
@@ -508,34 +508,17 @@ class RedisLedger(Batched):
             if record is not None
         ]
 
-    async def _query_tasks(
-        self,
-        *,
-        chat_id: str | None = None,
-        states: Sequence[TaskState] | None = None,
-        after_seq: int | None = None,
-        beat_before: float | None = None,
-        limit: int | None = None,
-    ) -> list[Task]:
-        if after_seq is not None:
-            index, low, high = self._key("tchanges"), f"({after_seq}", "+inf"
-        elif beat_before is not None:
-            index, low, high = self._key("tlive"), "-inf", f"({beat_before!r}"
-        elif chat_id is not None:
-            index, low, high = self._key("tchat", chat_id), "-inf", "+inf"
+    async def _query_tasks(self, query: TaskQuery) -> list[Task]:
+        if query.after_seq is not None:
+            index, low, high = self._key("tchanges"), f"({query.after_seq}", "+inf"
+        elif query.beat_before is not None:
+            index, low, high = self._key("tlive"), "-inf", f"({query.beat_before!r}"
+        elif query.chat_id is not None:
+            index, low, high = self._key("tchat", query.chat_id), "-inf", "+inf"
         else:
             index, low, high = self._key("tall"), "-inf", "+inf"
         ids = await self._call(lambda r: r.zrangebyscore(index, low, high))
-        found = [
-            t
-            for t in await self._load_tasks([i.decode() for i in ids])
-            if (chat_id is None or t.chat_id == chat_id)
-            and (states is None or t.state in states)
-            and (after_seq is None or t.seq > after_seq)
-            and (beat_before is None or t.heartbeat < beat_before)
-        ]
-        found.sort(key=(lambda t: t.seq) if after_seq is not None else (lambda t: t.created_at))
-        return found[:limit]
+        return query.select(await self._load_tasks([i.decode() for i in ids]))
 
     async def _last_task_seq(self) -> int:
         return int(await self._call(lambda r: r.get(self._key("tseq"))) or 0)

@@ -15,7 +15,7 @@ import msgspec
 
 from signoff.core.audit import AuditEntry, Head, chain
 from signoff.core.task import Task
-from signoff.ledger.base import Change, Progress, ReplyFrames
+from signoff.ledger.base import Change, Progress, ReplyFrames, TaskQuery
 
 AUDIT_COLUMNS = "seq, at, actor, action, subject, before, after, detail, prev, hash"
 AUDIT_HEAD = "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
@@ -227,27 +227,19 @@ def task_by(dialect: Dialect, column: str, *values: object) -> Statement:
     return f"SELECT {TASK_COLUMNS} FROM tasks WHERE {where}", values
 
 
-def tasks_query(
-    dialect: Dialect,
-    *,
-    chat_id: str | None,
-    states: Sequence[str] | None,
-    after_seq: int | None,
-    beat_before: float | None,
-    limit: int | None,
-) -> Statement:
+def tasks_query(dialect: Dialect, query: TaskQuery) -> Statement:
     mark = dialect.mark
-    where, params = _where_equal(mark, chat_id=chat_id)
-    if states is not None:
-        where += f" AND state IN ({_marks(mark, len(states))})"
-        params += states
-    for column, operator, value in (("seq", ">", after_seq), ("heartbeat", "<", beat_before)):
+    where, params = _where_equal(mark, chat_id=query.chat_id)
+    if query.states is not None:
+        where += f" AND state IN ({_marks(mark, len(query.states))})"
+        params += [str(state) for state in query.states]
+    for column, operator, value in (("seq", ">", query.after_seq), ("heartbeat", "<", query.beat_before)):
         if value is not None:
             where += f" AND {column} {operator} {mark}"
             params.append(value)
-    order = "seq" if after_seq is not None else f"created_at, {dialect.order}"
-    query = f"SELECT {TASK_COLUMNS} FROM tasks WHERE {where} ORDER BY {order} LIMIT {mark}"
-    return query, (*params, dialect.unlimited if limit is None else limit)
+    order = "seq" if query.after_seq is not None else f"created_at, {dialect.order}"
+    statement = f"SELECT {TASK_COLUMNS} FROM tasks WHERE {where} ORDER BY {order} LIMIT {mark}"
+    return statement, (*params, dialect.unlimited if query.limit is None else query.limit)
 
 
 def report_tasks(

@@ -29,9 +29,9 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
-from signoff.core.task import Task, TaskState
+from signoff.core.task import Task
 from signoff.ledger import rows
-from signoff.ledger.base import Change, Clock, Ledger, Progress, ReplyFrames, ReplyLog, StoredChat
+from signoff.ledger.base import Change, Clock, Ledger, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.rows import (
     AUDIT_COLUMNS,
     AUDIT_HEAD,
@@ -365,20 +365,9 @@ class SqliteLedger(Ledger):
         found = await self._run(self._rows, *rows.task_by(SQLITE, "id", task_id))
         return rows.task_from_row(found[0]) if found else None
 
-    async def _query_tasks(
-        self,
-        *,
-        chat_id: str | None = None,
-        states: Sequence[TaskState] | None = None,
-        after_seq: int | None = None,
-        beat_before: float | None = None,
-        limit: int | None = None,
-    ) -> list[Task]:
-        query = rows.tasks_query(
-            SQLITE, chat_id=chat_id, states=None if states is None else [str(s) for s in states],
-            after_seq=after_seq, beat_before=beat_before, limit=limit,
-        )  # fmt: skip
-        return [rows.task_from_row(row) for row in await self._run(self._rows, *query)]
+    async def _query_tasks(self, query: TaskQuery) -> list[Task]:
+        found = await self._run(self._rows, *rows.tasks_query(SQLITE, query))
+        return [rows.task_from_row(row) for row in found]
 
     async def _last_task_seq(self) -> int:
         return int((await self._run(self._rows, rows.TASK_SEQ))[0][0])
