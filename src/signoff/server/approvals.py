@@ -23,7 +23,7 @@ from signoff.core.grant import Grant
 from signoff.ledger.base import Ledger
 from signoff.server.auth import Handler, guarded
 from signoff.server.feed import ApprovalFeed
-from signoff.server.http import BadBody, error, json_response, read_body
+from signoff.server.http import BadBody, ListQuery, error, json_response, read_body
 
 MAX_BODY = 64 * 1024
 
@@ -127,16 +127,11 @@ class ApprovalsAPI:
         ]
 
     async def list(self, request: Request) -> Response:
-        query = request.query_params
-        state = query.get("state")
-        if state is not None and state not in State.__members__.values():
-            return error(422, f"state must be one of {', '.join(State)}, not {state!r}", "state")
-        limit = query.get("limit", "")
-        if limit and not limit.isdigit():
-            return error(422, f"limit must be a whole number, not {limit!r}", "limit")
-        found = await self.ledger.approvals(
-            chat_id=query.get("chat"), state=state, limit=int(limit) if limit else None
-        )
+        try:
+            query = ListQuery.of(request, State)
+        except BadBody as exc:
+            return exc.response
+        found = await self.ledger.approvals(chat_id=query.chat, state=query.state, limit=query.limit)
         return json_response({"approvals": [approval_json(a) for a in found]})
 
     async def get(self, request: Request) -> Response:

@@ -178,24 +178,20 @@ class ChatAPI:
         """The chat's approval and task feeds merged with the replies the server starts in it."""
         queue: asyncio.Queue[ServerSentEvent | None] = asyncio.Queue()
 
-        async def approvals() -> None:
+        async def relay(events: AsyncIterator[ServerSentEvent]) -> None:
             try:
-                async for approval in self.feed.follow(chat_id):
-                    queue.put_nowait(approval_event(approval))
-            finally:  # the feed ended (shutdown, a failed ledger, this reader fell too far behind)
-                queue.put_nowait(None)
-
-        async def tasks() -> None:
-            try:
-                async for task in self.task_feed.follow(chat_id):
-                    queue.put_nowait(task_event(task))
-            finally:
+                async for event in events:
+                    queue.put_nowait(event)
+            finally:  # a feed ended (shutdown, a failed ledger, this reader fell too far behind)
                 queue.put_nowait(None)
 
         watchers = self._watchers.setdefault(chat_id, set())
         watchers.add(queue)
         loop = asyncio.get_running_loop()
-        feeding = [loop.create_task(approvals()), loop.create_task(tasks())]
+        feeding = [
+            loop.create_task(relay(approval_event(a) async for a in self.feed.follow(chat_id))),
+            loop.create_task(relay(task_event(t) async for t in self.task_feed.follow(chat_id))),
+        ]
         try:
             while (event := await queue.get()) is not None:
                 yield event

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -25,7 +27,7 @@ def error(status: int, message: str, field: str | None = None, **extra: Any) -> 
 
 
 class BadBody(Exception):
-    """A request body that can't be used; `response` says why."""
+    """A request body (or query) that can't be used; `response` says why."""
 
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
         super().__init__(message)
@@ -43,6 +45,27 @@ async def read_body(request: Request, schema: type[T], *, limit: int, what: str)
         raise BadBody(422, f"invalid {what}: {exc}", _field_of(exc)) from None
     except msgspec.DecodeError as exc:
         raise BadBody(422, f"the {what} body is not JSON: {exc}") from None
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """What a list route filters by: `?chat=`, `?state=` (one of the record's states) and `?limit=`."""
+
+    chat: str | None
+    state: str | None
+    limit: int | None
+
+    @classmethod
+    def of(cls, request: Request, states: Iterable[str]) -> ListQuery:
+        """Raises `BadBody` (422, naming the parameter) for a state or limit that cannot be used."""
+        query, states = request.query_params, list(states)
+        state = query.get("state")
+        if state is not None and state not in states:
+            raise BadBody(422, f"state must be one of {', '.join(states)}, not {state!r}", "state")
+        limit = query.get("limit", "")
+        if limit and not limit.isdigit():
+            raise BadBody(422, f"limit must be a whole number, not {limit!r}", "limit")
+        return cls(query.get("chat"), state, int(limit) if limit else None)
 
 
 def _field_of(exc: msgspec.ValidationError) -> str | None:

@@ -24,7 +24,7 @@ from signoff.integrations.trust import chat_actor
 from signoff.server.approvals import event_response
 from signoff.server.auth import Handler, guarded
 from signoff.server.feed import TaskFeed
-from signoff.server.http import BadBody, error, json_response, read_body
+from signoff.server.http import BadBody, ListQuery, error, json_response, read_body
 from signoff.tasks import Tasks
 
 MAX_BODY = 16 * 1024
@@ -61,16 +61,11 @@ class TasksAPI:
         ]
 
     async def list(self, request: Request) -> Response:
-        query = request.query_params
-        state = query.get("state")
-        if state is not None and state not in TaskState.__members__.values():
-            return error(422, f"state must be one of {', '.join(TaskState)}, not {state!r}", "state")
-        limit = query.get("limit", "")
-        if limit and not limit.isdigit():
-            return error(422, f"limit must be a whole number, not {limit!r}", "limit")
-        found = await self.ledger.tasks(
-            chat_id=query.get("chat"), state=state, limit=int(limit) if limit else None
-        )
+        try:
+            query = ListQuery.of(request, TaskState)
+        except BadBody as exc:
+            return exc.response
+        found = await self.ledger.tasks(chat_id=query.chat, state=query.state, limit=query.limit)
         return json_response({"tasks": [t.public() for t in found]})
 
     async def get(self, request: Request) -> Response:
