@@ -314,6 +314,23 @@ async def test_adk_an_approved_export_returns_a_pending_task_and_ends_the_turn(a
     assert f"Task {task_id} is done: {json.dumps(ended['result'])}." in said(response.text)
 
 
+async def test_adk_the_next_turn_sees_a_finished_tasks_result(adk_site: Server) -> None:
+    reply = await started(adk_site, "adk-3")
+    call_id = next(c for c in reply if c["type"] == "tool-output-available")["toolCallId"]
+    ended = await settled(adk_site.ledger, "adk-3")
+    view = (await adk_site.client.get("/api/chat/adk-3")).json()
+    part = next(p for m in view["messages"] for p in m["parts"] if p.get("toolCallId") == call_id)
+    assert part["state"] == "output-available" and part["output"]["status"] == "completed"
+
+    response = await adk_site.client.post("/api/chat", json=user("adk-3", "thanks"))
+    assert f"The report q3 is done: {json.dumps(ended['result'])}." in said(response.text)
+    response = await adk_site.client.post("/api/chat", json=user("adk-3", "and now?"))
+    assert "The report q3" not in said(response.text), "the model was told the same news twice"
+    view = (await adk_site.client.get("/api/chat/adk-3")).json()
+    texts = [p["text"] for m in view["messages"] if m["role"] == "user" for p in m["parts"]]
+    assert texts == ["export report q3", "thanks", "and now?"]
+
+
 async def test_adk_a_denied_export_never_starts_a_task(adk_site: Server) -> None:
     first, reply = await ask(adk_site, "adk-2", "export report q3")
     response = await adk_site.client.post("/api/chat", json=answer(first, reply, [(False, "too big")]))

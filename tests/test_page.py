@@ -62,7 +62,6 @@ def test_page(server: DemoServer, scenario: str) -> None:
     run_page(server, scenario)
 
 
-@pytest.mark.parametrize("server", ["pydantic-ai"], indirect=True)
 @pytest.mark.parametrize("scenario", TASK_SCENARIOS)
 def test_page_tasks(server: DemoServer, scenario: str) -> None:
     run_page(server, scenario)

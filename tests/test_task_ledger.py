@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
+from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
-from signoff.core.errors import NotFound, TaskFinished
-from signoff.core.task import NOTE, TaskState, finish, request_cancel, start, valid_progress, with_note
+from signoff.core.errors import InvalidCall, NotFound, TaskFinished
+from signoff.core.task import NOTE, Task, TaskState, finish, request_cancel, start, valid_progress, with_note
 from signoff.ledger import Ledger
 from signoff.ledger.base import Progress
 from tests.conftest import FakeClock
@@ -67,6 +68,46 @@ async def test_a_task_runs_from_pending_to_completed(ledger: Ledger) -> None:
         await ledger.change_task(task.id, lambda t: request_cancel(t, "someone", "", ledger.clock()))
     actions = [e.action for e in await ledger.audit() if e.subject == task.id]
     assert actions == ["task-create", "task-completed"]
+
+
+async def test_a_task_change_and_its_audit_entry_are_stored_together(ledger: Ledger) -> None:
+    """An entry that cannot be recorded takes its change down with it: no task moves unaudited."""
+    task = await ledger.create_task(CALL, chat_id="c1", worker="w1", actor="a")
+
+    def unrecordable(t: Task) -> tuple[Task, AuditEvent]:
+        event = AuditEvent(at=1.0, actor="a", action="task-start", subject=t.id, detail={"x": object()})
+        return start(t, ledger.clock()), event
+
+    with pytest.raises(InvalidCall, match="object is not JSON"):
+        await ledger.change_task(task.id, unrecordable)
+    assert await ledger.get_task(task.id) == task
+    assert [e.action for e in await ledger.audit() if e.subject == task.id] == ["task-create"]
+    started = await ledger.change_task(task.id, lambda t: (start(t, ledger.clock()), None))
+    assert started.state is TaskState.RUNNING and started.seq == await ledger.last_task_seq()
+
+
+async def test_many_concurrent_task_changes_share_commits_and_each_is_audited_once(ledger: Ledger) -> None:
+    first = await ledger.last_task_seq()
+    calls = [ToolCall(f"call_{n}", "export_report", {}) for n in range(60)]
+    tasks = await asyncio.gather(
+        *(ledger.create_task(c, chat_id="c1", worker="w1", actor="a") for c in calls)
+    )
+    again = await asyncio.gather(
+        *(ledger.create_task(c, chat_id="c1", worker="w2", actor="a") for c in calls)
+    )
+    assert again == tasks
+    ended = await asyncio.gather(
+        *(
+            ledger.change_task(t.id, lambda t: request_cancel(t, "user:ann", "", ledger.clock()))
+            for t in tasks
+        )
+    )
+    assert {t.state for t in ended} == {TaskState.CANCELLED}
+    assert sorted(t.seq for t in ended) == list(range(first + 61, first + 121)), "one number per change"
+    assert [t.seq for t in await ledger.task_changes(first)] == list(range(first + 61, first + 121))
+    actions = [e.action for e in await ledger.audit() if e.subject.startswith("task_")]
+    assert sorted(actions) == ["task-cancel"] * 60 + ["task-create"] * 60
+    assert (await ledger.verify_audit())[1] is None
 
 
 async def test_one_call_has_one_task(ledger: Ledger) -> None:

@@ -2,11 +2,13 @@
 
 The model follows the demo grammar (`script.plan`, `script.sentence`) exactly as the pydantic-ai one does,
 so every test and scenario runs on both frameworks. It names its own call ids: ADK keeps those end to end,
-where the ids it would assign itself are hidden from the model.
+where the ids it would assign itself are hidden from the model. It speaks of every result that came since
+it last spoke: on ADK, a long-running call's news is a result of its own just before the user's message.
 """
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -33,9 +35,11 @@ class ScriptedLlm(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         contents = llm_request.contents
         last = contents[-1] if contents else types.Content(role="user", parts=[])
-        parts = last.parts or []
-        results = [p.function_response for p in parts if p.function_response is not None]
-        prompt = " ".join(p.text for p in parts if p.text) if last.role == "user" else ""
+        prompt = " ".join(p.text for p in last.parts or [] if p.text) if last.role == "user" else ""
+        since = itertools.takewhile(lambda content: content.role != "model", reversed(contents))
+        results = [
+            p.function_response for c in reversed(list(since)) for p in c.parts or [] if p.function_response
+        ]
         usage = types.GenerateContentResponseUsageMetadata(
             prompt_token_count=sum(len(str(c.parts)) for c in contents) // 4,
             candidates_token_count=0,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -85,6 +85,11 @@ async def expire_overdue(ledger: Ledger, chat_id: str, frontend: dict[str, str],
     for call_id, tool in frontend.items():
         await ledger.record("expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why)
     return why
+
+
+async def task_news(ledger: Ledger, tasks: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Each long-running call's task status as it is now, in seed 004's format: call id to status."""
+    return {call_id: (await ledger.get_task(task_id)).status() for call_id, task_id in tasks.items()}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 All the rules live in the base class and in the core; a backend supplies only a few atomic primitives.
 `_mutate` is the one that matters: read a record, apply a pure step, write the result and its audit
 entries, all-or-nothing and serialized against every other writer of that record and of the audit chain.
+`_mutate_task` is the same for tasks.
 SQLite does it in a `BEGIN IMMEDIATE` transaction; PostgreSQL and Redis group-commit many of them at once
 (`ledger/batch.py`), in a transaction under an advisory lock or with an optimistic compare-and-set.
 """
@@ -31,10 +32,11 @@ from signoff.ledger.notifier import Notifier
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """What one atomic step writes: the new approval and/or grant, and the audit events that record it."""
+    """What one atomic step writes: the new approval, grant or task, and the audit events that record it."""
 
     approval: Approval | None = None
     grant: Grant | None = None
+    task: Task | None = None
     events: tuple[AuditEvent, ...] = ()
 
 
@@ -199,14 +201,14 @@ class Ledger(ABC):
     async def _forget_replies(self, before: float) -> int: ...
 
     @abstractmethod
-    async def _insert_task(self, task: Task) -> Task:
-        """Store a new task with the next change number; or return the task its chat and call id already
-        has, so a retried call never starts twice."""
+    async def _insert_task(self, task: Task, event: AuditEvent) -> Task:
+        """Store a new task with the next change number, and its audit entry, all or nothing; or return the
+        task its chat and call id already has, so a retried call never starts twice."""
 
     @abstractmethod
-    async def _update_task(self, task: Task, expect: int) -> Task | None:
-        """Store `task` with the next change number if the stored one still has change number `expect`;
-        the task as stored, or None when it moved meanwhile."""
+    async def _mutate_task(self, task_id: str, step: Callable[[Task], Change]) -> Change:
+        """`_mutate` for a task: its result gets the next change number, serialized against progress
+        reports too; the change as stored."""
 
     @abstractmethod
     async def _load_task(self, task_id: str) -> Task | None: ...
@@ -433,9 +435,8 @@ class Ledger(ABC):
     async def create_task(self, call: ToolCall, *, chat_id: str, worker: str, actor: str) -> Task:
         """Record a new pending task for `call`, run by `worker`; the call's existing task if it has one."""
         task, event = new_task(call, chat_id=chat_id, worker=worker, now=self.clock(), actor=actor)
-        stored = await self._insert_task(task)
+        stored = await self._insert_task(task, event)
         if stored.id == task.id:
-            await self._append((event,))
             self._tasks_changed()
         return stored
 
@@ -461,16 +462,14 @@ class Ledger(ABC):
         return await self._last_task_seq()
 
     async def change_task(self, task_id: str, step: TaskStep) -> Task:
-        """Apply a pure step to the task as stored, and its audit event; a step computed from a task that
-        moved meanwhile (a progress report, another worker) runs again on the fresh one."""
-        while True:
-            task = await self.get_task(task_id)
+        """Apply a pure step to the task as stored, with its audit event, all or nothing."""
+
+        def change(task: Task) -> Change:
             after, event = step(task)
-            stored = await self._update_task(after, task.seq)
-            if stored is not None:
-                break
-        if event is not None:
-            await self._append((event,))
+            return Change(task=after, events=() if event is None else (event,))
+
+        stored = (await self._mutate_task(task_id, change)).task
+        assert stored is not None
         self._tasks_changed()
         return stored
 

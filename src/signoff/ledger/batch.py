@@ -29,10 +29,12 @@ from signoff.core.approval import Approval
 from signoff.core.audit import AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
+from signoff.core.task import Task
 from signoff.ledger.base import Change, Ledger
 
 Key = tuple[str, ...]
-"""What a write reads first: `("approval", id)`, `("grant", id)` or `("call", chat_id, call_id)`."""
+"""What a write reads first: `("approval", id)`, `("grant", id)`, `("task", id)`, or the record asked for a
+call, `("call", chat_id, call_id)` for an approval and `("tcall", chat_id, call_id)` for a task."""
 
 MAX_BATCH = 256
 """Writes per batch: enough to share one commit among many callers, small enough to keep one batch short."""
@@ -40,8 +42,8 @@ MAX_BATCH = 256
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """A record as loaded, with its revision: how many times it was written (a backend without revisions
-    says 0)."""
+    """A record as loaded, with its revision: how many times it was written, or a task's change number (a
+    backend without revisions says 0)."""
 
     record: Any
     rev: int
@@ -50,7 +52,7 @@ class Stored:
 @dataclass(frozen=True, slots=True)
 class Write:
     """One change to store. `key` and `rev` name the record it replaces and the revision it was computed
-    from (None for a new approval, or for audit events alone), so an optimistic backend can check that
+    from (None for a new record, or for audit events alone), so an optimistic backend can check that
     nothing moved."""
 
     change: Change
@@ -59,7 +61,7 @@ class Write:
 
     @property
     def new(self) -> bool:
-        return self.key is not None and self.key[0] == "call"
+        return self.key is not None and self.key[0] in ("call", "tcall")
 
 
 class Conflict(Exception):
@@ -71,14 +73,18 @@ class Batch(ABC):
 
     @abstractmethod
     async def load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
-        """The records that exist among `keys`; a `("call", …)` key loads the approval asked for it."""
+        """The records that exist among `keys`; a `("call", …)` or `("tcall", …)` key loads the approval or
+        the task asked for that call."""
 
     @abstractmethod
-    async def store(self, writes: Sequence[Write]) -> None:
-        """Store every write, in order, with its audit entries chained in that order; all or nothing."""
+    async def store(self, writes: Sequence[Write]) -> list[Change]:
+        """Store every write, in order, with its audit entries chained in that order; all or nothing. The
+        changes as stored: each task with the change number it got."""
 
 
-Kind = Literal["approval", "grant", "insert", "append"]
+Kind = Literal["approval", "grant", "task", "insert", "task-insert", "append"]
+_RECORD: dict[Kind, str] = {"insert": "approval", "task-insert": "task"}
+"""What an insert job's key finds, by the record's own key."""
 
 
 @dataclass(eq=False, slots=True)
@@ -123,6 +129,17 @@ class Batched(Ledger):
     async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
         return await self._submit("grant", ("grant", grant_id), step)
 
+    async def _insert_task(self, task: Task, event: AuditEvent) -> Task:
+        def step(existing: Task | None) -> Change:
+            return Change(task=existing) if existing else Change(task=task, events=(event,))
+
+        change = await self._submit("task-insert", ("tcall", task.chat_id, task.call.call_id), step)
+        assert change.task is not None
+        return change.task
+
+    async def _mutate_task(self, task_id: str, step: Callable[[Task], Change]) -> Change:
+        return await self._submit("task", ("task", task_id), step)
+
     async def _append(self, events: Sequence[AuditEvent]) -> None:
         await self._submit("append", None, lambda _: Change(events=tuple(events)))
 
@@ -153,10 +170,11 @@ class Batched(Ledger):
         while True:
             async with self._batch() as batch:
                 stored = await batch.load(list(dict.fromkeys(job.key for job in jobs if job.key)))
-                outcomes, writes = _run(jobs, stored)
+                outcomes, writes, written = _run(jobs, stored)
                 try:
                     if writes:
-                        await batch.store(writes)
+                        for index, change in zip(written, await batch.store(writes), strict=True):
+                            outcomes[index] = change
                 except Conflict:
                     continue
             break
@@ -169,17 +187,22 @@ class Batched(Ledger):
                 job.done.set_result(outcome)
 
 
-def _run(jobs: Iterable[_Job], stored: dict[Key, Stored]) -> tuple[list[Change | Exception], list[Write]]:
-    """Apply each job's step to the records as the jobs before it left them (pure: no I/O)."""
+def _run(
+    jobs: Iterable[_Job], stored: dict[Key, Stored]
+) -> tuple[list[Change | Exception], list[Write], list[int]]:
+    """Apply each job's step to the records as the jobs before it left them (pure: no I/O): each job's
+    outcome, the writes to store, and the job each write is the outcome of."""
     current = dict(stored)
     outcomes: list[Change | Exception] = []
     writes: list[Write] = []
-    for job in jobs:
+    written: list[int] = []
+    for index, job in enumerate(jobs):
         found = current.get(job.key) if job.key else None
-        if job.kind == "insert" and found is not None:  # as this batch left it, if it changed it
-            found = current.get(("approval", found.record.id), found)
+        inserts = _RECORD.get(job.kind)
+        if inserts and found is not None:  # as this batch left it, if it changed it
+            found = current.get((inserts, found.record.id), found)
         try:
-            if job.kind in ("approval", "grant") and found is None:
+            if job.kind in ("approval", "grant", "task") and found is None:
                 assert job.key is not None
                 raise NotFound(f"no {job.kind} {job.key[1]}")
             change = job.step(found.record if found else None)
@@ -187,17 +210,25 @@ def _run(jobs: Iterable[_Job], stored: dict[Key, Stored]) -> tuple[list[Change |
             outcomes.append(exc)
             continue
         outcomes.append(change)
-        if job.kind == "insert" and found is not None:
+        if inserts and found is not None:
             continue  # asked before: nothing to write
         writes.append(Write(change, job.key, found.rev if found else None))
+        written.append(index)
         if job.key is not None:
             rev = found.rev + 1 if found else 1
-            record = change.grant if job.kind == "grant" else change.approval
+            record = _record(job.kind, change)
             current[job.key] = Stored(record, rev)
-            if job.kind == "insert":
-                assert change.approval is not None
-                current[("approval", change.approval.id)] = Stored(change.approval, rev)
-    return outcomes, writes
+            if inserts:
+                assert record is not None
+                current[(inserts, record.id)] = Stored(record, rev)
+    return outcomes, writes, written
+
+
+def _record(kind: Kind, change: Change) -> Approval | Grant | Task | None:
+    """The record a job of `kind` writes (a decision's change may hold a grant too)."""
+    if kind == "grant":
+        return change.grant
+    return change.task if kind in ("task", "task-insert") else change.approval
 
 
 def _fail(jobs: Iterable[_Job], exc: BaseException) -> None:

@@ -45,16 +45,20 @@ class MemoryLedger(Ledger):
         return self._log[-1].head if self._log else GENESIS_HEAD
 
     def _commit(self, change: Change) -> Change:
+        """Store `change` whole or not at all: its entries are chained, which can fail, before anything is
+        stored."""
+        head, entries = self._head(), []
+        for event in change.events:
+            entries.append(chain(event, head))
+            head = entries[-1].head
         if change.approval is not None:
             self._approvals[change.approval.id] = change.approval
         if change.grant is not None:
             self._grant_records[change.grant.id] = change.grant
-        self._write(change.events)
+        if change.task is not None:
+            change = dataclasses.replace(change, task=self._store_task(change.task))
+        self._log += entries
         return change
-
-    def _write(self, events: Sequence[AuditEvent]) -> None:
-        for event in events:
-            self._log.append(chain(event, self._head()))
 
     async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
         key = (approval.chat_id, approval.call.call_id)
@@ -96,7 +100,7 @@ class MemoryLedger(Ledger):
         return self._commit(step(grant))
 
     async def _append(self, events: Sequence[AuditEvent]) -> None:
-        self._write(events)
+        self._commit(Change(events=tuple(events)))
 
     async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
         return [
@@ -150,18 +154,20 @@ class MemoryLedger(Ledger):
         self._tasks[task.id] = stored
         return stored
 
-    async def _insert_task(self, task: Task) -> Task:
+    async def _insert_task(self, task: Task, event: AuditEvent) -> Task:
         key = (task.chat_id, task.call.call_id)
         if key in self._task_by_call:
             return self._tasks[self._task_by_call[key]]
         self._task_by_call[key] = task.id
-        return self._store_task(task)
+        stored = self._commit(Change(task=task, events=(event,))).task
+        assert stored is not None
+        return stored
 
-    async def _update_task(self, task: Task, expect: int) -> Task | None:
-        current = self._tasks.get(task.id)
-        if current is None or current.seq != expect:
-            return None
-        return self._store_task(task)
+    async def _mutate_task(self, task_id: str, step: Callable[[Task], Change]) -> Change:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise NotFound(f"no task {task_id}")
+        return self._commit(step(task))
 
     async def _load_task(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)

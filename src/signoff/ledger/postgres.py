@@ -7,6 +7,8 @@ without another decision slipping in between (first wins, no lost update). Reads
 
 Holding that lock through the commit's WAL flush would allow only about a thousand writes a second, so a
 process's writes are group-committed (`ledger/batch.py`): one transaction stores all that queued meanwhile.
+Task changes join those batches. Progress reports and heartbeats, which write no audit entries, take only
+the tasks' own lock, so they never wait for decisions.
 
 A decision wakes waiters on every worker through `NOTIFY`, sent inside the deciding transaction so it is
 delivered only if the decision committed. Notifications can be missed (a dropped listening connection, a
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -35,7 +38,7 @@ from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.grant import Grant
 from signoff.core.task import Task
 from signoff.ledger import rows
-from signoff.ledger.base import Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.base import Change, Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.batch import Batch, Batched, Key, Stored, Write
 from signoff.ledger.rows import (
     AUDIT_COLUMNS,
@@ -227,7 +230,7 @@ class PostgresLedger(Batched):
         one round trip, and the writes with the commit in one more."""
         async with self._connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            yield _Transaction(conn, self._channel)
+            yield _Transaction(conn, self._channel, self._tasks_key)
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -316,27 +319,12 @@ class PostgresLedger(Batched):
     async def _task_write(self) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], int]]:
         """A transaction holding the tasks' own write lock, and the newest change number. The lock makes
         change numbers follow commit order, so a feed reading `seq > n` never skips a change committed
-        late; it is not the approvals' lock, so progress never waits for decisions."""
+        late; it is not the approvals' lock, so progress never waits for decisions. A batch that writes
+        tasks takes it after the approvals' lock, and nothing takes them the other way round."""
         async with self._connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._tasks_key,))
             row = await (await conn.execute(rows.TASK_SEQ)).fetchone()
             yield conn, int(row[0]) if row else 0
-
-    async def _insert_task(self, task: Task) -> Task:
-        async with self._task_write() as (conn, seq):
-            numbered = msgspec.structs.replace(task, seq=seq + 1)
-            if (await _execute(conn, rows.insert_task(POSTGRES, numbered))).rowcount == 1:
-                return numbered
-            query = rows.task_by(POSTGRES, "chat_id, call_id", task.chat_id, task.call.call_id)
-            existing = await (await _execute(conn, query)).fetchone()
-            assert existing is not None  # the insert met it, and rows are never deleted
-            return rows.task_from_row(existing)
-
-    async def _update_task(self, task: Task, expect: int) -> Task | None:
-        async with self._task_write() as (conn, seq):
-            numbered = msgspec.structs.replace(task, seq=seq + 1)
-            changed = (await _execute(conn, rows.update_task(POSTGRES, numbered, expect))).rowcount
-            return numbered if changed else None
 
     async def _load_task(self, task_id: str) -> Task | None:
         found = await self._rows(*rows.task_by(POSTGRES, "id", task_id))
@@ -459,20 +447,33 @@ def _channel(schema: str) -> str:
 
 
 class _Transaction(Batch):
-    def __init__(self, conn: psycopg.AsyncConnection[Any], channel: str) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any], channel: str, tasks_key: int) -> None:
         self.conn = conn
         self.channel = channel
+        self.tasks_key = tasks_key
         self.head: Head = GENESIS_HEAD
+        self.task_seq = 0
 
     async def load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
-        """Every record in one round trip, with the audit head the writes will chain after."""
+        """Every record in one round trip, with the audit head the writes will chain after; tasks under
+        the tasks' write lock too, with the newest change number."""
         approvals = [key[1] for key in keys if key[0] == "approval"]
         grants = [key[1] for key in keys if key[0] == "grant"]
         calls = [key for key in keys if key[0] == "call"]
+        tasks = [key[1] for key in keys if key[0] == "task"]
+        task_calls = [key for key in keys if key[0] == "tcall"]
+        task_seq = None
+        if tasks or task_calls:
+            await self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.tasks_key,))
+            task_seq = await self.conn.execute(rows.TASK_SEQ)
         head = await self.conn.execute(AUDIT_HEAD)
         by_id = "SELECT record FROM approvals WHERE id = ANY(%s)"
         by_call = (
             "SELECT record FROM approvals WHERE (chat_id, call_id) IN"
+            " (SELECT * FROM unnest(%s::text[], %s::text[]))"
+        )
+        task_by_call = (
+            f"SELECT {rows.TASK_COLUMNS} FROM tasks WHERE (chat_id, call_id) IN"
             " (SELECT * FROM unnest(%s::text[], %s::text[]))"
         )
         reads = [  # only the queries this batch needs: each costs the server a plan and a scan
@@ -481,13 +482,23 @@ class _Transaction(Batch):
                 ("approval", approvals, by_id, (approvals,)),
                 ("grant", grants, "SELECT record FROM grants WHERE id = ANY(%s)", (grants,)),
                 ("call", calls, by_call, ([c[1] for c in calls], [c[2] for c in calls])),
+                ("task", tasks, f"SELECT {rows.TASK_COLUMNS} FROM tasks WHERE id = ANY(%s)", (tasks,)),
+                ("tcall", task_calls, task_by_call, ([c[1] for c in task_calls], [c[2] for c in task_calls])),
             )
             if wanted
         ]
         row = await head.fetchone()
         self.head = (row[0], row[1]) if row else GENESIS_HEAD
+        if task_seq is not None:
+            self.task_seq = int((await task_seq.fetchall())[0][0])
         stored: dict[Key, Stored] = {}
         for kind, cursor in reads:
+            if kind in ("task", "tcall"):
+                for found in await cursor.fetchall():
+                    task = rows.task_from_row(found)
+                    key = ("task", task.id) if kind == "task" else ("tcall", task.chat_id, task.call.call_id)
+                    stored[key] = Stored(task, task.seq)
+                continue
             for (record,) in await cursor.fetchall():
                 if kind == "grant":
                     grant = _grant(record)
@@ -500,12 +511,20 @@ class _Transaction(Batch):
                         stored[("call", approval.chat_id, approval.call.call_id)] = Stored(approval, 0)
         return stored
 
-    async def store(self, batch: Sequence[Write]) -> None:
+    async def store(self, batch: Sequence[Write]) -> list[Change]:
         """Every statement, sent without waiting for replies; runs of the same statement go as one
         `executemany`. Decisions are announced with `NOTIFY`, delivered only if the batch commits."""
         statements: list[Statement] = []
+        stored: list[Change] = []
         for write in batch:
-            more, self.head = writes(POSTGRES, write.change, self.head, new=write.new)
+            change = write.change
+            if change.task is not None:  # under the tasks' lock, taken by `load`
+                self.task_seq += 1
+                change = dataclasses.replace(
+                    change, task=msgspec.structs.replace(change.task, seq=self.task_seq)
+                )
+            stored.append(change)
+            more, self.head = writes(POSTGRES, change, self.head, new=write.new)
             statements += more
             if (a := write.change.approval) is not None and a.state is not State.PENDING:
                 record = msgspec.json.encode(a).decode()
@@ -514,6 +533,7 @@ class _Transaction(Batch):
         async with self.conn.cursor() as cursor:
             for statement, group in itertools.groupby(statements, key=lambda s: s[0]):
                 await cursor.executemany(statement.encode(), [params for _, params in group])
+        return stored
 
 
 async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> psycopg.AsyncCursor[Any]:

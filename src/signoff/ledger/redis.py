@@ -5,9 +5,10 @@ core's pure steps in Python, then store the results and their chained audit entr
 transaction that can span the Python steps, so the store is one Lua script (atomic on the server) that
 checks first and writes only if nothing moved since the load:
 
-- every record's `rev` must be the one that was loaded, and no new approval's call may have been asked
-  meanwhile, or the script answers `stale` and the batch runs again on fresh records. This is where a
-  second decision from another process loses: its rerun sees a decided approval.
+- every record's `rev` (a task's change number) must be the one that was loaded, and no new approval's or
+  task's call may have been asked meanwhile, or the script answers `stale` and the batch runs again on
+  fresh records. This is where a second decision from another process loses: its rerun sees a decided
+  approval.
 - the audit head must be the one the entries were chained after, or the script answers with the real
   head and the entries are chained again. The steps do not run again: no record changed.
 
@@ -51,9 +52,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -68,7 +70,7 @@ from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.grant import Grant
 from signoff.core.task import Task
-from signoff.ledger.base import Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.base import Change, Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.batch import Batch, Batched, Conflict, Key, Stored, Write
 from signoff.ledger.rows import TASK_COLUMNS, task_from_row
 
@@ -88,6 +90,12 @@ for _, r in ipairs(c.revs) do
 end
 for _, call in ipairs(c.calls) do
   if redis.call('HEXISTS', p .. ':calls', call) == 1 then return {'stale'} end
+end
+for _, t in ipairs(c.tseqs) do
+  if redis.call('HGET', p .. ':t:' .. t[1], 'seq') ~= t[2] then return {'stale'} end
+end
+for _, call in ipairs(c.tcalls) do
+  if redis.call('HEXISTS', p .. ':tcalls', call) == 1 then return {'stale'} end
 end
 local head = redis.call('HMGET', p .. ':head', 'seq', 'hash')
 local seq = tonumber(head[1]) or 0
@@ -124,12 +132,37 @@ for _, g in ipairs(c.grants) do
     redis.call('ZADD', p .. ':grants:' .. g.tool, n, g.id)
   end
 end
+local seqs = {}
+for _, t in ipairs(c.tasks) do
+  local key = p .. ':t:' .. t.id
+  if t.call then
+    redis.call('HSET', p .. ':tcalls', t.call, t.id)
+    redis.call('ZADD', p .. ':tchat:' .. t.chat, t.created, t.id)
+    redis.call('ZADD', p .. ':tall', t.created, t.id)
+  end
+  local was = redis.call('HGET', key, 'worker')
+  if was then redis.call('SREM', p .. ':tworker:' .. was, t.id) end
+  local seq = redis.call('INCR', p .. ':tseq')
+  redis.call('HSET', key, 'record', t.record, 'state', t.state, 'worker', t.worker,
+    'cancel_by', t.cancel_by, 'progress', t.progress, 'message', t.message,
+    'updated_at', t.updated_at, 'heartbeat', t.heartbeat, 'seq', seq)
+  redis.call('ZADD', p .. ':tchanges', seq, t.id)
+  if t.state == 'pending' or t.state == 'running' then
+    redis.call('ZADD', p .. ':tlive', t.heartbeat, t.id)
+    redis.call('SADD', p .. ':tworker:' .. t.worker, t.id)
+  else
+    redis.call('ZREM', p .. ':tlive', t.id)
+  end
+  table.insert(seqs, seq)
+end
 for _, e in ipairs(c.entries) do redis.call('XADD', p .. ':audit', e[1] .. '-1', 'e', e[2]) end
 if #c.entries > 0 then redis.call('HSET', p .. ':head', 'seq', c.entries[#c.entries][1], 'hash', c.hash) end
-return {'ok'}
+return {'ok', seqs}
 """
 """Store a batch of writes (see `_Transaction.store`) if nothing it was computed from moved: every record's
-`rev` and every new approval's call (`stale`), and the audit head (`head`, with the real one)."""
+`rev`, every task's change number and every new approval's or task's call (`stale`), and the audit head
+(`head`, with the real one). A task's times come as strings: Lua would print a number with 14 digits.
+Answers with the change number each task got."""
 
 _SAVE_CHAT = """
 local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
@@ -167,35 +200,6 @@ for _, chat in ipairs(old) do
 end
 return #old
 """
-
-_PUT_TASK = """
-local p, id, expect, chat, state, worker = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7]
-local key = p .. ':t:' .. id
-if expect == '' then
-  local existing = redis.call('HGET', p .. ':tcalls', ARGV[5])
-  if existing then return {'exists', existing} end
-  redis.call('HSET', p .. ':tcalls', ARGV[5], id)
-  redis.call('ZADD', p .. ':tchat:' .. chat, ARGV[9], id)
-  redis.call('ZADD', p .. ':tall', ARGV[9], id)
-elseif redis.call('HGET', key, 'seq') ~= expect then
-  return {'stale'}
-end
-local was = redis.call('HGET', key, 'worker')
-if was then redis.call('SREM', p .. ':tworker:' .. was, id) end
-local seq = redis.call('INCR', p .. ':tseq')
-redis.call('HSET', key, 'record', ARGV[10], 'state', state, 'worker', worker, 'cancel_by', ARGV[8],
-  'progress', ARGV[11], 'message', ARGV[12], 'updated_at', ARGV[13], 'heartbeat', ARGV[14], 'seq', seq)
-redis.call('ZADD', p .. ':tchanges', seq, id)
-if state == 'pending' or state == 'running' then
-  redis.call('ZADD', p .. ':tlive', ARGV[14], id)
-  redis.call('SADD', p .. ':tworker:' .. worker, id)
-else
-  redis.call('ZREM', p .. ':tlive', id)
-end
-return {'ok', seq}
-"""
-"""Store a task: a new one unless its chat and call id have one (`exists`, with its id), or over the stored
-one if its change number is still `expect` (else `stale`); each with the next change number."""
 
 _REPORT_TASKS = """
 local p, now, cancelling = ARGV[1], ARGV[2], {}
@@ -295,7 +299,6 @@ class RedisLedger(Batched):
                 ("begin_reply", _BEGIN_REPLY),
                 ("log_frames", _LOG_FRAMES),
                 ("forget_replies", _FORGET_REPLIES),
-                ("put_task", _PUT_TASK),
                 ("report_tasks", _REPORT_TASKS),
                 ("beat", _BEAT),
             )
@@ -470,26 +473,6 @@ class RedisLedger(Batched):
 
     # -- tasks --------------------------------------------------------------------------------------------
 
-    async def _put_task(self, task: Task, expect: str) -> list[Any]:
-        args = [
-            self.prefix, task.id, expect, task.chat_id, _encode([task.chat_id, task.call.call_id]),
-            str(task.state), task.worker, task.cancel_by, repr(task.created_at), _encode(task),
-            task.progress, task.message, repr(task.updated_at), repr(task.heartbeat),
-        ]  # fmt: skip
-        return list(await self._script("put_task", [], args))
-
-    async def _insert_task(self, task: Task) -> Task:
-        outcome, found = await self._put_task(task, "")
-        if outcome == b"exists":
-            existing = await self._load_task(found.decode())
-            assert existing is not None
-            return existing
-        return msgspec.structs.replace(task, seq=int(found))
-
-    async def _update_task(self, task: Task, expect: int) -> Task | None:
-        outcome, *seq = await self._put_task(task, str(expect))
-        return msgspec.structs.replace(task, seq=int(seq[0])) if outcome == b"ok" else None
-
     async def _load_task(self, task_id: str) -> Task | None:
         found = await self._load_tasks([task_id])
         return found[0] if found else None
@@ -502,11 +485,7 @@ class RedisLedger(Batched):
             return list(await pipe.execute())
 
         rows = await self._call(fetch) if ids else []
-        return [
-            task_from_row((record, int(progress), message.decode(), float(at), float(beat), int(seq)))
-            for record, progress, message, at, beat, seq in rows
-            if record is not None
-        ]
+        return [task for row in rows if (task := _task(row)) is not None]
 
     async def _query_tasks(self, query: TaskQuery) -> list[Task]:
         if query.after_seq is not None:
@@ -579,16 +558,19 @@ class _Transaction(Batch):
         """The records, and the audit head, in one round trip: reading the head here rather than trusting
         the one this process last wrote saves a second script call whenever another process wrote since."""
         ledger = self.ledger
-        records = [key for key in keys if key[0] != "call"]
-        calls = [key for key in keys if key[0] == "call"]
+        records = [key for key in keys if key[0] in ("approval", "grant")]
+        tasks = [key for key in keys if key[0] == "task"]
+        calls = [key for key in keys if key[0] in ("call", "tcall")]
 
         async def fetch(redis: aioredis.Redis) -> list[Any]:
             pipe = redis.pipeline(transaction=False)
             pipe.hmget(ledger._key("head"), "seq", "hash")
             for kind, name in records:
                 pipe.hmget(ledger._key(kind[0], name), "record", "rev")
-            for _, chat, call in calls:
-                pipe.hget(ledger._key("calls"), _encode([chat, call]))
+            for _, task_id in tasks:
+                pipe.hmget(ledger._key("t", task_id), *TASK_COLUMNS.split(", "))
+            for kind, chat, call in calls:
+                pipe.hget(ledger._key(kind + "s"), _encode([chat, call]))
             return list(await pipe.execute())
 
         (seq, head), *replies = await ledger._call(fetch)
@@ -597,21 +579,37 @@ class _Transaction(Batch):
         for key, (record, rev) in zip(records, replies, strict=False):
             if record is not None:
                 stored[key] = Stored((_approval if key[0] == "approval" else _grant)(record), int(rev))
-        asked = [(key, i.decode()) for key, i in zip(calls, replies[len(records) :], strict=True) if i]
+        for key, row in zip(tasks, replies[len(records) :], strict=False):
+            if (task := _task(row)) is not None:
+                stored[key] = Stored(task, task.seq)
+        asked = [
+            (key, ("approval" if key[0] == "call" else "task", i.decode()))
+            for key, i in zip(calls, replies[len(records) + len(tasks) :], strict=True)
+            if i
+        ]
         if asked:
-            found = await self.load([("approval", approval_id) for _, approval_id in asked])
-            for key, approval_id in asked:
-                if (approval := found.get(("approval", approval_id))) is not None:
-                    stored[key] = approval
+            found = await self.load([record for _, record in asked])
+            for key, record in asked:
+                if record in found:
+                    stored[key] = found[record]
         return stored
 
-    async def store(self, batch: Sequence[Write]) -> None:
+    async def store(self, batch: Sequence[Write]) -> list[Change]:
         ledger = self.ledger
         revs: dict[Key, list[object]] = {}
         calls, approvals, grants, created = [], [], [], set[str]()
+        tasks, tcalls, tseqs = [], [], dict[str, str]()
         for write in batch:
             change = write.change
-            if write.new and (a := change.approval) is not None:
+            if (t := change.task) is not None:
+                call = _encode([t.chat_id, t.call.call_id]).decode() if write.new else None
+                if call is not None:
+                    tcalls.append(call)
+                    created.add(t.id)
+                elif t.id not in created and write.rev is not None:
+                    tseqs.setdefault(t.id, str(write.rev))
+                tasks.append(_task_fields(t, call))
+            elif write.new and (a := change.approval) is not None:
                 calls.append(_encode([a.chat_id, a.call.call_id]).decode())
                 created.add(a.id)
             elif write.key is not None and write.key[1] not in created and write.rev is not None:
@@ -626,7 +624,10 @@ class _Transaction(Batch):
             if (g := change.grant) is not None:
                 grants.append({"id": g.id, "record": _encode(g).decode(), "tool": g.tool})
         events = [event for write in batch for event in write.change.events]
-        payload = {"revs": list(revs.values()), "calls": calls, "approvals": approvals, "grants": grants}
+        payload = {
+            "revs": list(revs.values()), "calls": calls, "approvals": approvals, "grants": grants,
+            "tasks": tasks, "tcalls": tcalls, "tseqs": [list(pair) for pair in tseqs.items()],
+        }  # fmt: skip
         while True:
             entries, head = [], ledger._head
             for event in events:
@@ -644,7 +645,33 @@ class _Transaction(Batch):
                 ledger._head = (int(reply[1]), reply[2].decode() if reply[2] else GENESIS_HEAD[1])
                 continue
             ledger._head = head
-            return
+            seqs = iter(reply[1])
+            return [_numbered(write.change, seqs) for write in batch]
+
+
+def _task(row: Sequence[Any]) -> Task | None:
+    """A task from its hash's `TASK_COLUMNS`; None if it has none."""
+    record, progress, message, at, beat, seq = row
+    if record is None:
+        return None
+    return task_from_row((record, int(progress), message.decode(), float(at), float(beat), int(seq)))
+
+
+def _task_fields(task: Task, call: str | None) -> dict[str, object]:
+    """A task as `_COMMIT` stores it; `call` for a new one."""
+    return _present(
+        id=task.id, call=call, chat=task.chat_id, created=repr(task.created_at),
+        record=_encode(task).decode(), state=str(task.state), worker=task.worker, cancel_by=task.cancel_by,
+        progress=task.progress, message=task.message, updated_at=repr(task.updated_at),
+        heartbeat=repr(task.heartbeat),
+    )  # fmt: skip
+
+
+def _numbered(change: Change, seqs: Iterator[Any]) -> Change:
+    """The change with its task's change number, the next of `seqs`, if it has a task."""
+    if change.task is None:
+        return change
+    return dataclasses.replace(change, task=msgspec.structs.replace(change.task, seq=int(next(seqs))))
 
 
 def _present(**fields: object) -> dict[str, object]:

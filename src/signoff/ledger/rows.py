@@ -67,7 +67,7 @@ def grants_query(dialect: Dialect, *, chat_id: str | None, tool: str | None, act
 
 def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> tuple[list[Statement], Head]:
     """The statements that store `change`, its audit entries chained after `head`, and the new head;
-    `new` inserts the approval rather than updating it."""
+    `new` inserts the approval or the task rather than updating it. A task comes with its change number."""
     mark = dialect.mark
     statements: list[Statement] = []
     if (a := change.approval) is not None:
@@ -87,6 +87,8 @@ def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> tuple[
             " ON CONFLICT (id) DO UPDATE SET active = excluded.active, record = excluded.record"
         )
         statements.append((upsert, (g.id, g.tool, g.chat_id, g.active, g.created_at, encode(g).decode())))
+    if (t := change.task) is not None:
+        statements.append(insert_task(dialect, t) if new else update_task(dialect, t))
     insert = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES ({_marks(mark, 10)})"
     for event in change.events:
         entry = chain(event, head)
@@ -211,14 +213,14 @@ def insert_task(dialect: Dialect, task: Task) -> Statement:
     return statement, params
 
 
-def update_task(dialect: Dialect, task: Task, expect: int) -> Statement:
-    """Replace the task if its change number is still `expect` (else no row changes)."""
+def update_task(dialect: Dialect, task: Task) -> Statement:
+    """Replace the task; its writer holds the tasks' write lock, so nothing moved since it was read."""
     m = dialect.mark
     statement = (
         f"UPDATE tasks SET state = {m}, worker = {m}, cancel_by = {m}, record = {m}, progress = {m},"
-        f" message = {m}, updated_at = {m}, heartbeat = {m}, seq = {m} WHERE id = {m} AND seq = {m}"
+        f" message = {m}, updated_at = {m}, heartbeat = {m}, seq = {m} WHERE id = {m}"
     )
-    return statement, (str(task.state), task.worker, task.cancel_by, *_task_values(task), task.id, expect)
+    return statement, (str(task.state), task.worker, task.cancel_by, *_task_values(task), task.id)
 
 
 def task_by(dialect: Dialect, column: str, *values: object) -> Statement:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -243,21 +244,24 @@ class SqliteLedger(Ledger):
         return [_approval(record) for (record,) in await self._run(self._rows, *query)]
 
     async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
-        return await self._run(self._mutate_sync, "approvals", approval_id, _approval, step)
+        load = ("SELECT record FROM approvals WHERE id = ?", (approval_id,))
+        return await self._run(
+            self._mutate_sync, f"approval {approval_id}", load, lambda row: _approval(row[0]), step
+        )
 
     async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
-        return await self._run(self._mutate_sync, "grants", grant_id, _grant, step)
+        load = ("SELECT record FROM grants WHERE id = ?", (grant_id,))
+        return await self._run(self._mutate_sync, f"grant {grant_id}", load, lambda row: _grant(row[0]), step)
 
     def _mutate_sync(
-        self, table: str, key: str, decode: Callable[[str], T], step: Callable[[T], Change]
+        self, what: str, load: rows.Statement, decode: Callable[[Any], T], step: Callable[[T], Change]
     ) -> Change:
+        """Apply `step` to the row `load` reads; `what` names it in the error if there is none."""
         with self._transaction() as db:
-            row = db.execute(f"SELECT record FROM {table} WHERE id = ?", (key,)).fetchone()
+            row = db.execute(*load).fetchone()
             if row is None:
-                raise NotFound(f"no {table[:-1]} {key}")
-            change = step(decode(row[0]))
-            _put(db, change)
-        return change
+                raise NotFound(f"no {what}")
+            return _put(db, step(decode(row)))
 
     async def _append(self, events: Sequence[AuditEvent]) -> None:
         def append() -> None:
@@ -342,24 +346,21 @@ class SqliteLedger(Ledger):
 
     # -- tasks: each write numbers its changes under the write lock, so numbers follow commit order ----------
 
-    async def _insert_task(self, task: Task) -> Task:
+    async def _insert_task(self, task: Task, event: AuditEvent) -> Task:
         def insert() -> Task:
             with self._transaction() as db:
-                numbered = _numbered(db, task)
-                if db.execute(*rows.insert_task(SQLITE, numbered)).rowcount == 1:
-                    return numbered
                 found = db.execute(*rows.task_by(SQLITE, "chat_id, call_id", task.chat_id, task.call.call_id))
-                return rows.task_from_row(found.fetchone())
+                if (row := found.fetchone()) is not None:
+                    return rows.task_from_row(row)
+                stored = _put(db, Change(task=task, events=(event,)), new=True).task
+                assert stored is not None
+                return stored
 
         return await self._run(insert)
 
-    async def _update_task(self, task: Task, expect: int) -> Task | None:
-        def update() -> Task | None:
-            with self._transaction() as db:
-                numbered = _numbered(db, task)
-                return numbered if db.execute(*rows.update_task(SQLITE, numbered, expect)).rowcount else None
-
-        return await self._run(update)
+    async def _mutate_task(self, task_id: str, step: Callable[[Task], Change]) -> Change:
+        load = rows.task_by(SQLITE, "id", task_id)
+        return await self._run(self._mutate_sync, f"task {task_id}", load, rows.task_from_row, step)
 
     async def _load_task(self, task_id: str) -> Task | None:
         found = await self._run(self._rows, *rows.task_by(SQLITE, "id", task_id))
@@ -438,14 +439,14 @@ class _Transaction:
         self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
 
-def _numbered(db: sqlite3.Connection, task: Task) -> Task:
-    """The task with the next change number."""
-    (seq,) = db.execute(rows.TASK_SEQ).fetchone()
-    return msgspec.structs.replace(task, seq=seq + 1)
-
-
-def _put(db: sqlite3.Connection, change: Change, *, new: bool = False) -> None:
+def _put(db: sqlite3.Connection, change: Change, *, new: bool = False) -> Change:
+    """Store `change` in the open transaction, its task with the next change number; the change as
+    stored."""
+    if change.task is not None:
+        (seq,) = db.execute(rows.TASK_SEQ).fetchone()
+        change = dataclasses.replace(change, task=msgspec.structs.replace(change.task, seq=seq + 1))
     row = db.execute(AUDIT_HEAD).fetchone()
     statements, _ = writes(SQLITE, change, (row[0], row[1]) if row else GENESIS_HEAD, new=new)
     for statement, params in statements:
         db.execute(statement, params)
+    return change

@@ -9,23 +9,29 @@ approval responses and browser results, each checked by `signoff.integrations.tr
 A continuation answers ADK in its own terms: a `FunctionResponse` to each `adk_request_confirmation`
 (always `confirmed`, since the gate reads the ledger's decision, not this flag) and one per browser result.
 ADK then resumes the same invocation and calls the plugin again for each original call.
+
+A long-running call's news reaches the model the way ADK's own long-running tools expect: a later
+response to the same call id. ADK shows the model only a call's latest response, in the place of its
+first, so the next user message finds the task's status or result in the history.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.adk.agents._streaming_mode import StreamingMode  # run_config's re-export is implicit
 from google.adk.agents.base_agent import BaseAgent
+from google.adk.agents.invocation_context import new_invocation_context_id
 from google.adk.agents.run_config import RunConfig
 from google.adk.apps.app import App
 from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.session import Session
 from google.genai import types
 
 from signoff.core.call import ToolCall
@@ -41,6 +47,7 @@ from signoff.integrations.chat import (
     encode_state,
     expire_overdue,
     load_state,
+    task_news,
     withdraw,
 )
 from signoff.integrations.stream import translate
@@ -64,6 +71,10 @@ class AdkReply(Running):
     earlier: dict[str, ToolCall]
     message: types.Content
     visible: list[str]
+    tasks: dict[str, str]
+    """The long-running calls of earlier replies whose news the model has not had yet."""
+    news: list[types.FunctionResponse] = field(default_factory=list)
+    """Those calls' statuses, for a reply to a new user message: each a later response to its call."""
     browser: Browser | None = None
     frontend_due: float | None = None
 
@@ -93,6 +104,8 @@ class AdkReply(Running):
             yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
 
     async def _events(self) -> AsyncIterator[Event | End]:
+        if self.news:  # seed 004: ADK puts a long-running call's latest response in its first one's place
+            await self.chat._tell(self.chat_id, self.news)
         streaming = RunConfig(streaming_mode=StreamingMode.SSE)
         async for event in self.chat.runner.run_async(
             user_id=USER, session_id=self.chat_id, new_message=self.message, run_config=streaming
@@ -108,6 +121,7 @@ class AdkReply(Running):
             approvals=asking,
             confirmations={c: translator.confirmations.get(c, "") for c in asking},
             frontend={c: call.tool for c, call in translator.open_calls.items()},
+            tasks={**self.tasks, **translator.turn.long_running},
         )
         ledger = self.chat.gate.ledger
         if state.frontend:
@@ -143,11 +157,27 @@ class AdkChat:
             tool.name for tool in getattr(agent, "tools", ()) if isinstance(tool, BrowserTool)
         )
 
-    async def _session_events(self, chat_id: str) -> list[Event]:
-        session = await self.runner.session_service.get_session(
+    async def _session(self, chat_id: str) -> Session | None:
+        return await self.runner.session_service.get_session(
             app_name=self.app.name, user_id=USER, session_id=chat_id
         )
+
+    async def _session_events(self, chat_id: str) -> list[Event]:
+        session = await self._session(chat_id)
         return list(session.events) if session else []
+
+    async def _tell(self, chat_id: str, responses: list[types.FunctionResponse]) -> None:
+        """Add later responses to earlier calls to the chat's session, as the user's own event: ADK will not
+        take them in the same message as text (the one resumes an invocation, the other starts one)."""
+        if (session := await self._session(chat_id)) is None:
+            return
+        parts = [types.Part(function_response=response) for response in responses]
+        event = Event(
+            author="user",
+            invocation_id=new_invocation_context_id(),
+            content=types.Content(role="user", parts=parts),
+        )
+        await self.runner.session_service.append_event(session, event)
 
     async def events(self, chat_id: str) -> int:
         return len(await self._session_events(chat_id))
@@ -159,12 +189,16 @@ class AdkChat:
         events = await self._session_events(chat_id)
         if begun:
             events = events[: state.events]
-        approvals = await self.gate.ledger.approvals(chat_id=chat_id)
-        asking = state.approvals
-        return ChatView(
-            ui_messages(events, assistant_id=state.assistant_id, approvals=approvals, asking=asking),
-            approvals,
+        ledger = self.gate.ledger
+        approvals = await ledger.approvals(chat_id=chat_id)
+        messages = ui_messages(
+            events,
+            assistant_id=state.assistant_id,
+            approvals=approvals,
+            asking=state.approvals,
+            tasks=await task_news(ledger, state.tasks),
         )
+        return ChatView(messages, approvals)
 
     async def waiting(self, chat_id: str) -> dict[str, str]:
         _, state = await load_state(self.gate.ledger, chat_id)
@@ -206,7 +240,14 @@ class AdkChat:
         message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
         visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
         earlier = {c: made[c] for c in visible if c in made}
-        return AdkReply(self, chat_id, wait, stored, message_id, earlier, message, visible)
+        if continues:  # the tasks stay open until a user message brings their news
+            return AdkReply(self, chat_id, wait, stored, message_id, earlier, message, visible, state.tasks)
+        news = [
+            types.FunctionResponse(name=made[c].tool, id=c, response=status)
+            for c, status in (await task_news(ledger, state.tasks)).items()
+            if c in made
+        ]
+        return AdkReply(self, chat_id, wait, stored, message_id, earlier, message, visible, {}, news)
 
 
 def _response(output: ToolOutput) -> dict[str, Any]:

@@ -44,8 +44,12 @@ def ui_messages(
     assistant_id: str | None,
     approvals: Iterable[Approval],
     asking: Mapping[str, str],
+    tasks: Mapping[str, object] = {},
 ) -> list[UIMessage]:
+    """`tasks` holds the status of each long-running call whose news the model has not had: the page
+    shows how far the task got, not the pending result the session holds."""
     results = _results(events)
+    results.update({call_id: ("output-available", {"output": status}) for call_id, status in tasks.items()})
     by_call = {a.call.call_id: a for a in approvals}
     messages: list[UIMessage] = []
     assistant: UIMessage | None = None

@@ -41,6 +41,7 @@ from signoff.integrations.chat import (
     encode_state,
     expire_overdue,
     load_state,
+    task_news,
     withdraw,
 )
 from signoff.integrations.pydantic_ai.messages import ui_messages
@@ -172,7 +173,7 @@ class AgentChat:
             assistant_id=state.assistant_id,
             approvals=approvals,
             asking=state.approvals,
-            tasks={c: (await self.gate.ledger.get_task(t)).status() for c, t in state.tasks.items()},
+            tasks=await task_news(self.gate.ledger, state.tasks),
         )
         return ChatView(messages, approvals)
 
@@ -202,8 +203,7 @@ class AgentChat:
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
             calls={call_id: _result(output) for call_id, output in outputs.items()},
         )
-        for call_id, task_id in state.tasks.items():  # the model sees how far each got, or its result
-            results.calls[call_id] = (await ledger.get_task(task_id)).status()
+        results.calls.update(await task_news(ledger, state.tasks))  # how far each got, or its result
         if state.overdue(ledger.clock()):
             outputs = {}  # a late output is not used: the deadline is the deadline
             why = await expire_overdue(ledger, request.chat_id, state.frontend, self.frontend_timeout)
