@@ -29,7 +29,8 @@ from signoff.core.errors import (
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.base import ReplyFrames
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
-from tests.conftest import POSTGRES, FakeClock, drop
+from signoff.ledger.redis import RedisLedger
+from tests.conftest import POSTGRES, REDIS, FakeClock, drop
 
 PAY = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
 
@@ -336,6 +337,54 @@ async def test_an_unreachable_postgres_is_a_clear_error_not_a_hang() -> None:
         async with open_ledger("postgresql://nobody:secret@127.0.0.1:1/none"):
             pass
     assert time.monotonic() - started < 10
+
+
+def one_connection(backend: str, pool_timeout: float) -> PostgresLedger | RedisLedger:
+    """A networked ledger with a pool of one, reached within 0.2 s."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    if backend == "postgres":
+        return PostgresLedger(
+            POSTGRES, schema=name, pool_size=1, connect_timeout=0.2, pool_timeout=pool_timeout
+        )
+    return RedisLedger(REDIS, prefix=name, pool_size=1, connect_timeout=0.2, pool_timeout=pool_timeout)
+
+
+async def hold(ledger: PostgresLedger | RedisLedger, seconds: float) -> None:
+    """Keep the ledger's only pooled connection busy on the server for `seconds`."""
+    if isinstance(ledger, PostgresLedger):
+        async with ledger._connection() as conn:
+            await conn.execute("SELECT pg_sleep(%s)", (seconds,))
+    else:
+        await ledger.redis.blpop([ledger._key("nothing")], timeout=seconds)
+
+
+@pytest.mark.parametrize("backend", ["postgres", "redis"])
+async def test_a_call_queued_for_a_busy_pool_waits_longer_than_the_connect_timeout(backend: str) -> None:
+    """A busy worker queues for its pool long before its server is slow: that queue is not an outage."""
+    async with one_connection(backend, pool_timeout=30) as ledger:
+        approval = await ask(ledger)
+        holding = asyncio.ensure_future(hold(ledger, 1.0))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        assert await ledger.get(approval.id) == approval
+        assert time.monotonic() - started > 0.5  # it did queue, for longer than connect_timeout
+        await holding
+    await drop(ledger)
+
+
+@pytest.mark.parametrize("backend", ["postgres", "redis"])
+async def test_a_pool_busy_past_its_timeout_is_a_clear_error(backend: str) -> None:
+    async with one_connection(backend, pool_timeout=0.2) as ledger:
+        approval = await ask(ledger)
+        holding = asyncio.ensure_future(hold(ledger, 1.0))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        with pytest.raises(LedgerUnavailable, match=r"ledger .* failed"):
+            await ledger.get(approval.id)
+        assert time.monotonic() - started < 0.8
+        await holding
+        assert await ledger.get(approval.id) == approval
+    await drop(ledger)
 
 
 async def test_a_postgres_url_picks_the_schema_and_upgrading_twice_is_safe() -> None:

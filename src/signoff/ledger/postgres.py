@@ -150,7 +150,10 @@ _grant = msgspec.json.Decoder(Grant).decode
 
 
 class PostgresLedger(Batched):
-    """`dsn` is a libpq connection string or URL; `schema` holds the ledger's tables (created on start)."""
+    """`dsn` is a libpq connection string or URL; `schema` holds the ledger's tables (created on start).
+
+    `connect_timeout` bounds reaching the server; `pool_timeout` bounds waiting here for one of the
+    `pool_size` connections, which a busy worker does long before the server is slow."""
 
     def __init__(
         self,
@@ -159,6 +162,7 @@ class PostgresLedger(Batched):
         schema: str = "signoff",
         pool_size: int = 10,
         connect_timeout: float = 5.0,
+        pool_timeout: float = 30.0,
         poll_interval: float = 1.0,
         clock: Clock | None = None,
     ) -> None:
@@ -167,6 +171,7 @@ class PostgresLedger(Batched):
         self.schema = schema
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
+        self.pool_timeout = pool_timeout
         self.poll_interval = poll_interval
         self._lock_key = _lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
         self._tasks_key = _lock_key(f"signoff:{schema}:tasks")
@@ -180,6 +185,7 @@ class PostgresLedger(Batched):
             self.dsn,
             min_size=1,
             max_size=self.pool_size,
+            timeout=self.pool_timeout,
             kwargs={"autocommit": True, "options": f"-c search_path={self.schema}"},
             open=False,
             name="signoff",

@@ -240,7 +240,11 @@ return 1
 
 class RedisLedger(Batched):
     """`url` is a redis-py URL (`redis://[:password@]host:port/db`, `rediss://` for TLS); every key
-    starts with `prefix`, so several ledgers can share one database."""
+    starts with `prefix`, so several ledgers can share one database.
+
+    `connect_timeout` bounds reaching the server; `pool_timeout` bounds waiting here for one of the
+    `pool_size` connections. The two are apart because a busy worker queues for its pool long before
+    the server is slow, and a call refused after a short queue fails a healthy ledger."""
 
     def __init__(
         self,
@@ -249,6 +253,7 @@ class RedisLedger(Batched):
         prefix: str = "signoff",
         pool_size: int = 20,
         connect_timeout: float = 5.0,
+        pool_timeout: float = 30.0,
         poll_interval: float = 1.0,
         clock: Clock | None = None,
     ) -> None:
@@ -257,6 +262,7 @@ class RedisLedger(Batched):
         self.prefix = prefix
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
+        self.pool_timeout = pool_timeout
         self.poll_interval = poll_interval
         self._redis: aioredis.Redis | None = None
         self._scripts: dict[str, Any] = {}
@@ -270,7 +276,7 @@ class RedisLedger(Batched):
         pool = aioredis.BlockingConnectionPool.from_url(  # callers beyond the pool wait their turn
             self.url,
             max_connections=self.pool_size,
-            timeout=self.connect_timeout,
+            timeout=self.pool_timeout,
             socket_connect_timeout=self.connect_timeout,
             socket_timeout=30.0,
             health_check_interval=30,
