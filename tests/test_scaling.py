@@ -114,7 +114,9 @@ async def test_two_workers_and_an_approver_run_every_approved_call_exactly_once(
                 reply = chunks(response.text)
                 [asked] = [c for c in reply if c["type"] == "tool-approval-request"]
                 while True:  # the approver decides through the other worker; this chat's user reloads there
-                    view = (await client.get(f"{bases[1 - worker]}/api/chat/{chat}")).json()
+                    reloaded = await client.get(f"{bases[1 - worker]}/api/chat/{chat}")
+                    assert reloaded.status_code == 200, reloaded.text
+                    view = reloaded.json()
                     if view["approvals"][0]["state"] != "pending":
                         break
                     await asyncio.sleep(0.1)
