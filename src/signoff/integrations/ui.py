@@ -8,7 +8,7 @@ rendered, and the buttons still work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from signoff.core.approval import Approval, State
@@ -17,6 +17,33 @@ from signoff.core.call import ToolCall
 UIMessage = dict[str, Any]
 Outcome = tuple[Literal["output-available", "output-error", "output-denied"], dict[str, Any]]
 _APPROVED = (State.APPROVED, State.CONSUMED)
+
+
+class Transcript:
+    """A chat's UI messages, built in order from any framework's history. Every step the agent takes
+    between two user messages goes into one assistant message, after a `step-start`, as the live stream
+    puts it; the ids are positional, so a reload gives every message the id it had before."""
+
+    def __init__(self) -> None:
+        self.messages: list[UIMessage] = []
+        self._assistant: UIMessage | None = None
+
+    def user(self, parts: list[UIMessage]) -> None:
+        self._assistant = None
+        self.messages.append({"id": f"user-{len(self.messages)}", "role": "user", "parts": parts})
+
+    def step(self, parts: Sequence[UIMessage]) -> None:
+        if self._assistant is None:
+            self._assistant = {"id": f"assistant-{len(self.messages)}", "role": "assistant", "parts": []}
+            self.messages.append(self._assistant)
+        self._assistant["parts"] += [{"type": "step-start"}, *parts]
+
+    def done(self, assistant_id: str | None) -> list[UIMessage]:
+        """The messages, the last assistant one under `assistant_id` if given: a continuation streams
+        into the message it continues, so the page must hold it by that id."""
+        if assistant_id and self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages[-1]["id"] = assistant_id
+        return self.messages
 
 
 def tool_part(

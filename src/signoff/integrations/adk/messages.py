@@ -7,14 +7,13 @@ confirmation calls and the placeholder results of deferred calls are signoff's p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from google.adk.events.event import Event
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.stream import CONFIRMATION, outcome
-from signoff.integrations.ui import Outcome, UIMessage, tool_part
+from signoff.integrations.ui import Outcome, Transcript, UIMessage, tool_part
 
 
 def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
@@ -51,16 +50,14 @@ def ui_messages(
     results = _results(events)
     results.update({call_id: ("output-available", {"output": status}) for call_id, status in tasks.items()})
     by_call = {a.call.call_id: a for a in approvals}
-    messages: list[UIMessage] = []
-    assistant: UIMessage | None = None
+    transcript = Transcript()
     for event in events:
         parts = event.content.parts if event.content and event.content.parts else []
         if event.author == "user":
             if texts := [{"type": "text", "text": p.text} for p in parts if p.text]:
-                assistant = None
-                messages.append({"id": f"user-{len(messages)}", "role": "user", "parts": texts})
+                transcript.user(texts)
             continue
-        step: list[dict[str, Any]] = []
+        step: list[UIMessage] = []
         for part in parts:
             if part.text and not part.thought:
                 step.append({"type": "text", "text": part.text, "state": "done"})
@@ -68,10 +65,5 @@ def ui_messages(
                 made = ToolCall(call.id, call.name or "", dict(call.args or {}))
                 step.append(tool_part(made, results.get(call.id), by_call, asking))
         if step:
-            if assistant is None:
-                assistant = {"id": f"assistant-{len(messages)}", "role": "assistant", "parts": []}
-                messages.append(assistant)
-            assistant["parts"] += [{"type": "step-start"}, *step]
-    if assistant_id and messages and messages[-1]["role"] == "assistant":
-        messages[-1]["id"] = assistant_id
-    return messages
+            transcript.step(step)
+    return transcript.done(assistant_id)

@@ -24,7 +24,7 @@ from pydantic_core import to_jsonable_python
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.pydantic_ai.toolset import refused
-from signoff.integrations.ui import Outcome, UIMessage, tool_part
+from signoff.integrations.ui import Outcome, Transcript, UIMessage, tool_part
 
 
 def outcome(result: ToolReturnPart | RetryPromptPart) -> Outcome:
@@ -59,23 +59,14 @@ def ui_messages(
         if isinstance(part, ToolReturnPart | RetryPromptPart)
     }
     parts = _Parts(results, {a.call.call_id: a for a in approvals}, asking, tasks)
-    messages: list[UIMessage] = []
-    assistant: UIMessage | None = None
+    transcript = Transcript()
     for message in history:
         if isinstance(message, ModelRequest):
-            prompts = [p for p in message.parts if isinstance(p, UserPromptPart)]
-            if prompts:
-                assistant = None
-                text = [{"type": "text", "text": t} for p in prompts for t in _texts(p)]
-                messages.append({"id": f"user-{len(messages)}", "role": "user", "parts": text})
+            if prompts := [p for p in message.parts if isinstance(p, UserPromptPart)]:
+                transcript.user([{"type": "text", "text": t} for p in prompts for t in _texts(p)])
         elif step := [ui for part in message.parts if (ui := parts.of(part)) is not None]:
-            if assistant is None:
-                assistant = {"id": f"assistant-{len(messages)}", "role": "assistant", "parts": []}
-                messages.append(assistant)
-            assistant["parts"] += [{"type": "step-start"}, *step]
-    if assistant_id and messages and messages[-1]["role"] == "assistant":
-        messages[-1]["id"] = assistant_id
-    return messages
+            transcript.step(step)
+    return transcript.done(assistant_id)
 
 
 def _texts(prompt: UserPromptPart) -> list[str]:
