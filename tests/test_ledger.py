@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
@@ -349,13 +351,22 @@ def one_connection(backend: str, pool_timeout: float) -> PostgresLedger | RedisL
     return RedisLedger(REDIS, prefix=name, pool_size=1, connect_timeout=0.2, pool_timeout=pool_timeout)
 
 
-async def hold(ledger: PostgresLedger | RedisLedger, seconds: float) -> None:
-    """Keep the ledger's only pooled connection busy on the server for `seconds`."""
-    if isinstance(ledger, PostgresLedger):
-        async with ledger._connection() as conn:
-            await conn.execute("SELECT pg_sleep(%s)", (seconds,))
-    else:
-        await ledger.redis.blpop([ledger._key("nothing")], timeout=seconds)
+@contextlib.asynccontextmanager
+async def busy(ledger: PostgresLedger | RedisLedger, seconds: float = 1.0) -> AsyncIterator[None]:
+    """The ledger's only pooled connection kept busy on the server for `seconds`, from before the body
+    runs until after it."""
+
+    async def hold() -> None:
+        if isinstance(ledger, PostgresLedger):
+            async with ledger._connection() as conn:
+                await conn.execute("SELECT pg_sleep(%s)", (seconds,))
+        else:
+            await ledger.redis.blpop([ledger._key("nothing")], timeout=seconds)
+
+    holding = asyncio.ensure_future(hold())
+    await asyncio.sleep(0.1)
+    yield
+    await holding
 
 
 @pytest.mark.parametrize("backend", ["postgres", "redis"])
@@ -363,12 +374,10 @@ async def test_a_call_queued_for_a_busy_pool_waits_longer_than_the_connect_timeo
     """A busy worker queues for its pool long before its server is slow: that queue is not an outage."""
     async with one_connection(backend, pool_timeout=30) as ledger:
         approval = await ask(ledger)
-        holding = asyncio.ensure_future(hold(ledger, 1.0))
-        await asyncio.sleep(0.1)
-        started = time.monotonic()
-        assert await ledger.get(approval.id) == approval
-        assert time.monotonic() - started > 0.5  # it did queue, for longer than connect_timeout
-        await holding
+        async with busy(ledger):
+            started = time.monotonic()
+            assert await ledger.get(approval.id) == approval
+            assert time.monotonic() - started > 0.5  # it did queue, for longer than connect_timeout
     await drop(ledger)
 
 
@@ -376,13 +385,11 @@ async def test_a_call_queued_for_a_busy_pool_waits_longer_than_the_connect_timeo
 async def test_a_pool_busy_past_its_timeout_is_a_clear_error(backend: str) -> None:
     async with one_connection(backend, pool_timeout=0.2) as ledger:
         approval = await ask(ledger)
-        holding = asyncio.ensure_future(hold(ledger, 1.0))
-        await asyncio.sleep(0.1)
-        started = time.monotonic()
-        with pytest.raises(LedgerUnavailable, match=r"ledger .* failed"):
-            await ledger.get(approval.id)
-        assert time.monotonic() - started < 0.8
-        await holding
+        async with busy(ledger):
+            started = time.monotonic()
+            with pytest.raises(LedgerUnavailable, match=r"ledger .* failed"):
+                await ledger.get(approval.id)
+            assert time.monotonic() - started < 0.8
         assert await ledger.get(approval.id) == approval
     await drop(ledger)
 

@@ -54,6 +54,11 @@ async def started(site: Server, chat: str, name: str = "q3") -> list[dict[str, A
     return chunks(response.text)
 
 
+def task_id_of(reply: list[dict[str, Any]]) -> str:
+    """The task id in the reply's first tool output: the pending result of a long-running call."""
+    return str(next(c for c in reply if c["type"] == "tool-output-available")["output"]["task_id"])
+
+
 async def settled(ledger: Ledger, chat: str) -> dict[str, Any]:
     for _ in range(500):
         (task,) = await ledger.tasks(chat_id=chat)
@@ -100,13 +105,8 @@ async def test_an_approved_export_returns_at_once_with_a_pending_task_and_ends_t
     reply = await started(site, "lr-1")
     types = [c["type"] for c in reply]
     outputs = [c for c in reply if c["type"] == "tool-output-available"]
-    assert outputs[0]["output"]["status"] == "pending"
-    assert outputs[0]["output"] == {
-        "status": "pending",
-        "task_id": outputs[0]["output"]["task_id"],
-        "progress": 0,
-    }
-    task_id = outputs[0]["output"]["task_id"]
+    task_id = task_id_of(reply)
+    assert outputs[0]["output"] == {"status": "pending", "task_id": task_id, "progress": 0}
     assert {"type": "data-task", "id": task_id}.items() <= next(
         c for c in reply if c["type"] == "data-task"
     ).items()
@@ -139,7 +139,7 @@ async def test_check_task_reads_the_status_before_and_after_completion(
 ) -> None:
     monkeypatch.setattr(tools, "REPORT_TICK", 0.2)
     reply = await started(site, "lr-3")
-    task_id = next(c for c in reply if c["type"] == "tool-output-available")["output"]["task_id"]
+    task_id = task_id_of(reply)
     response = await site.client.post("/api/chat", json=user("lr-3", f"check task {task_id}"))
     assert response.status_code == 200, response.text
     response = await site.client.post("/api/chat", json=user("lr-3", f"check task {task_id}"))
@@ -157,7 +157,7 @@ async def test_the_chat_cancels_its_own_task_and_only_its_own(
 ) -> None:
     monkeypatch.setattr(tools, "REPORT_TICK", 0.5)
     reply = await started(site, "lr-4")
-    task_id = next(c for c in reply if c["type"] == "tool-output-available")["output"]["task_id"]
+    task_id = task_id_of(reply)
     stranger = await site.client.post(f"/api/chat/lr-5/tasks/{task_id}/cancel")
     assert stranger.status_code == 404 and stranger.json()["error"]["message"] == f"no task {task_id}"
     refused = [e for e in await site.ledger.audit() if e.action == "refuse" and e.subject == task_id]
@@ -228,7 +228,7 @@ def test_a_killed_workers_task_is_failed_by_the_sweeper_and_the_cli_shows_it(tmp
             first = user("killed", "export report q3")
             reply = chunks(client.post("/api/chat", json=first).text)
             started = chunks(client.post("/api/chat", json=answer(first, reply, [(True, "")])).text)
-            task_id = next(c for c in started if c["type"] == "tool-output-available")["output"]["task_id"]
+            task_id = task_id_of(started)
             for _ in range(200):
                 if client.get("/api/chat/killed/tasks").json()["tasks"][0]["progress"] > 0:
                     break
@@ -302,7 +302,7 @@ async def adk_site(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Server]:
 async def test_adk_an_approved_export_returns_a_pending_task_and_ends_the_turn(adk_site: Server) -> None:
     reply = await started(adk_site, "adk-1")
     outputs = [c for c in reply if c["type"] == "tool-output-available"]
-    task_id = outputs[0]["output"]["task_id"]
+    task_id = task_id_of(reply)
     assert outputs == [
         {"type": "tool-output-available", "toolCallId": outputs[0]["toolCallId"],
          "output": {"status": "pending", "task_id": task_id, "progress": 0}}
