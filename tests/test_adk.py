@@ -15,6 +15,7 @@ from google.genai import types
 
 from signoff.core.approval import State
 from signoff.core.decision import Decision
+from signoff.core.principal import ANONYMOUS
 from signoff.demo.adk import demo_adk_agent
 from signoff.demo.tools import Wallets
 from signoff.demo.walkthrough import demo_policy
@@ -33,7 +34,7 @@ def user(chat: str, text: str) -> ChatRequest:
 async def reply(chat: AdkChat, request: ChatRequest) -> list[dict[str, Any]]:
     import json
 
-    prepared = await chat.prepare(request, "deferred")
+    prepared = await chat.prepare(request, "deferred", ANONYMOUS)
     return [json.loads(encode(c)) for c in [c async for c in prepared.chunks()]]
 
 

@@ -129,8 +129,8 @@ def approval_for(view: LedgerView, recipient: str) -> Approval:
 
 
 def decider(mode: str, chat_id: str) -> str:
-    """Who the model names in a refusal: the chat user in deferred mode, the REST API in blocking mode."""
-    return f"chat:{chat_id}" if mode == "deferred" else "api"
+    """Who the model names in a refusal: the chat's owner in deferred mode, the admin in blocking mode."""
+    return "anonymous" if mode == "deferred" else "admin"
 
 
 def answer(mode: str, *decisions: dict[str, Any], text: str) -> list[dict[str, Any]]:
@@ -369,7 +369,7 @@ def test_replayed_approval_is_refused(server: DemoServer, client: str) -> None:
     [approval] = view.approvals
     assert approval.state == "consumed" and len(view.actions(approval.id, "consume")) == 1
     [refusal] = view.actions(approval.id, "refuse")
-    assert refusal.actor == f"chat:{chat_id}" and refusal.detail["chat"] == chat_id
+    assert refusal.actor == "anonymous" and refusal.detail["chat"] == chat_id
 
 
 @by_client
@@ -408,7 +408,7 @@ def test_forged_approval_is_refused(server: DemoServer, client: str) -> None:
     [unknown_refusal] = view.actions(made_up_approval, "refuse")
     assert unknown_refusal.detail["chat"] == chat_id
     [args_refusal] = view.actions(approval.id, "refuse")
-    assert args_refusal.actor == f"chat:{chat_id}"
+    assert args_refusal.actor == "anonymous"
 
     finish_payment(server, client, chat_id, opened)
 
@@ -436,7 +436,7 @@ def test_approval_sent_to_another_chat_is_refused(server: DemoServer, client: st
     assert approval.chat_id == chat_a and approval.state == "pending" and approval.decision is None
     assert view.actions(approval.id, "consume") == []
     [refusal] = view.actions(approval.id, "refuse")
-    assert refusal.actor == f"chat:{chat_b}" and refusal.detail["chat"] == chat_b
+    assert refusal.actor == "anonymous" and refusal.detail["chat"] == chat_b
 
     finish_payment(server, client, chat_a, opened)
 

@@ -99,7 +99,7 @@ async def test_a_running_blocking_reply_shows_its_prompt_and_replays_in_full(sit
     assert shown["running"] is True and shown["continues"] is False
     assert shown["messages"] == body["messages"]  # the stored chat has nothing yet; the stream has it all
     decided = await site.client.post(f"/api/chat/c1/approvals/{approval['id']}", json={"approved": True})
-    assert decided.status_code == 200 and decided.json()["decision"]["by"] == "chat:c1"
+    assert decided.status_code == 200 and decided.json()["decision"]["by"] == "anonymous"
     assert "Paid 50 USD" in said((await post).text)
     assert (await view(site, "c1"))["running"] is False
 
@@ -115,7 +115,7 @@ async def test_deciding_from_the_chat_reaches_only_that_chats_approvals(site: Se
     assert unknown.status_code == 404
     refusals = [e for e in await site.ledger.audit() if e.action == "refuse"]
     assert [e.subject for e in refusals] == [theirs["id"], "apr_nothing"]
-    assert all(e.actor == "chat:mine" for e in refusals)
+    assert all(e.actor == "anonymous" for e in refusals)
 
     for body, field in [
         ({"approved": True, "remember": "always"}, "remember"),  # a chat can't grant for every chat
@@ -134,7 +134,7 @@ async def test_deciding_from_the_chat_reaches_only_that_chats_approvals(site: Se
     late = await site.client.post(
         f"/api/approvals/{mine['id']}/decision", json={"approved": True}, headers=AUTH
     )
-    assert late.status_code == 409 and late.json()["approval"]["decision"]["by"] == "chat:mine"
+    assert late.status_code == 409 and late.json()["approval"]["decision"]["by"] == "anonymous"
 
 
 async def test_remember_for_this_chat_makes_a_session_grant_the_next_call_uses(site: Server) -> None:
@@ -148,7 +148,7 @@ async def test_remember_for_this_chat_makes_a_session_grant_the_next_call_uses(s
     done = await site.client.post("/api/chat", json=answer(first, reply, [(True, "")]))
     assert "Paid 5 USD to Jiro" in said(done.text)
     [grant] = (await site.client.get("/api/grants?chat=c1", headers=AUTH)).json()["grants"]
-    assert grant["scope"] == "session" and grant["chat_id"] == "c1" and grant["created_by"] == "chat:c1"
+    assert grant["scope"] == "session" and grant["chat_id"] == "c1" and grant["created_by"] == "anonymous"
     _, again = await ask(site, "c1", "pay 5 USD to Jiro")
     assert "tool-approval-request" not in str(again) and "Paid 5 USD to Jiro" in spoken(again)
 
@@ -264,7 +264,7 @@ async def test_a_reloaded_chat_continues_from_the_servers_messages(site: Server)
     )
     assert answered.status_code == 200, answered.text
     assert chunks(answered.text)[0] == {"type": "start", "messageId": messages[-1]["id"]}
-    assert "Paid 10 USD to Jiro" in said(answered.text) and "refused by chat:c1: no" in said(answered.text)
+    assert "Paid 10 USD to Jiro" in said(answered.text) and "refused by anonymous: no" in said(answered.text)
     after = (await view(site, "c1"))["messages"]
     follow_up = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "weather in Tokyo"}]}
     again = await site.client.post(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import sqlite3
 import subprocess
@@ -16,6 +17,9 @@ from signoff.ledger import SqliteLedger
 from signoff.ledger.postgres import PostgresLedger
 from tests.conftest import POSTGRES, SIGNOFF, drop
 from tests.workers import payment
+
+OPERATOR = f"cli:{getpass.getuser()}"
+"""Who the CLI acts as: the operator at the terminal."""
 
 
 def signoff(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -57,10 +61,10 @@ def test_list_show_approve_deny(cli_env: dict[str, str]) -> None:
     shown = signoff(cli_env, "approvals", "show", first)
     assert shown.returncode == 0 and '"recipient": "r0"' in shown.stdout
 
-    approved = signoff(cli_env, "approvals", "approve", first, "--by", "alice", "--remember", "session")
-    assert approved.returncode == 0 and f"{first} approved by alice" in approved.stdout
-    denied = signoff(cli_env, "approvals", "deny", second, "--reason", "no", "--by", "bob")
-    assert denied.returncode == 0 and "denied by bob" in denied.stdout
+    approved = signoff(cli_env, "approvals", "approve", first, "--remember", "session")
+    assert approved.returncode == 0 and f"{first} approved by {OPERATOR}" in approved.stdout
+    denied = signoff(cli_env, "approvals", "deny", second, "--reason", "no")
+    assert denied.returncode == 0 and f"denied by {OPERATOR}" in denied.stdout
     edited = signoff(cli_env, "approvals", "approve", third, "--args", '{"amount": 1}')
     assert edited.returncode == 0 and "approved by cli:" in edited.stdout
     assert [state(cli_env, i) for i in (first, second, third)] == [
@@ -70,7 +74,7 @@ def test_list_show_approve_deny(cli_env: dict[str, str]) -> None:
     ]
 
     lost = signoff(cli_env, "approvals", "approve", second)
-    assert lost.returncode == 1 and "already decided: denied by bob" in lost.stderr
+    assert lost.returncode == 1 and f"already decided: denied by {OPERATOR}" in lost.stderr
 
     grants = signoff(cli_env, "grants", "list")
     assert grants.returncode == 0 and "process_payment" in grants.stdout and "session" in grants.stdout
@@ -109,7 +113,7 @@ def test_errors_are_one_clear_line(cli_env: dict[str, str], args: list[str], mes
 
 def test_a_tampered_audit_row_is_named(cli_env: dict[str, str]) -> None:
     ids = seed(cli_env, 3)
-    assert signoff(cli_env, "approvals", "deny", ids[1], "--by", "bob").returncode == 0
+    assert signoff(cli_env, "approvals", "deny", ids[1]).returncode == 0
     assert signoff(cli_env, "audit", "verify").returncode == 0
     with sqlite3.connect(db_of(cli_env)) as db:
         db.execute("UPDATE audit SET actor = 'alice' WHERE seq = 4")
@@ -178,8 +182,10 @@ def test_serve_finds_an_agent_in_the_working_directory_and_asks_for_unlisted_too
             "id": "c1",
             "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
         }
-        reply = httpx.post(f"{url}/api/chat", json=body, timeout=30).text
-        assert '"type":"tool-approval-request"' in reply and "deleted" not in reply
+        anonymous = httpx.post(f"{url}/api/chat", json=body, timeout=30)
+        assert anonymous.status_code == 401, "serve takes credential-less chats only with --anonymous-chats"
+        reply = httpx.post(f"{url}/api/chat", json=body, headers={"authorization": "Bearer tok"}, timeout=30)
+        assert '"type":"tool-approval-request"' in reply.text and "deleted" not in reply.text
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
 import re
@@ -128,7 +129,7 @@ async def test_an_approved_export_returns_at_once_with_a_pending_task_and_ends_t
 async def test_a_denied_export_never_starts_a_task(site: Server) -> None:
     first, reply = await ask(site, "lr-2", "export report q3")
     response = await site.client.post("/api/chat", json=answer(first, reply, [(False, "too big")]))
-    assert "I did not export the report q3: refused by chat:lr-2: too big." in said(response.text)
+    assert "I did not export the report q3: refused by anonymous: too big." in said(response.text)
     await asyncio.sleep(0.05)
     assert await site.ledger.tasks() == []
     assert (await site.client.get("/api/chat/lr-2/tasks")).json() == {"tasks": []}
@@ -158,16 +159,17 @@ async def test_the_chat_cancels_its_own_task_and_only_its_own(
     monkeypatch.setattr(tools, "REPORT_TICK", 0.5)
     reply = await started(site, "lr-4")
     task_id = task_id_of(reply)
-    stranger = await site.client.post(f"/api/chat/lr-5/tasks/{task_id}/cancel")
+    await site.client.post("/api/chat", json=user("lr-5", "hello"))  # another chat of the same principal
+    stranger = await site.client.post(f"/api/chat/lr-5/tasks/{task_id}/cancel", json={})
     assert stranger.status_code == 404 and stranger.json()["error"]["message"] == f"no task {task_id}"
     refused = [e for e in await site.ledger.audit() if e.action == "refuse" and e.subject == task_id]
-    assert refused and refused[0].actor == "chat:lr-5"
-    response = await site.client.post(f"/api/chat/lr-4/tasks/{task_id}/cancel")
+    assert refused and refused[0].actor == "anonymous" and refused[0].detail["chat"] == "lr-5"
+    response = await site.client.post(f"/api/chat/lr-4/tasks/{task_id}/cancel", json={})
     assert response.status_code == 200, response.text
-    assert response.json()["cancel_by"] == "chat:lr-4"
+    assert response.json()["cancel_by"] == "anonymous"
     ended = await settled(site.ledger, "lr-4")
-    assert (ended["state"], ended["error"]) == ("cancelled", "cancelled by chat:lr-4")
-    again = await site.client.post(f"/api/chat/lr-4/tasks/{task_id}/cancel")
+    assert (ended["state"], ended["error"]) == ("cancelled", "cancelled by anonymous")
+    again = await site.client.post(f"/api/chat/lr-4/tasks/{task_id}/cancel", json={})
     assert again.status_code == 409 and again.json()["task"]["state"] == "cancelled"
     assert "was cancelled" in again.json()["error"]["message"]
 
@@ -185,10 +187,10 @@ async def test_the_tasks_api_needs_the_token_and_lists_gets_and_cancels(
     assert (await site.client.get("/api/tasks/task_nope", headers=AUTH)).status_code == 404
     bad = await site.client.get("/api/tasks?state=done", headers=AUTH)
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "state"
-    cancelled = await site.client.post(
-        f"/api/tasks/{task_id}/cancel", headers=AUTH, json={"by": "ops", "reason": "r"}
-    )
-    assert cancelled.status_code == 200 and cancelled.json()["cancel_by"] == "api:ops"
+    named = await site.client.post(f"/api/tasks/{task_id}/cancel", headers=AUTH, json={"by": "ops"})
+    assert named.status_code == 422, "who cancels comes from the credential, never from the body"
+    cancelled = await site.client.post(f"/api/tasks/{task_id}/cancel", headers=AUTH, json={"reason": "r"})
+    assert cancelled.status_code == 200 and cancelled.json()["cancel_by"] == "admin"
     assert (await settled(site.ledger, "lr-6"))["state"] == "cancelled"
 
 
@@ -272,19 +274,19 @@ async def test_the_cli_cancels_a_task_another_process_runs(tmp_path: Path) -> No
         await asyncio.sleep(0.2)
         done = await asyncio.to_thread(
             subprocess.run,
-            [SIGNOFF, "tasks", "cancel", task.id, "--by", "ops"],
+            [SIGNOFF, "tasks", "cancel", task.id],
             capture_output=True,
             text=True,
             env=env,
         )
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == f"{task.id} asked to cancel by ops"
+        assert done.stdout.strip() == f"{task.id} asked to cancel by cli:{getpass.getuser()}"
         for _ in range(100):
             if (await ledger.get_task(task.id)).state.finished:
                 break
             await asyncio.sleep(0.05)
         ended = await ledger.get_task(task.id)
-        assert (ended.state, ended.error) == ("cancelled", "cancelled by ops")
+        assert (ended.state, ended.error) == ("cancelled", f"cancelled by cli:{getpass.getuser()}")
         await gate.tasks.close()
 
 
@@ -293,7 +295,12 @@ async def adk_site(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Server]:
     monkeypatch.setattr(tools, "REPORT_TICK", 0.01)
     ledger = MemoryLedger()
     await ledger.start()
-    app = create_app(demo_adk_agent(), ledger, Settings(token="t", feed_interval=0.05), policy=demo_policy())
+    app = create_app(
+        demo_adk_agent(),
+        ledger,
+        Settings(token="t", anonymous=True, feed_interval=0.05),
+        policy=demo_policy(),
+    )
     async with in_loop(app) as host, httpx.AsyncClient(base_url=f"http://{host}", timeout=20) as client:
         yield Server(client, ledger)
     await ledger.close()

@@ -54,7 +54,10 @@ async def serve(runtime: str, policy: Policy) -> AsyncIterator[Site]:
     ledger, wallets = MemoryLedger(), Wallets()
     await ledger.start()
     app = create_app(
-        demo_agent_for(runtime, wallets=wallets), ledger, Settings(token="t", sweep=0.1), policy=policy
+        demo_agent_for(runtime, wallets=wallets),
+        ledger,
+        Settings(token="t", anonymous=True, sweep=0.1),
+        policy=policy,
     )
     async with in_loop(app) as host:
         yield Site(host, ledger, wallets)

@@ -26,6 +26,7 @@ from tests.servers import in_loop
 
 TOKEN = "test-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
+JSON = {"content-type": "application/json"}
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Server:
 
 async def serve(ledger: Ledger, policy: Policy, **settings: Any) -> AsyncIterator[Server]:
     await ledger.start()
-    app = create_app(demo_agent(), ledger, Settings(token=TOKEN, **settings), policy=policy)
+    app = create_app(demo_agent(), ledger, Settings(token=TOKEN, anonymous=True, **settings), policy=policy)
     async with in_loop(app) as host, httpx.AsyncClient(base_url=f"http://{host}", timeout=20) as client:
         yield Server(client, ledger)
     await ledger.close()
@@ -111,10 +112,12 @@ async def pending(site: Server, chat: str, count: int) -> list[dict[str, Any]]:
 
 
 async def test_the_approvals_api_needs_the_token_and_audits_who_tried(site: Server) -> None:
-    assert (await site.client.get("/api/approvals")).status_code == 401
+    missing = await site.client.get("/api/approvals")
+    assert missing.status_code == 401
+    assert missing.json()["error"]["message"].startswith("a credential is required: 'Authorization: Bearer")
     wrong = await site.client.get("/api/approvals", headers={"authorization": "Bearer nope"})
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
-    assert wrong.json()["error"]["message"].startswith("a valid 'Authorization: Bearer")
+    assert wrong.json()["error"]["message"] == "the bearer token is not valid"
     assert [e.action for e in await site.ledger.audit()] == ["unauthorized", "unauthorized"]
     assert (await site.client.get("/api/approvals", headers=AUTH)).json() == {"approvals": []}
 
@@ -134,12 +137,15 @@ async def test_list_get_and_decide_with_the_documented_shapes(site: Server) -> N
         f"/api/approvals/{listed['id']}/decision", json={"approved": False, "reason": "no"}, headers=AUTH
     )
     assert decided.status_code == 200
-    assert decided.json()["decision"] == {"verdict": "deny", "by": "api", "reason": "no", "remember": "once"}
+    assert decided.json()["decision"] == {
+        "verdict": "deny", "by": "admin", "name": "admin", "via": "bootstrap",
+        "reason": "no", "remember": "once",
+    }  # fmt: skip
     again = await site.client.post(
         f"/api/approvals/{listed['id']}/decision", json={"approved": True}, headers=AUTH
     )
     assert again.status_code == 409
-    assert "already decided: denied by api" in again.json()["error"]["message"]
+    assert "already decided: denied by admin" in again.json()["error"]["message"]
     assert again.json()["approval"]["state"] == "denied"
     assert (await site.client.get("/api/approvals?state=denied", headers=AUTH)).json()["approvals"][0][
         "id"
@@ -163,7 +169,9 @@ async def test_a_malformed_decision_is_a_422_naming_the_fault(
 ) -> None:
     await ask(site, "c1")
     [approval] = await pending(site, "c1", 1)
-    response = await site.client.post(f"/api/approvals/{approval['id']}/decision", content=body, headers=AUTH)
+    response = await site.client.post(
+        f"/api/approvals/{approval['id']}/decision", content=body, headers={**AUTH, **JSON}
+    )
     assert response.status_code == status, response.text
     assert response.json()["error"].get("field") == field
     assert (await site.client.get(f"/api/approvals/{approval['id']}", headers=AUTH)).json()[
@@ -189,10 +197,11 @@ async def test_an_edit_runs_the_edited_call_and_a_session_grant_covers_the_next_
     edited = {"amount": 40, "currency": "USD", "recipient": "Hanako"}
     decided = await site.client.post(
         f"/api/approvals/{approval['id']}/decision",
-        json={"approved": True, "args": edited, "remember": "session", "by": "alice"},
+        json={"approved": True, "args": edited, "remember": "session"},
         headers=AUTH,
     )
-    assert decided.json()["decision"]["args"] == edited and decided.json()["decision"]["by"] == "api:alice"
+    assert decided.json()["decision"]["args"] == edited and decided.json()["decision"]["by"] == "admin"
+    assert decided.json()["edited"]["args"] == edited
     grants = (await site.client.get(f"/api/grants?chat={chat}", headers=AUTH)).json()["grants"]
     assert len(grants) == 1 and grants[0]["tool"] == "process_payment"
     revoked = await site.client.delete(f"/api/grants/{grants[0]['id']}", headers=AUTH)
@@ -219,7 +228,7 @@ async def test_deferred_continuation_resolves_every_call_before_any_step(site: S
     ]
     assert kinds.index("start-step") > 2 and response.text.count("[DONE]") == 1
     text = "".join(c["delta"] for c in second if c["type"] == "text-delta")
-    assert "Paid 10 USD to Jiro" in text and "refused by chat:c1: too much" in text
+    assert "Paid 10 USD to Jiro" in text and "refused by anonymous: too much" in text
 
 
 async def test_blocking_keeps_one_stream_open_until_the_api_decides(site: Server) -> None:
@@ -239,7 +248,7 @@ async def test_blocking_keeps_one_stream_open_until_the_api_decides(site: Server
     assert response.text.count("[DONE]") == 1 and ": keep-alive" in response.text
     reply = chunks(response.text)
     assert {"type": "tool-output-denied", "toolCallId": approval["call"]["call_id"]} in reply
-    assert "refused by api: not today" in said(response.text)
+    assert "refused by admin: not today" in said(response.text)
     assert (await resumed).status_code == 200 and chunks((await resumed).text) == reply
 
 
@@ -332,7 +341,7 @@ async def test_deadlines_expire_without_any_waiter() -> None:
 async def test_a_malformed_chat_body_is_a_400_naming_the_field(
     site: Server, body: bytes, field: str | None
 ) -> None:
-    response = await site.client.post("/api/chat", content=body)
+    response = await site.client.post("/api/chat", content=body, headers=JSON)
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["message"] and (field is None or error["field"] == field)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import re
 import subprocess
 from pathlib import Path
@@ -44,8 +45,8 @@ def test_approve_from_a_second_terminal_runs_the_tool_once(cli_env: dict[str, st
 
 
 def test_deny_from_a_second_terminal_tells_the_agent_why(cli_env: dict[str, str]) -> None:
-    output = " ".join(run_walkthrough(cli_env, ["deny", "--reason", "not this month", "--by", "bob"]).split())
-    assert "refused by bob: not this month" in output
+    output = " ".join(run_walkthrough(cli_env, ["deny", "--reason", "not this month"]).split())
+    assert f"refused by cli:{getpass.getuser()}: not this month" in output
     assert "process_payment ran 0 time(s)" in output
 
 

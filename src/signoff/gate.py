@@ -19,7 +19,14 @@ import msgspec
 from signoff.approvers.callback import Approver, ApproverFailed, approver_name, call_approver
 from signoff.core.approval import TIMEOUT_ACTOR, Approval, State
 from signoff.core.call import ToolCall
-from signoff.core.errors import AlreadyConsumed, AlreadyDecided, CallMismatch
+from signoff.core.errors import (
+    AlreadyConsumed,
+    AlreadyDecided,
+    AlreadyVoted,
+    CallMismatch,
+    InvalidDecision,
+    NotAnApprover,
+)
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy, Ruling
 from signoff.core.task import Task
@@ -120,8 +127,12 @@ class Gate:
         wait: Wait = "blocking",
         approvers: Sequence[Approver] | None = None,
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
+        requester: str = "",
     ) -> Outcome:
-        """`on_pending` hears of the approval before any wait starts, so a transport can show the
+        """`requester` is the principal on whose behalf the call is made (a chat's owner): the approval
+        records it, and its rule may let it decide or not (four eyes).
+
+        `on_pending` hears of the approval before any wait starts, so a transport can show the
         question while the caller blocks on the answer; if it returns an awaitable, the wait starts once
         that is done (a chat saves itself as waiting, so another worker can resume it if this one dies)."""
         ruling = self.policy.evaluate(call)
@@ -143,6 +154,8 @@ class Gate:
                 deadline=ruling.deadline,
                 on_timeout=ruling.on_timeout,
                 actor=self.actor,
+                requester=requester,
+                authority=ruling.authority,
             )
         elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
             await self._refuse_mismatch(approval, call)
@@ -168,13 +181,14 @@ class Gate:
         wait: Wait = "blocking",
         approvers: Sequence[Approver] | None = None,
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
+        requester: str = "",
     ) -> T | Refused | Pending:
         """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
 
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
         deferred run should end and be resumed later with the same call.
         """
-        outcome = await self._claim(call, chat_id, wait, approvers, on_pending)
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester)
         if not isinstance(outcome, Allowed):
             return outcome
         if inspect.iscoroutinefunction(fn):
@@ -195,11 +209,12 @@ class Gate:
         approvers: Sequence[Approver] | None = None,
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         interruptible: bool = True,
+        requester: str = "",
     ) -> Task | Refused | Pending:
         """`run` for a long-running call: once allowed and claimed, `fn(**args)` runs in the background
         as a task (see `signoff.tasks`), and the task comes back at once, pending. A refused call never
         has a task."""
-        outcome = await self._claim(call, chat_id, wait, approvers, on_pending)
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester)
         if not isinstance(outcome, Allowed):
             return outcome
         allowed = outcome.call
@@ -214,10 +229,11 @@ class Gate:
         wait: Wait,
         approvers: Sequence[Approver] | None,
         on_pending: Callable[[Approval], Awaitable[None] | None] | None,
+        requester: str,
     ) -> Outcome:
         """Authorize, and take the single-use claim of an approval that allowed the call."""
         outcome = await self.authorize(
-            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending
+            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending, requester=requester
         )
         if isinstance(outcome, Allowed) and outcome.approval_id is not None:
             await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)
@@ -275,9 +291,13 @@ class Gate:
         if decision is None:
             return None
         try:
-            return await self.ledger.decide(approval.id, decision)
+            approval = await self.ledger.decide(approval.id, decision)
         except AlreadyDecided as lost:
             return lost.winner
+        except (NotAnApprover, AlreadyVoted, InvalidDecision) as exc:  # its rule does not take this answer
+            await self.ledger.record("approver-failed", approval.id, approver_name(approver), error=str(exc))
+            return None
+        return None if approval.state is State.PENDING else approval  # one vote of a quorum: race on
 
     async def _expire(self, approval: Approval) -> Approval:
         try:

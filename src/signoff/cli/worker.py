@@ -23,6 +23,7 @@ from signoff.gate import Wait
 from signoff.ledger import Ledger, open_ledger
 from signoff.server.app import Settings, create_app
 from signoff.server.loading import load_agent
+from signoff.server.oidc import OidcSettings
 
 ENV = "SIGNOFF_SERVED"
 Scope = MutableMapping[str, Any]
@@ -45,13 +46,17 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     runtime: str = "pydantic-ai"
     """The demo's agent framework (see `signoff.demo.runtime`)."""
     task_silence: float = 15.0
+    anonymous: bool = False
+    allow_origins: tuple[str, ...] = ()
+    oidc: OidcSettings | None = None
 
     @property
     def settings(self) -> Settings:
         return Settings(
             token=self.token, wait=self.wait, keepalive=self.keepalive,
             frontend_timeout=self.frontend_timeout, task_silence=self.task_silence,
-            task_heartbeat=min(2.0, self.task_silence / 3),
+            task_heartbeat=min(2.0, self.task_silence / 3), anonymous=self.anonymous,
+            allow_origins=self.allow_origins, oidc=self.oidc,
         )  # fmt: skip
 
     def build(self) -> tuple[Any, Policy]:

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import secrets
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.errors import AlreadyConsumed, AlreadyDecided, CallMismatch, IllegalTransition
+from signoff.core.errors import (
+    AlreadyConsumed,
+    AlreadyDecided,
+    AlreadyVoted,
+    CallMismatch,
+    IllegalTransition,
+    InvalidDecision,
+    NotAnApprover,
+)
+from signoff.core.principal import Authority
 
 OnTimeout = Literal["deny", "allow"]
 TIMEOUT_ACTOR = "signoff:timeout"
@@ -42,8 +51,21 @@ def new_approval_id() -> str:
     return "apr_" + secrets.token_urlsafe(20)
 
 
+class Vote(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One principal's approval (or edit) of an approval that needs more than one."""
+
+    decision: Decision
+    at: float
+
+
 class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """The ledger record of one asked call."""
+    """The ledger record of one asked call.
+
+    `requester` is the principal whose chat asked (empty when a program asked without one), and
+    `authority` who may decide, both fixed when it opens. Until `authority.quorum` distinct principals
+    approve, it stays pending with their `votes`; `edited` holds the arguments of the latest edit, which
+    the votes after it approve.
+    """
 
     id: str
     chat_id: str
@@ -61,13 +83,32 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     closed_reason: str = ""
     consumed_at: float | None = None
     consumed_by: str = ""
+    requester: str = ""
+    authority: Authority = msgspec.field(default_factory=Authority)
+    votes: tuple[Vote, ...] = ()
+    edited: dict[str, Any] | None = None
 
     @property
     def approved_call(self) -> ToolCall:
-        """The call that may run: the edited one when the decision edited the arguments."""
-        if self.decision is not None and self.decision.args is not None:
+        """The call that may run: the edited one when someone edited the arguments."""
+        if self.edited is not None:
+            return self.call.with_args(self.edited)
+        if self.decision is not None and self.decision.args is not None:  # recorded before `edited` was
             return self.call.with_args(self.decision.args)
         return self.call
+
+    @property
+    def tally(self) -> str:
+        """How far the quorum got, in words: `1 of 2: alice`."""
+        names = ", ".join(v.decision.name or v.decision.by for v in self.votes)
+        counted = f"{len(self.votes)} of {self.authority.quorum}"
+        return f"{counted}: {names}" if names else counted
+
+    @property
+    def awaited(self) -> str:
+        """Who it waits for, in words: `finance, 1 of 2: alice`."""
+        words = self.authority.awaited()
+        return f"{words}, {self.tally}" if self.authority.quorum > 1 else words
 
     @property
     def by(self) -> str:
@@ -92,6 +133,8 @@ def open_approval(
     deadline: float | None = None,
     on_timeout: OnTimeout = "deny",
     actor: str = "signoff:gate",
+    requester: str = "",
+    authority: Authority | None = None,
 ) -> tuple[Approval, AuditEvent]:
     approval = Approval(
         id=new_approval_id(),
@@ -103,20 +146,27 @@ def open_approval(
         created_at=now,
         deadline=None if deadline is None else now + deadline,
         on_timeout=on_timeout,
+        requester=requester,
+        authority=authority or Authority(),
     )
+    detail: dict[str, object] = {
+        "chat": chat_id,
+        "call": call.call_id,
+        "tool": call.tool,
+        "digest": approval.digest,
+        "rule": rule,
+    }
+    if requester:
+        detail["requester"] = requester
+    if authority is not None and authority != Authority():
+        detail["authority"] = msgspec.to_builtins(authority)
     event = AuditEvent(
         at=now,
         actor=actor,
         action="open",
         subject=approval.id,
         after=State.PENDING,
-        detail={
-            "chat": chat_id,
-            "call": call.call_id,
-            "tool": call.tool,
-            "digest": approval.digest,
-            "rule": rule,
-        },
+        detail=detail,
     )
     return approval, event
 
@@ -146,7 +196,9 @@ def _move(
 
 
 def decide(approval: Approval, decision: Decision, now: float) -> tuple[Approval, AuditEvent]:
-    """Record the first decision. A pending approval past its deadline expires instead.
+    """Record a decision from a principal the approval's authority admits. A deny decides at once; an
+    approval counts toward the quorum, and decides once the quorum is reached; an edit starts the count
+    again from the editor, for the edited call. A pending approval past its deadline expires instead.
 
     Returning the expiry rather than raising lets the ledger persist it in the same atomic step, so a late
     decision can never slip in between the deadline and the sweep.
@@ -155,16 +207,46 @@ def decide(approval: Approval, decision: Decision, now: float) -> tuple[Approval
         raise AlreadyDecided(approval)
     if approval.is_due(now):
         return expire(approval, now)
-    detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason}
+    authority = approval.authority
+    if not authority.allows(decision.principal, approval.requester):
+        raise NotAnApprover(approval, decision.by)
+    if decision.verdict == "approve" and any(v.decision.by == decision.by for v in approval.votes):
+        raise AlreadyVoted(approval, decision.by)
+    if decision.remember != "once" and authority.quorum > 1:
+        raise InvalidDecision(
+            f"approval {approval.id} needs {authority.quorum} approvers, so it can't be remembered"
+        )
+    detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason, "via": decision.via}
     if decision.remember != "once":
         detail["remember"] = decision.remember
-    changes: dict[str, object] = {"decision": decision, "decided_at": now}
     if decision.args is not None:
         edited = approval.call.with_args(decision.args)
         detail["digest"] = edited.digest
-        changes["decision"] = msgspec.structs.replace(decision, args=edited.args)
-    to = State.APPROVED if decision.approved else State.DENIED
-    return _move(approval, to, decision.verdict, decision.by, now, detail, **changes)
+        decision = msgspec.structs.replace(decision, args=edited.args)
+    if not decision.approved:
+        changes: dict[str, object] = {"decision": decision, "decided_at": now}
+        return _move(approval, State.DENIED, "deny", decision.by, now, detail, **changes)
+    vote = Vote(decision=decision, at=now)
+    restart = decision.args is not None
+    votes = (vote,) if restart else (*approval.votes, vote)
+    changes = {"votes": votes, "edited": decision.args if restart else approval.edited}
+    if len(votes) < authority.quorum:
+        detail["votes"] = len(votes)
+        counted = msgspec.structs.replace(approval, **changes)
+        event = AuditEvent(
+            at=now,
+            actor=decision.by,
+            action=decision.verdict,
+            subject=approval.id,
+            before=State.PENDING,
+            after=State.PENDING,
+            detail=detail,
+        )
+        return counted, event
+    return _move(
+        approval, State.APPROVED, decision.verdict, decision.by, now, detail,
+        decision=decision, decided_at=now, **changes,
+    )  # fmt: skip
 
 
 def consume(approval: Approval, call: ToolCall, actor: str, now: float) -> tuple[Approval, AuditEvent]:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import msgspec
 
 from signoff.core.errors import InvalidDecision
+from signoff.core.principal import Principal, Via
 
 Verdict = Literal["approve", "deny", "edit"]
 Remember = Literal["once", "session", "always"]
@@ -16,7 +17,10 @@ Remember = Literal["once", "session", "always"]
 class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """approve, deny, or edit (approve with new arguments).
 
-    `by` is the identity of whoever decided; it is required because an anonymous decision cannot be audited.
+    `by` is the id of the principal who decided, with its display `name`, its `roles` and `via`, how it
+    was authenticated: the approval's rule judges the decision by them, and the audit records them. They
+    come from a credential (a server, the CLI) or from the code that built the decision (an approver
+    callback); the constructors take a `Principal` or a bare id.
     `remember` turns an approval into a grant: `session` for this chat, `always` for every chat.
     `any_args` widens that grant from these exact arguments to any arguments of the tool.
     """
@@ -27,6 +31,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     args: dict[str, Any] | None = None
     remember: Remember = "once"
     any_args: bool = False
+    name: str = ""
+    roles: tuple[str, ...] = ()
+    via: Via = "code"
 
     def __post_init__(self) -> None:
         if self.verdict not in ("approve", "deny", "edit"):
@@ -46,18 +53,43 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def approved(self) -> bool:
         return self.verdict != "deny"
 
-    @classmethod
-    def approve(
-        cls, by: str, reason: str = "", remember: Remember = "once", any_args: bool = False
-    ) -> Decision:
-        return cls(verdict="approve", by=by, reason=reason, remember=remember, any_args=any_args)
+    @property
+    def principal(self) -> Principal:
+        return Principal(id=self.by, name=self.name, roles=self.roles, via=self.via)
 
     @classmethod
-    def deny(cls, by: str, reason: str = "") -> Decision:
-        return cls(verdict="deny", by=by, reason=reason)
+    def approve(
+        cls, by: str | Principal, reason: str = "", remember: Remember = "once", any_args: bool = False
+    ) -> Decision:
+        return cls(verdict="approve", reason=reason, remember=remember, any_args=any_args, **_who(by))
+
+    @classmethod
+    def deny(cls, by: str | Principal, reason: str = "") -> Decision:
+        return cls(verdict="deny", reason=reason, **_who(by))
 
     @classmethod
     def edit(
-        cls, args: Mapping[str, Any], by: str, reason: str = "", remember: Remember = "once"
+        cls, args: Mapping[str, Any], by: str | Principal, reason: str = "", remember: Remember = "once"
     ) -> Decision:
-        return cls(verdict="edit", by=by, reason=reason, args=dict(args), remember=remember)
+        return cls(verdict="edit", reason=reason, args=dict(args), remember=remember, **_who(by))
+
+    @classmethod
+    def of(
+        cls,
+        approved: bool,
+        by: str | Principal,
+        reason: str = "",
+        *,
+        args: Mapping[str, Any] | None = None,
+        remember: Remember = "once",
+    ) -> Decision:
+        """The decision a yes/no answer makes, with new arguments an edit: what an API or a page sends."""
+        verdict: Verdict = "deny" if not approved else "approve" if args is None else "edit"
+        edited = None if args is None or not approved else dict(args)
+        return cls(verdict=verdict, reason=reason, args=edited, remember=remember, **_who(by))
+
+
+def _who(by: str | Principal) -> dict[str, Any]:
+    if isinstance(by, Principal):
+        return {"by": by.id, "name": by.name, "roles": by.roles, "via": by.via}
+    return {"by": by}

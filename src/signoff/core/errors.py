@@ -24,6 +24,14 @@ class InvalidDecision(SignoffError, ValueError):
     """A decision that makes no sense on its own, such as a denial that asks to be remembered."""
 
 
+class InvalidPrincipal(SignoffError, ValueError):
+    """A principal's name, a role or a rule's approvers that cannot be used."""
+
+
+class PrincipalExists(SignoffError):
+    """A principal with that name is registered already (revoked ones keep their name)."""
+
+
 class PolicyError(SignoffError, ValueError):
     """A policy that cannot be loaded. The message names the source, the key or line, and the fault."""
 
@@ -58,6 +66,29 @@ class AlreadyDecided(IllegalTransition):
         by = winner.decision.by if winner.decision else "signoff"
         message = f"approval {winner.id} was already decided: {winner.state} by {by}"
         super().__init__(winner.id, winner.state, action, message)
+
+
+class NotAnApprover(SignoffError):
+    """The principal may not decide this approval: its rule names other approvers, or it asked itself."""
+
+    def __init__(self, approval: Approval, principal_id: str) -> None:
+        self.approval = approval
+        self.principal_id = principal_id
+        super().__init__(
+            f"{principal_id} may not decide approval {approval.id}: it waits for {approval.awaited}"
+        )
+
+
+class AlreadyVoted(IllegalTransition):
+    """The principal approved this approval already: a quorum counts distinct principals."""
+
+    def __init__(self, approval: Approval, principal_id: str) -> None:
+        super().__init__(
+            approval.id,
+            approval.state,
+            "approve",
+            f"{principal_id} approved {approval.id} already; it waits for {approval.awaited}",
+        )
 
 
 class AlreadyConsumed(IllegalTransition):

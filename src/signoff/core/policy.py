@@ -19,8 +19,9 @@ from typing import Any, Final, Literal, cast
 import msgspec
 
 from signoff.core.call import ToolCall
-from signoff.core.errors import PolicyError
+from signoff.core.errors import InvalidPrincipal, PolicyError
 from signoff.core.expr import Condition, EvalError, ExprError, compile_condition
+from signoff.core.principal import REQUESTER, Authority, check_approvers
 
 __all__ = [
     "Action",
@@ -46,7 +47,17 @@ ACTIONS: Final[tuple[Action, ...]] = ("allow", "ask", "deny")
 MODES: Final[tuple[Mode, ...]] = ("interactive", "approve_all", "strict")
 ON_TIMEOUT: Final[tuple[OnTimeout, ...]] = ("deny", "allow")
 ON_ABANDON: Final[tuple[OnAbandon, ...]] = ("keep", "cancel")
-_RULE_KEYS: Final = ("action", "when", "deadline", "on_timeout", "on_abandon", "description")
+_RULE_KEYS: Final = (
+    "action",
+    "when",
+    "deadline",
+    "on_timeout",
+    "on_abandon",
+    "description",
+    "approvers",
+    "quorum",
+    "requester_may_approve",
+)
 _DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*")
 _UNIT: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PLACEHOLDER: Final = re.compile(r"\{(\w+(?:\.\w+)*)\}")
@@ -112,6 +123,29 @@ def _description(value: Any) -> str | None:
     raise _Invalid(f"must be a string, not {type(value).__name__}")
 
 
+def _approvers(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise _Invalid(f'must be a list such as ["role:finance", "alice", "requester"], not {value!r}')
+    try:
+        return check_approvers(value)
+    except InvalidPrincipal as exc:
+        raise _Invalid(str(exc)) from None
+
+
+def _quorum(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise _Invalid(f"must be a whole number of approvers from 1 to 100, not {value!r}")
+    return value
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(f"must be true or false, not {value!r}")
+    return value
+
+
 def parse_duration(value: float | str) -> float:
     """Seconds from a number of seconds or a string with a unit: `"250ms"`, `"30s"`, `"5m"`, `"1h"`.
 
@@ -130,7 +164,8 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     `deadline` (seconds) and `on_timeout` only matter for `ask`: an unanswered approval becomes `on_timeout`
     when the deadline passes, and deny is the default so that silence never runs a tool. `on_abandon` says
     what happens to a pending approval whose blocking waiter went away: kept (someone can still decide and
-    resume) or cancelled. Build rules with `rule()`, which compiles condition strings and parses durations.
+    resume) or cancelled. `approvers`, `quorum` and `requester_may_approve` say who may decide an `ask`
+    (see `Authority`). Build rules with `rule()`, which compiles condition strings and parses durations.
     """
 
     action: Action
@@ -139,6 +174,9 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     on_timeout: OnTimeout = "deny"
     on_abandon: OnAbandon = "keep"
     description: str | None = None
+    approvers: tuple[str, ...] | None = None
+    quorum: int = 1
+    requester_may_approve: bool = True
 
     def __post_init__(self) -> None:
         # Rules are built in Python as well as loaded from TOML; the same checks keep both paths honest.
@@ -149,12 +187,23 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
             ("on_timeout", lambda v: _one_of(v, ON_TIMEOUT)),
             ("on_abandon", lambda v: _one_of(v, ON_ABANDON)),
             ("description", _description),
+            ("approvers", _approvers),
+            ("quorum", _quorum),
+            ("requester_may_approve", _flag),
         )
         for name, check in checks:
             try:
                 msgspec.structs.force_setattr(self, name, check(getattr(self, name)))
             except _Invalid as exc:
                 raise PolicyError(f"{name}: {exc}") from None
+        if not self.requester_may_approve and self.approvers is not None and REQUESTER in self.approvers:
+            raise PolicyError("approvers: names the requester, whom requester_may_approve = false excludes")
+
+    @property
+    def authority(self) -> Authority:
+        return Authority(
+            approvers=self.approvers, quorum=self.quorum, requester_may_approve=self.requester_may_approve
+        )
 
     @property
     def condition_text(self) -> str | None:
@@ -174,6 +223,9 @@ def rule(
     on_timeout: OnTimeout = "deny",
     on_abandon: OnAbandon = "keep",
     description: str | None = None,
+    approvers: Sequence[str] | None = None,
+    quorum: int = 1,
+    requester_may_approve: bool = True,
 ) -> Rule:
     """Build a `Rule`, compiling a condition string and parsing a duration such as `"30s"`.
 
@@ -196,6 +248,9 @@ def rule(
         on_timeout=on_timeout,
         on_abandon=on_abandon,
         description=description,
+        approvers=None if approvers is None else tuple(approvers),
+        quorum=quorum,
+        requester_may_approve=requester_may_approve,
     )
 
 
@@ -213,6 +268,7 @@ class Ruling(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     deadline: float | None = None
     on_timeout: OnTimeout = "deny"
     on_abandon: OnAbandon = "keep"
+    authority: Authority = msgspec.field(default_factory=Authority)
 
 
 def _lookup(args: Mapping[str, Any], path: str) -> tuple[bool, Any]:
@@ -364,6 +420,7 @@ class Policy:
             deadline=chosen.deadline,
             on_timeout=chosen.on_timeout,
             on_abandon=chosen.on_abandon,
+            authority=chosen.authority,
         )
 
     def _failed(self, call: ToolCall, chosen: Rule, label: str, why: str) -> Ruling:
@@ -439,6 +496,9 @@ class Policy:
             "on_timeout": lambda v: _one_of(v, ON_TIMEOUT),
             "on_abandon": lambda v: _one_of(v, ON_ABANDON),
             "description": _description,
+            "approvers": _approvers,
+            "quorum": _quorum,
+            "requester_may_approve": _flag,
         }
         values: dict[str, Any] = {}
         for key, value in entry.items():
@@ -449,4 +509,7 @@ class Policy:
                 raise ExprError(f"{fail(f'{path}.{key}', exc.detail)}", exc.column, exc.line) from None
             except _Invalid as exc:
                 raise fail(f"{path}.{key}", str(exc)) from None
-        return Rule(**values)
+        try:
+            return Rule(**values)
+        except PolicyError as exc:  # a fault between keys, such as approvers the other keys exclude
+            raise fail(path, str(exc)) from None

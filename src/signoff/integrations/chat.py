@@ -14,10 +14,11 @@ from typing import Any, Protocol
 import msgspec
 
 from signoff.core.approval import Approval
-from signoff.core.errors import IllegalTransition, NotFound
+from signoff.core.errors import IllegalTransition, NotFound, StaleChat
+from signoff.core.principal import ANONYMOUS, Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.stream import Translator
-from signoff.integrations.trust import chat_actor
+from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser
 from signoff.integrations.ui import UIMessage
 from signoff.ledger.base import Ledger, StoredChat
@@ -71,12 +72,47 @@ async def load_state(
     return stored, state if begun else state.latest()
 
 
-async def withdraw(ledger: Ledger, chat_id: str, state: ChatState, why: str = SUPERSEDED) -> None:
-    """Cancel the chat's open approvals; one decided meanwhile (or asked by the agent's own tools, with no
-    ledger record) is left as it is."""
+def owner_of(stored: StoredChat | None) -> str | None:
+    """The id of the principal a chat belongs to; None while nobody has started it. A chat stored before
+    chats had owners belongs to whoever sends no credential, as it did then."""
+    return None if stored is None else stored.owner or ANONYMOUS.id
+
+
+async def check_owner(ledger: Ledger, chat_id: str, stored: StoredChat | None, principal: Principal) -> None:
+    """Raise `Untrusted` (404, audited) unless `principal` owns the chat or nobody does yet: to anyone
+    else, another's chat is as unknown as a missing one."""
+    owner = owner_of(stored)
+    if owner is not None and owner != principal.id:
+        why = "the chat belongs to another principal"
+        await ledger.record("refuse", chat_id, principal.id, why=why, via=principal.via)
+        raise Untrusted(404, "id", f"no chat {chat_id}")
+
+
+async def claim(ledger: Ledger, chat_id: str, stored: StoredChat | None, principal: Principal) -> StoredChat:
+    """The chat's record, started for `principal` if it is new; raises `Untrusted` if it is another's.
+
+    A new chat is saved at once, before anything runs in it, so that of two principals racing to start
+    the same chat id exactly one gets it."""
+    await check_owner(ledger, chat_id, stored, principal)
+    if stored is not None:
+        return stored
+    try:
+        return await ledger.save_chat(chat_id, encode_state(ChatState()), version=0, owner=principal.id)
+    except StaleChat:
+        raise Untrusted(409, "id", f"chat {chat_id} was started by another request meanwhile") from None
+
+
+def owner_principal(stored: StoredChat | None) -> Principal:
+    """The chat's owner, for what the server does in its name on its own initiative."""
+    return Principal(id=owner_of(stored) or ANONYMOUS.id)
+
+
+async def withdraw(ledger: Ledger, state: ChatState, actor: str, why: str = SUPERSEDED) -> None:
+    """Cancel the chat's open approvals in `actor`'s name; one decided meanwhile (or asked by the agent's
+    own tools, with no ledger record) is left as it is."""
     for approval_id in filter(None, state.approvals.values()):
         with contextlib.suppress(NotFound, IllegalTransition):
-            await ledger.cancel(approval_id, chat_actor(chat_id), why)
+            await ledger.cancel(approval_id, actor, why)
 
 
 async def expire_overdue(ledger: Ledger, chat_id: str, frontend: dict[str, str], allowed: float) -> str:
@@ -141,6 +177,6 @@ class Chat(Protocol):
     frontend_timeout: float
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView: ...
-    async def prepare(self, request: ChatRequest, wait: Wait) -> Reply: ...
+    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply: ...
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None: ...
     async def waiting(self, chat_id: str) -> dict[str, str]: ...

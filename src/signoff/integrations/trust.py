@@ -15,7 +15,15 @@ from typing import Any
 from signoff.core.approval import Approval, State
 from signoff.core.call import digest
 from signoff.core.decision import Decision, Remember
-from signoff.core.errors import AlreadyDecided, InvalidCall, NotFound, SignoffError
+from signoff.core.errors import (
+    AlreadyDecided,
+    AlreadyVoted,
+    InvalidCall,
+    NotAnApprover,
+    NotFound,
+    SignoffError,
+)
+from signoff.core.principal import Principal
 from signoff.ledger.base import Ledger
 from signoff.protocol import ApprovalResponse, ToolOutput, verify
 
@@ -29,82 +37,105 @@ class Untrusted(SignoffError):
         super().__init__(message)
 
 
-def chat_actor(chat_id: str) -> str:
-    """Who decides when a response arrives through a chat: the person using that chat."""
-    return f"chat:{chat_id}"
-
-
 async def accept_responses(
     ledger: Ledger,
     chat_id: str,
     waiting: Mapping[str, str],
     responses: Sequence[ApprovalResponse],
+    owner: Principal,
     signing_key: bytes = b"",
 ) -> list[Approval]:
     """Check every response against the ledger first, then record the decisions, so one bad response in a
-    request means none of its responses takes effect.
+    request means none of its responses takes effect. A response counts as the decision of the chat's
+    `owner`, and only where the approval's rule lets the owner decide.
 
     `waiting` maps the call ids this chat is waiting on to their approval ids.
     """
-    checked = [await _check(ledger, chat_id, waiting, response, signing_key) for response in responses]
+    checked = [await _check(ledger, chat_id, waiting, response, owner, signing_key) for response in responses]
     decided = []
     for approval, response in zip(checked, responses, strict=True):
         if approval.state is State.PENDING:
-            verdict = Decision.approve if response.approved else Decision.deny
             try:
                 approval = await ledger.decide(
-                    approval.id, verdict(chat_actor(chat_id), response.reason or "")
+                    approval.id, Decision.of(response.approved, owner, response.reason or "")
                 )
             except AlreadyDecided as lost:  # the inbox or the CLI was quicker; its decision stands
                 approval = lost.winner
+            except (NotAnApprover, AlreadyVoted) as refused:  # a race `_check` could not see; audited
+                status = 403 if isinstance(refused, NotAnApprover) else 409
+                raise Untrusted(status, "approval", str(refused)) from None
         decided.append(approval)
     return decided
 
 
 async def decide_in_chat(
-    ledger: Ledger, chat_id: str, approval_id: str, approved: bool, reason: str, remember: Remember
+    ledger: Ledger,
+    chat_id: str,
+    approval_id: str,
+    owner: Principal,
+    approved: bool,
+    reason: str,
+    remember: Remember,
 ) -> Approval:
-    """A person using the chat decides one of its approvals directly (blocking mode, or a remembered
-    answer): the same authority a response in a chat request carries, so only this chat's approvals.
+    """The chat's owner decides one of its approvals directly (blocking mode, or a remembered answer): the
+    same authority a response in a chat request carries, so only this chat's approvals, and only where
+    their rule lets the owner decide.
 
-    Raises `Untrusted` (audited) for another chat's or an unknown approval, `AlreadyDecided` if it lost,
-    `InvalidDecision` for a remembered denial.
+    Raises `Untrusted` (audited) for another chat's or an unknown approval, `NotAnApprover` or
+    `AlreadyVoted` where the rule refuses the owner, `AlreadyDecided` if it lost, `InvalidDecision` for a
+    remembered denial.
     """
-    approval = await _own(ledger, chat_id, approval_id, tool="", call_id="")
-    by = chat_actor(chat_id)
-    decision = Decision(verdict="approve" if approved else "deny", by=by, reason=reason, remember=remember)
+    approval = await _own(ledger, chat_id, approval_id, owner, tool="", call_id="")
+    decision = Decision.of(approved, owner, reason, remember=remember)
     return await ledger.decide(approval.id, decision)
 
 
-async def _own(ledger: Ledger, chat_id: str, approval_id: str, *, tool: str, call_id: str) -> Approval:
+async def _own(
+    ledger: Ledger, chat_id: str, approval_id: str, owner: Principal, *, tool: str, call_id: str
+) -> Approval:
+    async def refuse(status: int, why: str) -> Untrusted:
+        return await _refuse(ledger, chat_id, approval_id, owner, status, why, tool, call_id)
+
     try:
         approval = await ledger.get(approval_id)
     except NotFound:
-        raise await _refuse(ledger, chat_id, approval_id, 404, "no such approval", tool, call_id) from None
+        raise await refuse(404, "no such approval") from None
     if approval.chat_id != chat_id:
-        raise await _refuse(ledger, chat_id, approval_id, 403, "it belongs to another chat", tool, call_id)
+        raise await refuse(403, "it belongs to another chat")
     return approval
 
 
 async def _refuse(
-    ledger: Ledger, chat_id: str, approval_id: str, status: int, why: str, tool: str, call_id: str
+    ledger: Ledger,
+    chat_id: str,
+    approval_id: str,
+    owner: Principal,
+    status: int,
+    why: str,
+    tool: str,
+    call_id: str,
 ) -> Untrusted:
     field = f"approval {approval_id}"
-    await ledger.record(
-        "refuse", approval_id, chat_actor(chat_id), why=why, chat=chat_id, call=call_id, tool=tool
-    )
+    await ledger.record("refuse", approval_id, owner.id, why=why, chat=chat_id, call=call_id, tool=tool)
     return Untrusted(status, field, f"{field} refused: {why}")
 
 
 async def _check(
-    ledger: Ledger, chat_id: str, waiting: Mapping[str, str], response: ApprovalResponse, signing_key: bytes
+    ledger: Ledger,
+    chat_id: str,
+    waiting: Mapping[str, str],
+    response: ApprovalResponse,
+    owner: Principal,
+    signing_key: bytes,
 ) -> Approval:
     async def refuse(status: int, why: str) -> Untrusted:
         return await _refuse(
-            ledger, chat_id, response.approval_id, status, why, response.tool, response.call_id
+            ledger, chat_id, response.approval_id, owner, status, why, response.tool, response.call_id
         )
 
-    approval = await _own(ledger, chat_id, response.approval_id, tool=response.tool, call_id=response.call_id)
+    approval = await _own(
+        ledger, chat_id, response.approval_id, owner, tool=response.tool, call_id=response.call_id
+    )
     if (approval.call.call_id, approval.call.tool) != (response.call_id, response.tool):
         raise await refuse(403, f"it was asked for another call than {response.tool} {response.call_id}")
     if _digest(response.input) != approval.digest:
@@ -116,6 +147,11 @@ async def _check(
         raise await refuse(403, "its signature is not the one this server gave")
     if waiting.get(response.call_id) != approval.id:
         raise await refuse(409, f"this chat is not waiting on it: it is {approval.state}")
+    if approval.state is State.PENDING:  # checked here too, so a refused one stops every response
+        if not approval.authority.allows(owner, approval.requester):
+            raise await refuse(403, f"{owner.id} may not decide it: it waits for {approval.awaited}")
+        if response.approved and any(v.decision.by == owner.id for v in approval.votes):
+            raise await refuse(409, f"{owner.id} approved it already: it waits for {approval.awaited}")
     return approval
 
 

@@ -65,6 +65,8 @@ class Browser:
 class Turn:
     chat_id: str
     wait: Wait
+    requester: str = ""
+    """The chat's owner: the principal on whose behalf this turn's calls are made."""
     asked: Callable[[Approval], None] = lambda approval: None
     """Called when a call of this turn waits for a person, before the wait starts."""
     parked: Callable[[Approval, Sequence[object]], Awaitable[None]] | None = None

@@ -24,19 +24,31 @@ from signoff.core.approval import Approval, OnTimeout, State
 from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.errors import AlreadyDecided, CallMismatch, NotFound, StaleChat, TaskFinished
+from signoff.core.errors import (
+    AlreadyDecided,
+    AlreadyVoted,
+    CallMismatch,
+    NotAnApprover,
+    NotFound,
+    StaleChat,
+    TaskFinished,
+)
 from signoff.core.grant import Grant, grant_for, revoke
+from signoff.core.principal import Authority, Principal, Registered, assign_roles, register, token_hash
+from signoff.core.principal import revoke as revoke_principal
 from signoff.core.task import Task, TaskState, abandon, new_task
 from signoff.ledger.notifier import Notifier
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """What one atomic step writes: the new approval, grant or task, and the audit events that record it."""
+    """What one atomic step writes: the new approval, grant, task or principal, and the audit events that
+    record it."""
 
     approval: Approval | None = None
     grant: Grant | None = None
     task: Task | None = None
+    principal: Registered | None = None
     events: tuple[AuditEvent, ...] = ()
 
 
@@ -107,12 +119,14 @@ class ReplyLog:
 @dataclass(frozen=True, slots=True)
 class StoredChat:
     """A chat's server-side state, opaque to the ledger. `version` counts saves, so a writer that read an
-    older version cannot overwrite a newer one."""
+    older version cannot overwrite a newer one. `owner` is the principal that started the chat, set by its
+    first save and never changed (None for a chat saved before chats had owners)."""
 
     chat_id: str
     version: int
     state: bytes
     updated_at: float
+    owner: str | None = None
 
 
 class Ledger(ABC):
@@ -189,7 +203,8 @@ class Ledger(ABC):
 
     @abstractmethod
     async def _save_chat(self, chat: StoredChat) -> bool:
-        """Store `chat` if the stored version is `chat.version - 1` (or absent when it is 1); else False."""
+        """Store `chat` if the stored version is `chat.version - 1` (or absent when it is 1, and then with
+        its owner); else False. A later version keeps the owner the first one stored."""
 
     @abstractmethod
     async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None: ...
@@ -229,6 +244,21 @@ class Ledger(ABC):
         """Renew the heartbeat of every unfinished task `worker` runs; the ids of its running tasks that
         someone asked to cancel."""
 
+    @abstractmethod
+    async def _mutate_principal(
+        self, principal_id: str, step: Callable[[Registered | None], Change]
+    ) -> Change:
+        """`_mutate` for a principal; `step` gets None when there is none yet (a new one)."""
+
+    @abstractmethod
+    async def _load_principal(self, principal_id: str) -> Registered | None: ...
+
+    @abstractmethod
+    async def _principal_by_token(self, token_hash: str) -> Registered | None: ...
+
+    @abstractmethod
+    async def _principals(self) -> list[Registered]: ...
+
     async def _lease(self, name: str, holder: str, ttl: float) -> bool:
         """Take or renew the lease `name` for `ttl` seconds if it is free, expired or already `holder`'s.
         A ledger only one process uses has nobody to share with."""
@@ -249,9 +279,12 @@ class Ledger(ABC):
         deadline: float | None = None,
         on_timeout: OnTimeout = "deny",
         actor: str = "signoff:gate",
+        requester: str = "",
+        authority: Authority | None = None,
     ) -> Approval:
-        """Open a pending approval for `call`. Opening the same chat and call id again returns the first one,
-        as long as the arguments are the same: a retried request never asks twice."""
+        """Open a pending approval for `call`, asked by `requester` (the chat's owner), which `authority`
+        says who may decide. Opening the same chat and call id again returns the first one, as long as the
+        arguments are the same: a retried request never asks twice."""
         approval, event = machine.open_approval(
             call,
             chat_id=chat_id,
@@ -261,6 +294,8 @@ class Ledger(ABC):
             deadline=deadline,
             on_timeout=on_timeout,
             actor=actor,
+            requester=requester,
+            authority=authority,
         )
         stored = await self._insert(approval, event)
         if stored.digest != approval.digest or stored.call.tool != call.tool:
@@ -287,7 +322,9 @@ class Ledger(ABC):
         )
 
     async def decide(self, approval_id: str, decision: Decision) -> Approval:
-        """Record a decision if it is the first. A loser gets `AlreadyDecided` carrying the winner.
+        """Record a decision if it is the first, or count it toward the approval's quorum. A loser gets
+        `AlreadyDecided` carrying the winner; a principal the approval's rule does not admit gets
+        `NotAnApprover`, and one that approved already `AlreadyVoted`, both audited.
 
         A decision arriving after the deadline loses to it: the step writes the expiry instead.
         """
@@ -304,7 +341,11 @@ class Ledger(ABC):
             grant, grant_event = remembered
             return Change(approval=after, grant=grant, events=(event, grant_event))
 
-        after = await self._apply(approval_id, step)
+        try:
+            after = await self._apply(approval_id, step)
+        except (NotAnApprover, AlreadyVoted) as refused:
+            await self.record("refuse", approval_id, decision.by, why=str(refused), via=decision.via)
+            raise
         if late:
             raise AlreadyDecided(after)
         return after
@@ -387,18 +428,81 @@ class Ledger(ABC):
         assert change.grant is not None
         return change.grant
 
+    # -- principals ---------------------------------------------------------------------------------------
+
+    async def register(
+        self, name: str, roles: Sequence[str] = (), *, display: str = "", actor: str
+    ) -> tuple[Registered, str]:
+        """Register a principal with a new personal token; the record, and the token, which only its
+        holder ever sees again: the ledger keeps its hash."""
+        made: list[str] = []
+
+        def step(existing: Registered | None) -> Change:
+            record, token, event = register(
+                name, roles, display=display, actor=actor, now=self.clock(), existing=existing
+            )
+            made.append(token)
+            return Change(principal=record, events=(event,))
+
+        change = await self._mutate_principal(name, step)
+        assert change.principal is not None
+        return change.principal, made[-1]
+
+    async def principal(self, principal_id: str) -> Registered:
+        found = await self._load_principal(principal_id)
+        if found is None:
+            raise NotFound(f"no principal {principal_id}")
+        return found
+
+    async def principals(self) -> list[Registered]:
+        """Every registered principal, revoked ones too, oldest first."""
+        return await self._principals()
+
+    async def authenticate(self, token: str) -> Principal | None:
+        """The principal a personal token proves, read now, so a revocation counts from the next request
+        on every worker; None for an unknown or revoked token."""
+        found = await self._principal_by_token(token_hash(token))
+        return found.principal if found is not None and found.active else None
+
+    async def revoke_principal(self, principal_id: str, actor: str) -> Registered:
+        return await self._change_principal(
+            principal_id, lambda record: revoke_principal(record, actor=actor, now=self.clock())
+        )
+
+    async def assign_roles(self, principal_id: str, roles: Sequence[str], actor: str) -> Registered:
+        return await self._change_principal(
+            principal_id, lambda record: assign_roles(record, roles, actor=actor, now=self.clock())
+        )
+
+    async def _change_principal(
+        self, principal_id: str, step: Callable[[Registered], tuple[Registered, AuditEvent]]
+    ) -> Registered:
+        def change(record: Registered | None) -> Change:
+            if record is None:
+                raise NotFound(f"no principal {principal_id}")
+            after, event = step(record)
+            return Change(principal=after, events=(event,))
+
+        stored = (await self._mutate_principal(principal_id, change)).principal
+        assert stored is not None
+        return stored
+
     # -- chats --------------------------------------------------------------------------------------------
 
     async def load_chat(self, chat_id: str) -> StoredChat | None:
         return await self._load_chat(chat_id)
 
-    async def save_chat(self, chat_id: str, state: bytes, *, version: int) -> StoredChat:
-        """Save a chat's state over the `version` that was read (0 for a new chat).
+    async def save_chat(
+        self, chat_id: str, state: bytes, *, version: int, owner: str | None = None
+    ) -> StoredChat:
+        """Save a chat's state over the `version` that was read (0 for a new chat, which `owner` starts).
 
         Raises `StaleChat` when someone else saved in between, so two requests racing on one chat can never
-        silently lose one's history.
+        silently lose one's history, nor two principals both start it.
         """
-        chat = StoredChat(chat_id=chat_id, version=version + 1, state=state, updated_at=self.clock())
+        chat = StoredChat(
+            chat_id=chat_id, version=version + 1, state=state, updated_at=self.clock(), owner=owner
+        )
         if not await self._save_chat(chat):
             raise StaleChat(f"chat {chat_id} changed while this request was running; reload it and retry")
         return chat

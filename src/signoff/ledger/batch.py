@@ -29,12 +29,14 @@ from signoff.core.approval import Approval
 from signoff.core.audit import AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
+from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.base import Change, Ledger
 
 Key = tuple[str, ...]
-"""What a write reads first: `("approval", id)`, `("grant", id)`, `("task", id)`, or the record asked for a
-call, `("call", chat_id, call_id)` for an approval and `("tcall", chat_id, call_id)` for a task."""
+"""What a write reads first: `("approval", id)`, `("grant", id)`, `("task", id)`, `("principal", id)`, or
+the record asked for a call, `("call", chat_id, call_id)` for an approval and `("tcall", chat_id, call_id)`
+for a task."""
 
 MAX_BATCH = 256
 """Writes per batch: enough to share one commit among many callers, small enough to keep one batch short."""
@@ -82,7 +84,7 @@ class Batch(ABC):
         changes as stored: each task with the change number it got."""
 
 
-Kind = Literal["approval", "grant", "task", "insert", "task-insert", "append"]
+Kind = Literal["approval", "grant", "task", "principal", "insert", "task-insert", "append"]
 _RECORD: dict[Kind, str] = {"insert": "approval", "task-insert": "task"}
 """What an insert job's key finds, by the record's own key."""
 
@@ -139,6 +141,12 @@ class Batched(Ledger):
 
     async def _mutate_task(self, task_id: str, step: Callable[[Task], Change]) -> Change:
         return await self._submit("task", ("task", task_id), step)
+
+    async def _mutate_principal(
+        self, principal_id: str, step: Callable[[Registered | None], Change]
+    ) -> Change:
+        """The step sees None for a principal not registered yet, and registers it."""
+        return await self._submit("principal", ("principal", principal_id), step)
 
     async def _append(self, events: Sequence[AuditEvent]) -> None:
         await self._submit("append", None, lambda _: Change(events=tuple(events)))
@@ -224,10 +232,12 @@ def _run(
     return outcomes, writes, written
 
 
-def _record(kind: Kind, change: Change) -> Approval | Grant | Task | None:
+def _record(kind: Kind, change: Change) -> Approval | Grant | Task | Registered | None:
     """The record a job of `kind` writes (a decision's change may hold a grant too)."""
     if kind == "grant":
         return change.grant
+    if kind == "principal":
+        return change.principal
     return change.task if kind in ("task", "task-insert") else change.approval
 
 

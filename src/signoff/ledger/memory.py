@@ -15,6 +15,7 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
 from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
+from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
 from signoff.ledger.base import (
     Change,
@@ -40,6 +41,7 @@ class MemoryLedger(Ledger):
         self._tasks: dict[str, Task] = {}
         self._task_by_call: dict[tuple[str, str], str] = {}
         self._task_seq = 0
+        self._principal_records: dict[str, Registered] = {}
 
     def _head(self) -> Head:
         return self._log[-1].head if self._log else GENESIS_HEAD
@@ -57,6 +59,8 @@ class MemoryLedger(Ledger):
             self._grant_records[change.grant.id] = change.grant
         if change.task is not None:
             change = dataclasses.replace(change, task=self._store_task(change.task))
+        if change.principal is not None:
+            self._principal_records[change.principal.id] = change.principal
         self._log += entries
         return change
 
@@ -99,6 +103,20 @@ class MemoryLedger(Ledger):
             raise NotFound(f"no grant {grant_id}")
         return self._commit(step(grant))
 
+    async def _mutate_principal(
+        self, principal_id: str, step: Callable[[Registered | None], Change]
+    ) -> Change:
+        return self._commit(step(self._principal_records.get(principal_id)))
+
+    async def _load_principal(self, principal_id: str) -> Registered | None:
+        return self._principal_records.get(principal_id)
+
+    async def _principal_by_token(self, token_hash: str) -> Registered | None:
+        return next((p for p in self._principal_records.values() if p.token_hash == token_hash), None)
+
+    async def _principals(self) -> list[Registered]:
+        return list(self._principal_records.values())
+
     async def _append(self, events: Sequence[AuditEvent]) -> None:
         self._commit(Change(events=tuple(events)))
 
@@ -124,7 +142,9 @@ class MemoryLedger(Ledger):
         current = self._chats.get(chat.chat_id)
         if (0 if current is None else current.version) != chat.version - 1:
             return False
-        self._chats[chat.chat_id] = chat
+        self._chats[chat.chat_id] = (
+            chat if current is None else dataclasses.replace(chat, owner=current.owner)
+        )
         return True
 
     async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:

@@ -36,6 +36,7 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.grant import Grant
+from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger import rows
 from signoff.ledger.base import Change, Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
@@ -142,11 +143,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_by_state ON tasks (state, heartbeat);
     CREATE INDEX tasks_by_worker ON tasks (worker, state);
     """,
+    """
+    CREATE TABLE principals (
+        id TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        created_at DOUBLE PRECISION NOT NULL,
+        seq BIGSERIAL,
+        record TEXT NOT NULL
+    );
+    ALTER TABLE chats ADD COLUMN owner TEXT;
+    """,
 )
 """The schema, one migration per version: version N is the state after MIGRATIONS[N - 1]. Append only."""
 SCHEMA_VERSION = len(MIGRATIONS)
 _approval = msgspec.json.Decoder(Approval).decode
 _grant = msgspec.json.Decoder(Grant).decode
+_registered = msgspec.json.Decoder(Registered).decode
 
 
 class PostgresLedger(Batched):
@@ -268,18 +280,32 @@ class PostgresLedger(Batched):
         rows = await self._rows("SELECT coalesce(max(seq), 0) FROM audit")
         return int(rows[0][0])
 
+    async def _load_principal(self, principal_id: str) -> Registered | None:
+        found = await self._rows(f"{rows.PRINCIPALS} WHERE id = %s", (principal_id,))
+        return _registered(found[0][0]) if found else None
+
+    async def _principal_by_token(self, token_hash: str) -> Registered | None:
+        found = await self._rows(f"{rows.PRINCIPALS} WHERE token_hash = %s", (token_hash,))
+        return _registered(found[0][0]) if found else None
+
+    async def _principals(self) -> list[Registered]:
+        return [_registered(record) for (record,) in await self._rows(f"{rows.PRINCIPALS} ORDER BY seq")]
+
     async def _load_chat(self, chat_id: str) -> StoredChat | None:
-        query = "SELECT chat_id, version, state, updated_at FROM chats WHERE chat_id = %s"
+        query = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = %s"
         rows = await self._rows(query, (chat_id,))
         if not rows:
             return None
-        chat_id, version, state, updated_at = rows[0]
-        return StoredChat(chat_id, version, bytes(state), updated_at)
+        chat_id, version, state, updated_at, owner = rows[0]
+        return StoredChat(chat_id, version, bytes(state), updated_at, owner)
 
     async def _save_chat(self, chat: StoredChat) -> bool:
         if chat.version == 1:
-            query = "INSERT INTO chats VALUES (%s, %s, %s, %s) ON CONFLICT (chat_id) DO NOTHING"
-            params: tuple[object, ...] = (chat.chat_id, chat.version, chat.state, chat.updated_at)
+            query = (
+                "INSERT INTO chats (chat_id, version, state, updated_at, owner) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (chat_id) DO NOTHING"
+            )
+            params: tuple[object, ...] = (chat.chat_id, chat.version, chat.state, chat.updated_at, chat.owner)
         else:  # the version check makes a concurrent save lose cleanly: one conditional UPDATE
             query = _SAVE_NEXT_VERSION
             params = (chat.version, chat.state, chat.updated_at, chat.chat_id, chat.version - 1)
@@ -468,6 +494,7 @@ class _Transaction(Batch):
         calls = [key for key in keys if key[0] == "call"]
         tasks = [key[1] for key in keys if key[0] == "task"]
         task_calls = [key for key in keys if key[0] == "tcall"]
+        principals = [key[1] for key in keys if key[0] == "principal"]
         task_seq = None
         if tasks or task_calls:
             await self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.tasks_key,))
@@ -490,6 +517,7 @@ class _Transaction(Batch):
                 ("call", calls, by_call, ([c[1] for c in calls], [c[2] for c in calls])),
                 ("task", tasks, f"SELECT {rows.TASK_COLUMNS} FROM tasks WHERE id = ANY(%s)", (tasks,)),
                 ("tcall", task_calls, task_by_call, ([c[1] for c in task_calls], [c[2] for c in task_calls])),
+                ("principal", principals, f"{rows.PRINCIPALS} WHERE id = ANY(%s)", (principals,)),
             )
             if wanted
         ]
@@ -506,7 +534,10 @@ class _Transaction(Batch):
                     stored[key] = Stored(task, task.seq)
                 continue
             for (record,) in await cursor.fetchall():
-                if kind == "grant":
+                if kind == "principal":
+                    principal = _registered(record)
+                    stored[("principal", principal.id)] = Stored(principal, 0)
+                elif kind == "grant":
                     grant = _grant(record)
                     stored[("grant", grant.id)] = Stored(grant, 0)
                 else:

@@ -25,7 +25,7 @@ Keys live under one prefix (`signoff` by default):
     {p}:due               zset   id by deadline              pending approvals that have one
     {p}:g:{id}            hash   record, rev                 one grant
     {p}:grants[:{tool}]   zset   id by insertion number      grants, all and by tool
-    {p}:chat-state:{chat} hash   version, state, updated_at  a chat's server-side state
+    {p}:chat-state:{chat} hash   version, state, updated_at, owner  a chat's server-side state
     {p}:audit             stream entry JSON at id {seq}-1    the hash-chained audit log
     {p}:head              hash   seq, hash                   the audit log's newest entry
     {p}:lease:{name}      string the holder, with a TTL      the deadline sweeper's lease
@@ -39,6 +39,9 @@ Keys live under one prefix (`signoff` by default):
     {p}:tall, :tchat:{c}  zset   id by creation time         every task, and a chat's
     {p}:tlive             zset   id by heartbeat             unfinished tasks, for the sweeper
     {p}:tworker:{w}       set    ids                         a worker's unfinished tasks
+    {p}:p:{id}            hash   record, rev                 one registered principal
+    {p}:tokens            hash   token hash → id             principals by their token's hash
+    {p}:principals        zset   id by insertion number      every principal, oldest first
 
 A decision is published on `{p}:decided` from inside the script, so only a committed one is heard; the
 message is the decided record, so a waiter in another process resumes without reading it back. A
@@ -69,6 +72,7 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.grant import Grant
+from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.base import Change, Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.batch import Batch, Batched, Conflict, Key, Stored, Write
@@ -79,6 +83,12 @@ log = logging.getLogger("signoff.ledger")
 SCHEMA_VERSION = 1
 _approval = msgspec.json.Decoder(Approval).decode
 _grant = msgspec.json.Decoder(Grant).decode
+_registered = msgspec.json.Decoder(Registered).decode
+_DECODERS: dict[str, Callable[[bytes], Any]] = {
+    "approval": _approval,
+    "grant": _grant,
+    "principal": _registered,
+}
 _entry = msgspec.json.Decoder(AuditEntry).decode
 _encode = msgspec.json.Encoder().encode
 
@@ -155,6 +165,14 @@ for _, t in ipairs(c.tasks) do
   end
   table.insert(seqs, seq)
 end
+for _, r in ipairs(c.principals) do
+  local key = p .. ':p:' .. r.id
+  redis.call('HSET', key, 'record', r.record)
+  if redis.call('HINCRBY', key, 'rev', 1) == 1 then
+    redis.call('HSET', p .. ':tokens', r.hash, r.id)
+    redis.call('ZADD', p .. ':principals', redis.call('INCR', p .. ':n'), r.id)
+  end
+end
 for _, e in ipairs(c.entries) do redis.call('XADD', p .. ':audit', e[1] .. '-1', 'e', e[2]) end
 if #c.entries > 0 then redis.call('HSET', p .. ':head', 'seq', c.entries[#c.entries][1], 'hash', c.hash) end
 return {'ok', seqs}
@@ -168,6 +186,7 @@ _SAVE_CHAT = """
 local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
 if version ~= tonumber(ARGV[1]) - 1 then return 0 end
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'state', ARGV[2], 'updated_at', ARGV[3])
+if version == 0 and ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'owner', ARGV[4]) end
 return 1
 """
 
@@ -416,6 +435,18 @@ class RedisLedger(Batched):
             if (chat_id is None or g.chat_id is None or g.chat_id == chat_id) and (not active or g.active)
         ]
 
+    async def _load_principal(self, principal_id: str) -> Registered | None:
+        records = await self._records([self._key("p", principal_id)])
+        return _registered(records[0]) if records else None
+
+    async def _principal_by_token(self, token_hash: str) -> Registered | None:
+        principal_id = await self._call(lambda r: r.hget(self._key("tokens"), token_hash))
+        return None if principal_id is None else await self._load_principal(principal_id.decode())
+
+    async def _principals(self) -> list[Registered]:
+        ids = await self._call(lambda r: r.zrange(self._key("principals"), 0, -1))
+        return [_registered(r) for r in await self._records([self._key("p", i.decode()) for i in ids])]
+
     async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
         start = f"({after_seq}-1" if after_seq else "-"
         rows = await self._call(lambda r: r.xrange(self._key("audit"), start, "+", count=limit))
@@ -426,15 +457,15 @@ class RedisLedger(Batched):
 
     async def _load_chat(self, chat_id: str) -> StoredChat | None:
         key = self._key("chat-state", chat_id)
-        fields = ("version", "state", "updated_at")
-        version, state, updated_at = await self._call(lambda r: r.hmget(key, *fields))
+        fields = ("version", "state", "updated_at", "owner")
+        version, state, updated_at, owner = await self._call(lambda r: r.hmget(key, *fields))
         if version is None:
             return None
-        return StoredChat(chat_id, int(version), bytes(state), float(updated_at))
+        return StoredChat(chat_id, int(version), bytes(state), float(updated_at), owner and owner.decode())
 
     async def _save_chat(self, chat: StoredChat) -> bool:
         keys = [self._key("chat-state", chat.chat_id)]
-        args = [chat.version, chat.state, repr(chat.updated_at)]
+        args = [chat.version, chat.state, repr(chat.updated_at), chat.owner or ""]
         return bool(await self._script("save_chat", keys, args))
 
     async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
@@ -564,7 +595,7 @@ class _Transaction(Batch):
         """The records, and the audit head, in one round trip: reading the head here rather than trusting
         the one this process last wrote saves a second script call whenever another process wrote since."""
         ledger = self.ledger
-        records = [key for key in keys if key[0] in ("approval", "grant")]
+        records = [key for key in keys if key[0] in _DECODERS]
         tasks = [key for key in keys if key[0] == "task"]
         calls = [key for key in keys if key[0] in ("call", "tcall")]
 
@@ -584,7 +615,7 @@ class _Transaction(Batch):
         stored: dict[Key, Stored] = {}
         for key, (record, rev) in zip(records, replies, strict=False):
             if record is not None:
-                stored[key] = Stored((_approval if key[0] == "approval" else _grant)(record), int(rev))
+                stored[key] = Stored(_DECODERS[key[0]](record), int(rev))
         for key, row in zip(tasks, replies[len(records) :], strict=False):
             if (task := _task(row)) is not None:
                 stored[key] = Stored(task, task.seq)
@@ -603,7 +634,7 @@ class _Transaction(Batch):
     async def store(self, batch: Sequence[Write]) -> list[Change]:
         ledger = self.ledger
         revs: dict[Key, list[object]] = {}
-        calls, approvals, grants, created = [], [], [], set[str]()
+        calls, approvals, grants, principals, created = [], [], [], [], set[str]()
         tasks, tcalls, tseqs = [], [], dict[str, str]()
         for write in batch:
             change = write.change
@@ -615,6 +646,9 @@ class _Transaction(Batch):
                 elif t.id not in created and write.rev is not None:
                     tseqs.setdefault(t.id, str(write.rev))
                 tasks.append(_task_fields(t, call))
+            elif (r := change.principal) is not None:  # a new one must still be new: its rev is 0
+                revs.setdefault(("principal", r.id), ["p", r.id, write.rev or 0])
+                principals.append({"id": r.id, "record": _encode(r).decode(), "hash": r.token_hash})
             elif write.new and (a := change.approval) is not None:
                 calls.append(_encode([a.chat_id, a.call.call_id]).decode())
                 created.add(a.id)
@@ -633,6 +667,7 @@ class _Transaction(Batch):
         payload = {
             "revs": list(revs.values()), "calls": calls, "approvals": approvals, "grants": grants,
             "tasks": tasks, "tcalls": tcalls, "tseqs": [list(pair) for pair in tseqs.items()],
+            "principals": principals,
         }  # fmt: skip
         while True:
             entries, head = [], ledger._head

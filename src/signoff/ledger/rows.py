@@ -89,6 +89,12 @@ def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> tuple[
         statements.append((upsert, (g.id, g.tool, g.chat_id, g.active, g.created_at, encode(g).decode())))
     if (t := change.task) is not None:
         statements.append(insert_task(dialect, t) if new else update_task(dialect, t))
+    if (p := change.principal) is not None:
+        upsert = (
+            f"INSERT INTO principals (id, token_hash, created_at, record) VALUES ({_marks(mark, 4)})"
+            " ON CONFLICT (id) DO UPDATE SET record = excluded.record"
+        )
+        statements.append((upsert, (p.id, p.token_hash, p.created_at, encode(p).decode())))
     insert = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES ({_marks(mark, 10)})"
     for event in change.events:
         entry = chain(event, head)
@@ -97,6 +103,10 @@ def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> tuple[
         statements.append((insert, (*row, entry.before, entry.after, detail, entry.prev, entry.hash)))
         head = entry.head
     return statements, head
+
+
+PRINCIPALS = "SELECT record FROM principals"
+"""Every registered principal; `WHERE id = …` or `WHERE token_hash = …` for one."""
 
 
 def lease(dialect: Dialect, name: str, holder: str, *, now: float, ttl: float) -> Statement:

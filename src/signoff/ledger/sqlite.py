@@ -30,6 +30,7 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
+from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger import rows
 from signoff.ledger.base import Change, Clock, Ledger, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
@@ -47,7 +48,10 @@ from signoff.ledger.rows import (
 Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+UPGRADES = {6: "ALTER TABLE chats ADD COLUMN owner TEXT"}
+"""What a file made by an older version needs beyond `SCHEMA` (which only creates what is missing): the
+statement that brings it to each version."""
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
@@ -73,7 +77,8 @@ CREATE TABLE IF NOT EXISTS chats (
     chat_id TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     state BLOB NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY,
@@ -125,9 +130,16 @@ CREATE INDEX IF NOT EXISTS tasks_by_seq ON tasks (seq);
 CREATE INDEX IF NOT EXISTS tasks_by_chat ON tasks (chat_id, created_at);
 CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state, heartbeat);
 CREATE INDEX IF NOT EXISTS tasks_by_worker ON tasks (worker, state);
+CREATE TABLE IF NOT EXISTS principals (
+    id TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
 """
 _approval = msgspec.json.Decoder(Approval).decode
 _grant = msgspec.json.Decoder(Grant).decode
+_registered = msgspec.json.Decoder(Registered).decode
 
 
 class SqliteLedger(Ledger):
@@ -180,6 +192,9 @@ class SqliteLedger(Ledger):
                     )
                 for statement in filter(str.strip, SCHEMA.split(";")):
                     db.execute(statement)
+                for target, statement in UPGRADES.items():
+                    if 0 < version < target:
+                        db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"cannot open SQLite ledger {self.path}: {exc}") from exc
@@ -263,6 +278,28 @@ class SqliteLedger(Ledger):
                 raise NotFound(f"no {what}")
             return _put(db, step(decode(row)))
 
+    async def _mutate_principal(
+        self, principal_id: str, step: Callable[[Registered | None], Change]
+    ) -> Change:
+        def mutate() -> Change:
+            with self._transaction() as db:
+                row = db.execute(f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,)).fetchone()
+                return _put(db, step(None if row is None else _registered(row[0])))
+
+        return await self._run(mutate)
+
+    async def _load_principal(self, principal_id: str) -> Registered | None:
+        found = await self._run(self._rows, f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,))
+        return _registered(found[0][0]) if found else None
+
+    async def _principal_by_token(self, token_hash: str) -> Registered | None:
+        found = await self._run(self._rows, f"{rows.PRINCIPALS} WHERE token_hash = ?", (token_hash,))
+        return _registered(found[0][0]) if found else None
+
+    async def _principals(self) -> list[Registered]:
+        found = await self._run(self._rows, f"{rows.PRINCIPALS} ORDER BY created_at, rowid")
+        return [_registered(record) for (record,) in found]
+
     async def _append(self, events: Sequence[AuditEvent]) -> None:
         def append() -> None:
             with self._transaction() as db:
@@ -283,7 +320,7 @@ class SqliteLedger(Ledger):
         return int(rows[0][0])
 
     async def _load_chat(self, chat_id: str) -> StoredChat | None:
-        sql = "SELECT chat_id, version, state, updated_at FROM chats WHERE chat_id = ?"
+        sql = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = ?"
         rows = await self._run(self._rows, sql, (chat_id,))
         return StoredChat(*rows[0]) if rows else None
 
@@ -293,8 +330,13 @@ class SqliteLedger(Ledger):
     def _save_chat_sync(self, chat: StoredChat) -> bool:
         with self._transaction() as db:
             if chat.version == 1:
-                sql = "INSERT INTO chats VALUES (?, ?, ?, ?) ON CONFLICT (chat_id) DO NOTHING"
-                params: tuple[object, ...] = (chat.chat_id, chat.version, chat.state, chat.updated_at)
+                sql = (
+                    "INSERT INTO chats (chat_id, version, state, updated_at, owner) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (chat_id) DO NOTHING"
+                )
+                params: tuple[object, ...] = (
+                    chat.chat_id, chat.version, chat.state, chat.updated_at, chat.owner
+                )  # fmt: skip
             else:
                 sql = (
                     "UPDATE chats SET version = ?, state = ?, updated_at = ?"

@@ -19,23 +19,26 @@ from typing import Any
 from pydantic_ai.models import Model
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.approvers.callback import Approver
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Wait
 from signoff.ledger.base import Ledger
-from signoff.server.approvals import ApprovalsAPI
+from signoff.server.approvals import ApprovalsAPI, principal_json
+from signoff.server.auth import Authenticator, HostLogin, Refused, principal_of, set_session, signed_in
 from signoff.server.chat import ChatAPI
+from signoff.server.edge import Edge, Origins
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import error
+from signoff.server.http import error, json_response
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
+from signoff.server.oidc import Oidc, OidcSettings
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
 
@@ -44,9 +47,17 @@ log = logging.getLogger("signoff.server")
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """How a server runs. `wait` is the default for requests that don't choose."""
+    """How a server runs. `wait` is the default for requests that don't choose.
+
+    `token` is the bootstrap admin token. `anonymous` takes chats without a credential (and gives each
+    browser an anonymous session): the demo's default, `serve --anonymous-chats`. `allow_origins` are the
+    other sites whose pages may use this server (CORS and the live socket); `oidc` the identity provider
+    whose tokens it trusts."""
 
     token: str
+    anonymous: bool = False
+    allow_origins: tuple[str, ...] = ()
+    oidc: OidcSettings | None = None
     wait: Wait = "deferred"
     keepalive: float = 15.0
     sweep: float = 1.0
@@ -63,6 +74,11 @@ class Settings:
         """Derived from the token, so every worker started with the same token signs alike."""
         return hashlib.sha256(b"signoff approval signature\n" + self.token.encode()).digest()
 
+    @property
+    def session_key(self) -> bytes:
+        """Signs browser sessions; derived from the token like `signing_key`, and apart from it."""
+        return hashlib.sha256(b"signoff browser session\n" + self.token.encode()).digest()
+
 
 def create_app(
     agent: Any,
@@ -72,9 +88,12 @@ def create_app(
     policy: Policy | None = None,
     approvers: Sequence[Approver] = (),
     model: Model | str | None = None,
+    authenticate: HostLogin | None = None,
 ) -> Starlette:
     """Serve `agent` (a pydantic-ai or a Google ADK agent) with every tool call gated, over an opened
-    `ledger`."""
+    `ledger`. `authenticate` lets a host app that mounts this one decide who a request is from with its
+    own login: it gets the request and returns a `Principal`, or None to fall back to signoff's own
+    credentials."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     gate.tasks.heartbeat = settings.task_heartbeat
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
@@ -83,9 +102,20 @@ def create_app(
     agent_chat = chat_for(
         agent, gate, model=model, signing_key=settings.signing_key, frontend_timeout=settings.frontend_timeout
     )
-    chat = ChatAPI(agent_chat, streams, feed, task_feed, wait=settings.wait, keepalive=settings.keepalive)
-    approvals = ApprovalsAPI(ledger, settings.token, feed, ping=settings.keepalive)
-    tasks = TasksAPI(gate.tasks, settings.token, task_feed, ping=settings.keepalive)
+    auth = Authenticator(
+        ledger,
+        settings.token,
+        settings.session_key,
+        sessions=settings.anonymous,
+        oidc=Oidc(settings.oidc) if settings.oidc else None,
+        host=authenticate,
+    )
+    chat = ChatAPI(
+        agent_chat, streams, feed, task_feed,
+        wait=settings.wait, keepalive=settings.keepalive, anonymous=settings.anonymous,
+    )  # fmt: skip
+    approvals = ApprovalsAPI(ledger, feed, ping=settings.keepalive)
+    tasks = TasksAPI(gate.tasks, task_feed, chat, ping=settings.keepalive)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -103,35 +133,60 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
 
-    pages = [Route(path, _page(html), methods=["GET"]) for path, html in PAGES.items()]
+    pages = [Route(path, _page(html, auth), methods=["GET"]) for path, html in PAGES.items()]
     static = Mount("/static", StaticFiles(directory=STATIC), name="static")
+    cors = [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.allow_origins),
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["authorization", "content-type", "x-ai-sdk-version"],
+        )
+    ]
     return Starlette(
         routes=[
             *chat.routes(),
             *LiveAPI(chat).routes(),
             *approvals.routes(),
             *tasks.routes(),
+            Route("/api/me", _me, methods=["GET"]),
             *pages,
             static,
         ],
         lifespan=lifespan,
-        middleware=[Middleware(_PrintablePaths)],
-        exception_handlers={LedgerUnavailable: _unavailable, Unstorable: _unstorable},
+        middleware=[
+            *(cors if settings.allow_origins else []),  # closed unless a site is named
+            Middleware(
+                Edge, auth=auth, origins=Origins(tuple(o.rstrip("/") for o in settings.allow_origins))
+            ),
+        ],
+        exception_handlers={
+            LedgerUnavailable: _unavailable,
+            Unstorable: _unstorable,
+            Refused: _refuser(ledger),
+        },
     )
 
 
-class _PrintablePaths:
-    """Refuse a path with control characters (`/api/chat/a%00b`) before any route reads an id from it:
-    no id signoff makes has them, and PostgreSQL cannot even compare text holding a NUL."""
+async def _me(request: Request) -> Response:
+    """Who the request's credential says it is."""
+    return json_response(principal_json(signed_in(request)))
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not scope["path"].isprintable():
-            await error(400, "the path must not contain control characters")(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+def _refuser(ledger: Ledger) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """Answers a route's refusal of who a request is from, and audits it."""
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Refused)
+        principal = principal_of(request)
+        actor = (
+            principal.id if principal else f"client:{request.client.host if request.client else 'unknown'}"
+        )
+        await ledger.record(exc.action, "api", actor, path=request.url.path, why=exc.why)
+        return exc.response
+
+    return refused
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
@@ -162,9 +217,13 @@ async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, settings: Sett
         await asyncio.sleep(settings.sweep)
 
 
-def _page(name: str) -> Callable[[Request], Awaitable[Response]]:
+def _page(name: str, auth: Authenticator) -> Callable[[Request], Awaitable[Response]]:
     async def page(request: Request) -> Response:
         html = (STATIC / name).read_text()
-        return HTMLResponse(html, headers={"cache-control": "no-cache"})
+        response = HTMLResponse(html, headers={"cache-control": "no-cache"})
+        if auth.sessions and principal_of(request) is None:  # a browser without a login: its own session
+            _, cookie = auth.new_session()
+            set_session(response, cookie, secure=request.url.scheme == "https")
+        return response
 
     return page

@@ -1,7 +1,10 @@
 """`/api/approvals` and `/api/grants`: list, get and decide approvals, follow them live, revoke grants.
 
-Every route needs the bearer token. A decision here is the same ledger call as one from the CLI or a chat,
-so the first decision wins whatever channel it came from, and a waiting tool wakes on any worker.
+Every route needs a credential, and shows each principal what it may see: the approvals of its own chats,
+those it may decide, and everything to an admin. A decision is the principal's own, judged by the
+approval's rule (a 403 for a principal it does not name, a 409 for one that approved already), and it is
+the same ledger call as one from the CLI or a chat, so the first decision wins whatever channel it came
+from, and a waiting tool wakes on any worker.
 """
 
 from __future__ import annotations
@@ -17,11 +20,20 @@ from starlette.routing import BaseRoute, Route
 
 from signoff.core.approval import Approval, State
 from signoff.core.call import digest
-from signoff.core.decision import Decision, Verdict
-from signoff.core.errors import AlreadyDecided, AlreadyRevoked, InvalidCall, InvalidDecision, NotFound
+from signoff.core.decision import Decision
+from signoff.core.errors import (
+    AlreadyDecided,
+    AlreadyRevoked,
+    AlreadyVoted,
+    InvalidCall,
+    InvalidDecision,
+    NotAnApprover,
+    NotFound,
+)
 from signoff.core.grant import Grant
+from signoff.core.principal import Principal
 from signoff.ledger.base import Ledger
-from signoff.server.auth import Handler, guarded
+from signoff.server.auth import signed_in
 from signoff.server.feed import ApprovalFeed
 from signoff.server.http import BadBody, ListQuery, error, json_response, read_body
 
@@ -29,22 +41,48 @@ MAX_BODY = 64 * 1024
 
 
 class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
+    """Who decides comes from the credential, never from the body: a body naming someone (`by`) is a 422."""
+
     approved: bool
     reason: str = ""
     args: dict[str, Any] | None = None
     remember: Literal["once", "session", "always"] = "once"
-    by: str = ""
 
-    def decision(self) -> Decision:
+    def decision(self, principal: Principal) -> Decision:
         """The core's `Decision` checks what makes no sense (a remembered denial) and says why."""
-        verdict: Verdict = "deny" if not self.approved else "approve" if self.args is None else "edit"
-        args = self.args if self.approved else None
-        by = f"api:{self.by}" if self.by else "api"
-        return Decision(verdict=verdict, by=by, reason=self.reason, args=args, remember=self.remember)
+        return Decision.of(self.approved, principal, self.reason, args=self.args, remember=self.remember)
 
 
-def approval_json(approval: Approval) -> dict[str, Any]:
-    """The approval as API clients see it: no nulls, and only what a person deciding needs."""
+def principal_json(principal: Principal) -> dict[str, Any]:
+    return {
+        "id": principal.id,
+        "name": principal.display,
+        "roles": list(principal.roles),
+        "via": principal.via,
+    }
+
+
+def may_see(principal: Principal, approval: Approval) -> bool:
+    """An admin sees everything; anyone else the approvals of its own chats and those it may decide."""
+    return (
+        principal.is_admin
+        or approval.requester == principal.id
+        or approval.authority.allows(principal, approval.requester)
+    )
+
+
+def may_decide(principal: Principal, approval: Approval) -> bool:
+    """Whether a decision from `principal` would count now: pending, allowed, and not approved before."""
+    return (
+        approval.state is State.PENDING
+        and approval.authority.allows(principal, approval.requester)
+        and all(v.decision.by != principal.id for v in approval.votes)
+    )
+
+
+def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[str, Any]:
+    """The approval as API clients see it: no nulls, and only what a person deciding needs. With a
+    `viewer`, `may_decide` says whether that principal's decision would count now."""
     call = approval.call
     out: dict[str, Any] = {
         "id": approval.id,
@@ -58,14 +96,38 @@ def approval_json(approval: Approval) -> dict[str, Any]:
     }
     if approval.deadline is not None:
         out["deadline"] = approval.deadline
+    if approval.requester:
+        out["requester"] = approval.requester
+    authority = approval.authority
+    out["quorum"] = authority.quorum
+    if authority.approvers is not None:
+        out["approvers"] = list(authority.approvers)
+    if not authority.requester_may_approve:
+        out["requester_may_approve"] = False
+    out["awaiting"] = authority.awaited()
+    out["tally"] = approval.tally
+    if approval.votes:
+        out["votes"] = [
+            {
+                "by": v.decision.by,
+                "name": v.decision.name or v.decision.by,
+                "verdict": v.decision.verdict,
+                "at": v.at,
+            }
+            for v in approval.votes
+        ]
+    if approval.edited is not None:  # the call that runs is this one, so show its own digest too
+        out["edited"] = {"args": approval.edited, "digest": digest(approval.edited)}
     if (d := approval.decision) is not None:
         decision: dict[str, Any] = {
             "verdict": d.verdict,
             "by": d.by,
+            "name": d.name or d.by,
+            "via": d.via,
             "reason": d.reason,
             "remember": d.remember,
         }
-        if d.args is not None:  # edited: the call that runs is this one, so show its own digest too
+        if d.args is not None:
             decision["args"] = d.args
             decision["digest"] = digest(d.args)
         out["decision"] = decision
@@ -73,6 +135,8 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         out["closed"] = {"by": approval.closed_by, "reason": approval.closed_reason}
     if approval.consumed_at is not None:
         out["consumed_at"] = approval.consumed_at
+    if viewer is not None:
+        out["may_decide"] = may_decide(viewer, approval)
     return out
 
 
@@ -96,8 +160,8 @@ def grant_json(grant: Grant) -> dict[str, Any]:
     return out
 
 
-def approval_event(approval: Approval) -> ServerSentEvent:
-    return ServerSentEvent(msgspec.json.encode(approval_json(approval)).decode(), event="approval")
+def approval_event(approval: Approval, viewer: Principal | None = None) -> ServerSentEvent:
+    return ServerSentEvent(msgspec.json.encode(approval_json(approval, viewer)).decode(), event="approval")
 
 
 def event_response(events: AsyncIterator[ServerSentEvent], *, ping: float) -> Response:
@@ -107,68 +171,99 @@ def event_response(events: AsyncIterator[ServerSentEvent], *, ping: float) -> Re
 
 
 class ApprovalsAPI:
-    def __init__(self, ledger: Ledger, token: str, feed: ApprovalFeed, *, ping: float = 15) -> None:
+    def __init__(self, ledger: Ledger, feed: ApprovalFeed, *, ping: float = 15) -> None:
         self.ledger = ledger
-        self.token = token
         self.feed = feed
         self.ping = ping
 
     def routes(self) -> list[BaseRoute]:
-        def guard(handler: Handler) -> Handler:
-            return guarded(handler, self.token, self.ledger)
-
         return [
-            Route("/api/approvals", guard(self.list), methods=["GET"]),
-            Route("/api/approvals/feed", guard(self.follow), methods=["GET"]),
-            Route("/api/approvals/{id}", guard(self.get), methods=["GET"]),
-            Route("/api/approvals/{id}/decision", guard(self.decide), methods=["POST"]),
-            Route("/api/grants", guard(self.grants), methods=["GET"]),
-            Route("/api/grants/{id}", guard(self.revoke), methods=["DELETE"]),
+            Route("/api/approvals", self.list, methods=["GET"]),
+            Route("/api/approvals/feed", self.follow, methods=["GET"]),
+            Route("/api/approvals/{id}", self.get, methods=["GET"]),
+            Route("/api/approvals/{id}/decision", self.decide, methods=["POST"]),
+            Route("/api/grants", self.grants, methods=["GET"]),
+            Route("/api/grants/{id}", self.revoke, methods=["DELETE"]),
         ]
 
     async def list(self, request: Request) -> Response:
+        viewer = signed_in(request)
         try:
             query = ListQuery.of(request, State)
         except BadBody as exc:
             return exc.response
-        found = await self.ledger.approvals(chat_id=query.chat, state=query.state, limit=query.limit)
-        return json_response({"approvals": [approval_json(a) for a in found]})
+        limit = query.limit if viewer.is_admin else None  # the rest are filtered first, then cut
+        found = await self.ledger.approvals(chat_id=query.chat, state=query.state, limit=limit)
+        shown = [approval_json(a, viewer) for a in found if may_see(viewer, a)][: query.limit]
+        return json_response({"approvals": shown})
 
     async def get(self, request: Request) -> Response:
+        viewer = signed_in(request)
         try:
-            return json_response(approval_json(await self.ledger.get(request.path_params["id"])))
+            return json_response(
+                approval_json(await self._visible(viewer, request.path_params["id"]), viewer)
+            )
         except NotFound as exc:
             return error(404, str(exc))
 
+    async def _visible(self, viewer: Principal, approval_id: str) -> Approval:
+        """The approval if `viewer` may see it; to anyone else it is as unknown as a missing one."""
+        approval = await self.ledger.get(approval_id)
+        if not may_see(viewer, approval):
+            await self.ledger.record("refuse", approval_id, viewer.id, why="not an approval it may see")
+            raise NotFound(f"no approval {approval_id}")
+        return approval
+
     async def decide(self, request: Request) -> Response:
+        principal = signed_in(request)
         try:
             body = await read_body(request, DecisionBody, limit=MAX_BODY, what="decision")
-            approval = await self.ledger.decide(request.path_params["id"], body.decision())
+            approval = await self._visible(principal, request.path_params["id"])
+            approval = await self.ledger.decide(approval.id, body.decision(principal))
         except BadBody as exc:
             return exc.response
         except (InvalidDecision, InvalidCall) as exc:
             return error(422, str(exc))
         except NotFound as exc:
             return error(404, str(exc))
+        except NotAnApprover as refused:
+            return error(403, str(refused), approval=approval_json(refused.approval, principal))
         except AlreadyDecided as lost:
-            return error(409, str(lost), approval=approval_json(lost.winner))
-        return json_response(approval_json(approval))
+            return error(409, str(lost), approval=approval_json(lost.winner, principal))
+        except AlreadyVoted as again:
+            current = await self.ledger.get(again.approval_id)
+            return error(409, str(again), approval=approval_json(current, principal))
+        return json_response(approval_json(approval, principal))
 
     async def follow(self, request: Request) -> Response:
-        return event_response((approval_event(a) async for a in self.feed.follow()), ping=self.ping)
+        viewer = signed_in(request)
+        events = (approval_event(a, viewer) async for a in self.feed.follow() if may_see(viewer, a))
+        return event_response(events, ping=self.ping)
 
     async def grants(self, request: Request) -> Response:
+        """An admin sees every grant; anyone else those it made."""
+        viewer = signed_in(request)
         active = request.query_params.get("active", "true") != "false"
         found = await self.ledger.grants(
             chat_id=request.query_params.get("chat"), tool=request.query_params.get("tool"), active=active
         )
-        return json_response({"grants": [grant_json(g) for g in found]})
+        return json_response({"grants": [grant_json(g) for g in found if _owns(viewer, g)]})
 
     async def revoke(self, request: Request) -> Response:
+        viewer = signed_in(request)
+        grant_id = request.path_params["id"]
         try:
-            grant = await self.ledger.revoke_grant(request.path_params["id"], "api")
+            if not viewer.is_admin:  # anyone else may revoke only its own: another's is as unknown
+                found = [g for g in await self.ledger.grants(active=False) if g.id == grant_id]
+                if not found or not _owns(viewer, found[0]):
+                    raise NotFound(f"no grant {grant_id}")
+            grant = await self.ledger.revoke_grant(grant_id, viewer.id)
         except NotFound as exc:
             return error(404, str(exc))
         except AlreadyRevoked as exc:
             return error(409, str(exc))
         return json_response(grant_json(grant))
+
+
+def _owns(viewer: Principal, grant: Grant) -> bool:
+    return viewer.is_admin or grant.created_by == viewer.id

@@ -1,44 +1,174 @@
-"""The approvals API's bearer token.
+"""Who a request is from: every request is authenticated once, at the edge, before any route runs.
 
-One shared secret, compared in constant time. A wrong or missing token is audited: someone probing the
-approvals API is exactly what an operator wants to see in the log.
+A credential comes from one of these, tried in this order:
+- `Authorization: Bearer <token>`: the bootstrap admin token (`SIGNOFF_API_TOKEN`, principal `admin`), a
+  personal token (`sop_…`, looked up by its hash in the ledger on every request, so a revocation counts at
+  once on every worker), or an OIDC/JWT token when the server trusts an issuer. A bearer token that proves
+  nothing is a 401, never a fall-back to anonymous: a typo must not silently act as nobody.
+- the host app's own login, when signoff is mounted in another ASGI app (`authenticate=`).
+- the anonymous browser session: a signed, HttpOnly, SameSite=Lax cookie that the chat page hands out on
+  its first load, when the server takes chats without a login (`signoff demo`, `serve --anonymous-chats`).
+
+No credential at all is `None`: the routes decide whether that is the anonymous principal (a credential-less
+chat) or a 401. Refusals are audited: someone probing the API is what an operator wants to see.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import inspect
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
-from starlette.requests import Request
+import msgspec
+from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal
 from signoff.ledger.base import Ledger
 from signoff.server.http import error
+from signoff.server.oidc import Oidc, Unverified
+
+HostLogin = Callable[[HTTPConnection], Awaitable[Principal | None] | Principal | None]
+"""The host app's own login: the principal of a request, or None when it has no login."""
+
+SESSION_COOKIE = "signoff_session"
+SESSION_AGE = 400 * 24 * 3600
+"""Seconds a browser keeps its session: the most a browser allows, since losing it loses the chats."""
+BOOTSTRAP = Principal(id=ADMIN, name=ADMIN, roles=(ADMIN,), via="bootstrap")
+_STATE_KEY = "signoff.principal"
 
 
 def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-async def refuse_without_token(request: Request, token: str, ledger: Ledger) -> Response | None:
-    """None when the request carries the token; otherwise the 401 to send."""
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode()):
+class Unauthenticated(Exception):
+    """A credential that proves nothing: a 401 saying why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def response(self) -> Response:
+        answer = error(401, self.message)
+        answer.headers["www-authenticate"] = "Bearer"
+        return answer
+
+
+@dataclass(frozen=True)
+class Authenticator:
+    ledger: Ledger
+    token: str
+    """The bootstrap admin token."""
+    session_key: bytes
+    sessions: bool = False
+    """Whether anonymous browser sessions are honoured (and handed out by the page)."""
+    oidc: Oidc | None = None
+    host: HostLogin | None = None
+
+    async def authenticate(self, conn: HTTPConnection) -> Principal | None:
+        """The request's principal; None without a credential; `Unauthenticated` for a bad one."""
+        scheme, _, given = conn.headers.get("authorization", "").partition(" ")
+        if scheme:
+            return await self._bearer(conn, scheme, given.strip())
+        if self.host is not None:
+            found = self.host(conn)
+            principal = await found if inspect.isawaitable(found) else found
+            if principal is not None:
+                return msgspec.structs.replace(principal, via="host")
+        if self.sessions and (browser := self._session(conn.cookies.get(SESSION_COOKIE, ""))):
+            return browser
         return None
-    client = request.client.host if request.client else "unknown"
-    await ledger.record("unauthorized", "api", f"client:{client}", path=request.url.path, given=bool(given))
-    response = error(401, "a valid 'Authorization: Bearer <token>' header is required")
-    response.headers["www-authenticate"] = "Bearer"
-    return response
+
+    async def _bearer(self, conn: HTTPConnection, scheme: str, given: str) -> Principal:
+        if scheme.lower() != "bearer" or not given:
+            raise await self._refuse(conn, "the Authorization header must be 'Bearer <token>'")
+        if secrets.compare_digest(given.encode(), self.token.encode()):
+            return BOOTSTRAP
+        if given.startswith(TOKEN_PREFIX):
+            principal = await self.ledger.authenticate(given)
+            if principal is None:
+                raise await self._refuse(conn, "the token is unknown or revoked")
+            return principal
+        if self.oidc is not None and given.count(".") == 2:
+            try:
+                return await self.oidc.verify(given)
+            except Unverified as exc:
+                raise await self._refuse(conn, f"the OIDC token is not valid: {exc}") from None
+        raise await self._refuse(conn, "the bearer token is not valid")
+
+    async def _refuse(self, conn: HTTPConnection, why: str) -> Unauthenticated:
+        client = conn.client.host if conn.client else "unknown"
+        await self.ledger.record("unauthorized", "api", f"client:{client}", path=conn.url.path, why=why)
+        return Unauthenticated(why)
+
+    # -- anonymous browser sessions -------------------------------------------------------------------------
+
+    def new_session(self) -> tuple[Principal, str]:
+        """A new browser's principal and the cookie value that proves it."""
+        browser_id = secrets.token_urlsafe(16)
+        return _browser(browser_id), f"{browser_id}.{self._mac(browser_id)}"
+
+    def _session(self, cookie: str) -> Principal | None:
+        browser_id, _, mac = cookie.partition(".")
+        if not browser_id or not hmac.compare_digest(mac.encode(), self._mac(browser_id).encode()):
+            return None  # forged or from another server: the page hands out a new one
+        return _browser(browser_id)
+
+    def _mac(self, browser_id: str) -> str:
+        digest = hmac.new(self.session_key, browser_id.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-Handler = Callable[[Request], Awaitable[Response]]
+def _browser(browser_id: str) -> Principal:
+    return Principal(id=f"browser:{browser_id}", name=f"browser {browser_id[:6]}", via="session")
 
 
-def guarded(handler: Handler, token: str, ledger: Ledger) -> Handler:
-    """`handler`, answering only requests that carry the token."""
+def set_session(response: Response, cookie: str, *, secure: bool) -> None:
+    response.set_cookie(
+        SESSION_COOKIE, cookie, max_age=SESSION_AGE, httponly=True, samesite="lax", secure=secure, path="/"
+    )
 
-    async def guard(request: Request) -> Response:
-        return await refuse_without_token(request, token, ledger) or await handler(request)
 
-    return guard
+def remember(conn: HTTPConnection, principal: Principal | None) -> None:
+    conn.scope[_STATE_KEY] = principal
+
+
+def principal_of(conn: HTTPConnection) -> Principal | None:
+    """The principal the edge authenticated for this request; None when it sent no credential."""
+    found: Principal | None = conn.scope.get(_STATE_KEY)
+    return found
+
+
+class Refused(Exception):
+    """A request a route will not serve for who it is from: 401 without a credential, 403 for a
+    principal that may not; the server answers it and audits `why`."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+        self.action = "unauthorized" if status == 401 else "refuse"
+        self.response = Unauthenticated(why).response() if status == 401 else error(status, why)
+
+
+def signed_in(conn: HTTPConnection) -> Principal:
+    """The request's principal; `Refused` (401) without a credential."""
+    principal = principal_of(conn)
+    if principal is None:
+        raise Refused(401, "a credential is required: 'Authorization: Bearer <token>'")
+    return principal
+
+
+def chatter(conn: HTTPConnection, anonymous: bool) -> Principal:
+    """Who talks in a chat: the request's principal, or, without a credential, the anonymous principal
+    where the server takes credential-less chats; `Refused` (401) otherwise."""
+    principal = principal_of(conn)
+    if principal is not None:
+        return principal
+    if anonymous:
+        return ANONYMOUS
+    raise Refused(401, "this server takes chats only with a credential (--anonymous-chats allows them)")

@@ -9,9 +9,13 @@
 - `GET /api/chat/{id}/events` follows the chat's approvals live, whoever decides them, and says when the
   server starts a reply on its own (`event: reply`), so an open page can follow it at `/stream`.
   It carries the chat's task changes too (`event: task`).
-- `POST /api/chat/{id}/approvals/{approval_id}` lets the chat's user decide without a chat request
+- `POST /api/chat/{id}/approvals/{approval_id}` lets the chat's owner decide without a chat request
   (blocking mode, or a remembered answer). It carries the same authority as an approval response in a
-  chat request, so it needs no token and reaches only this chat's approvals.
+  chat request: the owner's, over this chat's approvals only, where their rule lets the owner decide.
+
+A chat belongs to the principal that started it (see `auth`), and every route here answers only that
+principal: to anyone else another's chat is as unknown as a missing one (404, audited). Without a
+credential, the caller is the anonymous principal where the server takes credential-less chats.
 
 The server also ends browser calls that got no result in time: `sweep` starts, on the server's own
 initiative, the reply that tells the model so.
@@ -26,13 +30,14 @@ from typing import Literal
 
 import msgspec
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from signoff.core.errors import AlreadyDecided, InvalidDecision, SignoffError
+from signoff.core.errors import AlreadyDecided, AlreadyVoted, InvalidDecision, NotAnApprover, SignoffError
+from signoff.core.principal import Principal
 from signoff.gate import Wait
-from signoff.integrations.chat import Chat, Reply
+from signoff.integrations.chat import Chat, Reply, check_owner, owner_of
 from signoff.integrations.trust import Untrusted, decide_in_chat
 from signoff.integrations.turn import Browser
 from signoff.protocol import (
@@ -46,7 +51,8 @@ from signoff.protocol import (
     frame,
     parse_chat_request,
 )
-from signoff.server.approvals import approval_event, approval_json, event_response
+from signoff.server.approvals import approval_event, approval_json, event_response, may_see
+from signoff.server.auth import chatter
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import BadBody, error, json_response, read_body
 from signoff.server.streams import Running, Stream, Streams
@@ -74,8 +80,11 @@ class ChatAPI:
         *,
         wait: Wait,
         keepalive: float,
+        anonymous: bool = False,
     ) -> None:
         self.chat = chat
+        self.anonymous = anonymous
+        """Whether chats are taken without a credential, from the anonymous principal."""
         self.streams = streams
         self.feed = feed
         self.task_feed = task_feed
@@ -97,14 +106,26 @@ class ChatAPI:
             Route("/api/chat/{id}/approvals/{approval_id}", self.decide, methods=["POST"]),
         ]
 
+    def principal(self, conn: HTTPConnection) -> Principal:
+        """Who talks in a chat through this request; `Refused` (401) where a credential is needed."""
+        return chatter(conn, self.anonymous)
+
+    async def owned(self, chat_id: str, principal: Principal) -> bool:
+        """Whether the chat is `principal`'s (False: nobody's yet); raises `Untrusted` (404, audited) if it
+        is another's."""
+        stored = await self.chat.gate.ledger.load_chat(chat_id)
+        await check_owner(self.chat.gate.ledger, chat_id, stored, principal)
+        return stored is not None
+
     async def post(self, request: Request) -> Response:
+        principal = self.principal(request)
         body = await request.body()
         if len(body) > MAX_BODY:
             return error(413, f"the request body is over {MAX_BODY} bytes")
         try:
             parsed = parse_chat_request(body)
             version = client_version(request.headers, parsed.client_hint)
-            stream = await self.begin(parsed, parsed.wait or self.wait, version)
+            stream = await self.begin(parsed, parsed.wait or self.wait, version, principal)
         except BadRequest as exc:
             return error(400, exc.message, exc.field)
         except Untrusted as exc:
@@ -112,9 +133,16 @@ class ChatAPI:
         return self._sse(stream)
 
     async def begin(
-        self, request: ChatRequest, wait: Wait, version: ClientVersion, *, browser: bool = False
+        self,
+        request: ChatRequest,
+        wait: Wait,
+        version: ClientVersion,
+        principal: Principal,
+        *,
+        browser: bool = False,
     ) -> Stream:
-        """Claim the chat, check the request against it and start the reply; raises `Untrusted`.
+        """Claim the chat, check the request against it (as `principal`, who must own the chat or start
+        it) and start the reply; raises `Untrusted`.
 
         With `browser`, the browser stays connected while the reply runs (the live socket), so browser
         tools are answered within the reply instead of ending it."""
@@ -124,7 +152,7 @@ class ChatAPI:
                 409, "id", f"a reply is still running in chat {request.chat_id}; follow it at its /stream"
             )
         try:
-            reply = await self.chat.prepare(request, wait)
+            reply = await self.chat.prepare(request, wait, principal)
         except SignoffError as exc:
             self.streams.release(request.chat_id, stream)
             if isinstance(exc, Untrusted):
@@ -143,7 +171,11 @@ class ChatAPI:
         return stream
 
     async def get(self, request: Request) -> Response:
-        chat_id = request.path_params["id"]
+        chat_id, principal = request.path_params["id"], self.principal(request)
+        try:
+            await self.owned(chat_id, principal)
+        except Untrusted as exc:
+            return error(exc.status, str(exc), exc.field)
         stream = await self.streams.find(chat_id)
         view = await self.chat.view(chat_id, begun=stream is not None)
         messages, continues = view.messages, False
@@ -161,22 +193,46 @@ class ChatAPI:
                 "running": stream is not None,
                 "continues": continues,
                 "messages": messages,
-                "approvals": [approval_json(a) for a in view.approvals],
+                "approvals": [approval_json(a, principal) for a in view.approvals],
             }
         )
 
     async def resume(self, request: Request) -> Response:
-        stream = await self.streams.find(request.path_params["id"], ended=True)
+        chat_id = request.path_params["id"]
+        try:
+            await self.owned(chat_id, self.principal(request))
+        except Untrusted as exc:
+            return error(exc.status, str(exc), exc.field)
+        stream = await self.streams.find(chat_id, ended=True)
         if stream is None:
             return Response(status_code=204)
         return self._sse(stream)
 
     async def events(self, request: Request) -> Response:
-        return event_response(self._events(request.path_params["id"]), ping=self.keepalive)
+        chat_id, principal = request.path_params["id"], self.principal(request)
+        try:
+            owned = await self.owned(chat_id, principal)
+        except Untrusted as exc:
+            return error(exc.status, str(exc), exc.field)
+        return event_response(self._events(chat_id, principal, owned), ping=self.keepalive)
 
-    async def _events(self, chat_id: str) -> AsyncIterator[ServerSentEvent]:
-        """The chat's approval and task feeds merged with the replies the server starts in it."""
+    async def _events(
+        self, chat_id: str, principal: Principal, owned: bool
+    ) -> AsyncIterator[ServerSentEvent]:
+        """The chat's approval and task feeds merged with the replies the server starts in it, for its
+        owner. A chat nobody had started when this began is checked again once something happens in it:
+        if someone else started it, the feed ends."""
         queue: asyncio.Queue[ServerSentEvent | None] = asyncio.Queue()
+        ledger = self.chat.gate.ledger
+
+        async def still_owned() -> bool:
+            nonlocal owned
+            if not owned:
+                owner = owner_of(await ledger.load_chat(chat_id))
+                if owner is not None and owner != principal.id:
+                    return False
+                owned = owner is not None
+            return True
 
         async def relay(events: AsyncIterator[ServerSentEvent]) -> None:
             try:
@@ -189,11 +245,17 @@ class ChatAPI:
         watchers.add(queue)
         loop = asyncio.get_running_loop()
         feeding = [
-            loop.create_task(relay(approval_event(a) async for a in self.feed.follow(chat_id))),
+            loop.create_task(
+                relay(
+                    approval_event(a, principal)
+                    async for a in self.feed.follow(chat_id)
+                    if may_see(principal, a)
+                )
+            ),
             loop.create_task(relay(task_event(t) async for t in self.task_feed.follow(chat_id))),
         ]
         try:
-            while (event := await queue.get()) is not None:
+            while (event := await queue.get()) is not None and await still_owned():
                 yield event
         finally:
             watchers.discard(queue)
@@ -205,10 +267,12 @@ class ChatAPI:
 
     async def decide(self, request: Request) -> Response:
         chat_id, approval_id = request.path_params["id"], request.path_params["approval_id"]
+        principal, ledger = self.principal(request), self.chat.gate.ledger
         try:
             body = await read_body(request, ChatDecision, limit=MAX_BODY, what="decision")
+            await self.owned(chat_id, principal)
             approval = await decide_in_chat(
-                self.chat.gate.ledger, chat_id, approval_id, body.approved, body.reason, body.remember
+                ledger, chat_id, approval_id, principal, body.approved, body.reason, body.remember
             )
         except BadBody as exc:
             return exc.response
@@ -216,9 +280,13 @@ class ChatAPI:
             return error(exc.status, str(exc), exc.field)
         except InvalidDecision as exc:
             return error(422, str(exc))
+        except NotAnApprover as refused:
+            return error(403, str(refused), approval=approval_json(refused.approval, principal))
         except AlreadyDecided as lost:
-            return error(409, str(lost), approval=approval_json(lost.winner))
-        return json_response(approval_json(approval))
+            return error(409, str(lost), approval=approval_json(lost.winner, principal))
+        except AlreadyVoted as again:
+            return error(409, str(again), approval=approval_json(await ledger.get(approval_id), principal))
+        return json_response(approval_json(approval, principal))
 
     async def sweep(self) -> None:
         """Start the reply for each chat whose browser calls are overdue and that runs no reply now."""

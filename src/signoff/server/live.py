@@ -17,6 +17,12 @@ Frames a client sends (JSON text):
 - `{type: "interrupt"}`: stop the turn this socket follows; it ends with `abort`.
 - `{type: "ping"}`: answered with `{type: "pong"}`.
 
+The socket speaks for the principal its handshake authenticated (a cookie, a bearer token, the host's
+login; without one, the anonymous principal where the server takes credential-less chats, else the
+handshake is refused). Every frame is checked against that principal: it may only start, follow or answer
+a chat it owns; another's chat is as unknown as a missing one. The edge already refused a handshake from a
+page on another site.
+
 A refused frame is answered with an `error` chunk. When that frame is a `message` the socket sent while it
 followed no reply (one that would have started a turn), a `[DONE]` follows, so the client's stream for it
 ends; any other refusal leaves the client's streams, and a running turn, alone.
@@ -30,8 +36,9 @@ from typing import Any
 
 import msgspec
 from starlette.routing import BaseRoute, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 
+from signoff.core.principal import Principal
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.protocol import (
     BadRequest,
@@ -42,7 +49,9 @@ from signoff.protocol import (
     parse_chat_id,
     parse_chat_request,
 )
+from signoff.server.auth import Refused
 from signoff.server.chat import MAX_BODY, ChatAPI
+from signoff.server.edge import POLICY_VIOLATION
 from signoff.server.streams import Running
 
 DONE = "[DONE]"
@@ -63,16 +72,24 @@ class LiveAPI:
         return [WebSocketRoute("/api/live", self.connect)]
 
     async def connect(self, socket: WebSocket) -> None:
+        try:
+            principal = self.chats.principal(socket)
+        except Refused:
+            await WebSocketClose(POLICY_VIOLATION, "a credential is required")(
+                socket.scope, socket.receive, socket.send
+            )
+            return
         await socket.accept()
-        await _Socket(self.chats, socket).serve()
+        await _Socket(self.chats, socket, principal).serve()
 
 
 class _Socket:
     """One client's socket: its frames in, the frames of the reply it follows out."""
 
-    def __init__(self, chats: ChatAPI, socket: WebSocket) -> None:
+    def __init__(self, chats: ChatAPI, socket: WebSocket, principal: Principal) -> None:
         self.chats = chats
         self.socket = socket
+        self.principal = principal
         self.chat_id: str | None = None
         """The chat whose reply this socket follows, or last followed."""
         self.following: asyncio.Task[None] | None = None
@@ -130,7 +147,7 @@ class _Socket:
             await self._answer(request)
             return
         version = client_version(self.socket.headers, request.client_hint)
-        stream = await self.chats.begin(request, "blocking", version, browser=True)
+        stream = await self.chats.begin(request, "blocking", version, self.principal, browser=True)
         self._follow(request.chat_id, stream)
 
     async def _answer(self, request: ChatRequest) -> None:
@@ -140,10 +157,11 @@ class _Socket:
             raise _Refused(
                 f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
             )
+        await self.chats.owned(request.chat_id, self.principal)
         chat, reply = self.chats.chat, self.chats.running.get(request.chat_id)
         waiting = reply.asking() if reply is not None else await chat.waiting(request.chat_id)
         await accept_responses(
-            chat.gate.ledger, request.chat_id, waiting, request.approvals, chat.signing_key
+            chat.gate.ledger, request.chat_id, waiting, request.approvals, self.principal, chat.signing_key
         )
         if not request.outputs:
             return
@@ -154,6 +172,7 @@ class _Socket:
     async def _resume(self, chat_id: str) -> None:
         if self._busy():
             raise _Refused(f"this socket already follows a reply in chat {self.chat_id}")
+        await self.chats.owned(chat_id, self.principal)
         running = await self.chats.streams.find(chat_id, ended=True)
         if running is None:
             await self._send(DONE)

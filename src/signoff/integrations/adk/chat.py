@@ -36,6 +36,7 @@ from google.genai import types
 
 from signoff.core.call import ToolCall
 from signoff.core.errors import SignoffError
+from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.adk.messages import calls_of, ui_messages
 from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
@@ -44,9 +45,11 @@ from signoff.integrations.chat import (
     ChatState,
     ChatView,
     Running,
+    claim,
     encode_state,
     expire_overdue,
     load_state,
+    owner_principal,
     task_news,
     withdraw,
 )
@@ -66,7 +69,7 @@ class AdkReply(Running):
     chat: AdkChat
     chat_id: str
     wait: Wait
-    stored: StoredChat | None
+    stored: StoredChat
     message_id: str
     earlier: dict[str, ToolCall]
     message: types.Content
@@ -79,7 +82,9 @@ class AdkReply(Running):
     frontend_due: float | None = None
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        turn = Turn(chat_id=self.chat_id, wait=self.wait, browser=self.browser)
+        turn = Turn(
+            chat_id=self.chat_id, wait=self.wait, requester=self.stored.owner or "", browser=self.browser
+        )
         translator = Translator(
             turn,
             self.message_id,
@@ -96,7 +101,10 @@ class AdkReply(Running):
                 await self._save(translator)
             else:  # interrupted mid-wait: ADK cannot pick a blocked call up again, so its question ends
                 await withdraw(
-                    self.chat.gate.ledger, self.chat_id, ChatState(approvals=translator.asking), INTERRUPTED
+                    self.chat.gate.ledger,
+                    ChatState(approvals=translator.asking),
+                    self.stored.owner or "",
+                    INTERRUPTED,
                 )
         except SignoffError as exc:
             yield Error(error_text=str(exc))
@@ -126,8 +134,7 @@ class AdkReply(Running):
         ledger = self.chat.gate.ledger
         if state.frontend:
             self.frontend_due = state.frontend_due = ledger.clock() + self.chat.frontend_timeout
-        version = self.stored.version if self.stored else 0
-        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=version)
+        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
 
 
 class AdkChat:
@@ -205,17 +212,22 @@ class AdkChat:
         return state.approvals
 
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> AdkReply | None:
-        _, state = await load_state(self.gate.ledger, chat_id)
+        stored, state = await load_state(self.gate.ledger, chat_id)
         if not state.overdue(self.gate.ledger.clock()):
             return None
-        return await self.prepare(ChatRequest(chat_id=chat_id, trigger="submit-message"), wait)
+        request = ChatRequest(chat_id=chat_id, trigger="submit-message")
+        return await self.prepare(request, wait, owner_principal(stored))
 
-    async def prepare(self, request: ChatRequest, wait: Wait) -> AdkReply:
-        """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
+    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AdkReply:
+        """Check the request against the chat's state and record its decisions, as `principal`, who must
+        own the chat (or start it); raises `Untrusted`."""
         ledger, chat_id = self.gate.ledger, request.chat_id
         stored, state = await load_state(ledger, chat_id)
+        stored = await claim(ledger, chat_id, stored, principal)
         made = calls_of(await self._session_events(chat_id))
-        await accept_responses(ledger, chat_id, state.approvals, request.approvals, self.signing_key)
+        await accept_responses(
+            ledger, chat_id, state.approvals, request.approvals, principal, self.signing_key
+        )
         outputs: dict[str, Any] = {
             c: _response(o) for c, o in accept_outputs(state.frontend, made, request.outputs).items()
         }
@@ -230,7 +242,9 @@ class AdkChat:
             if state.confirmations.get(c)
         ] + [types.FunctionResponse(name=state.frontend[c], id=c, response=r) for c, r in outputs.items()]
         if request.user_message is not None:
-            await withdraw(ledger, chat_id, state)  # ADK drops calls left unanswered from the model's view
+            await withdraw(
+                ledger, state, principal.id
+            )  # ADK drops calls left unanswered from the model's view
             message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
         elif answers:
             message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])

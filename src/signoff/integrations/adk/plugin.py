@@ -149,12 +149,17 @@ class SignoffPlugin(BasePlugin):
             turn.asked(approval)
 
         on_pending = pending if turn else None
+        requester = turn.requester if turn else ""
         result: Any
         try:
             if _long_running(tool):
-                result = await self.gate.start(call, run, chat_id=chat_id, wait=wait, on_pending=on_pending)
+                result = await self.gate.start(
+                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
+                )
             else:
-                result = await self.gate.run(call, run, chat_id=chat_id, wait=wait, on_pending=on_pending)
+                result = await self.gate.run(
+                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
+                )
         except (AlreadyConsumed, CallMismatch) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):

@@ -32,15 +32,18 @@ from pydantic_ai.models import Model
 
 from signoff.core.approval import Approval
 from signoff.core.errors import SignoffError
+from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.chat import (
     SUPERSEDED,
     ChatState,
     ChatView,
     Running,
+    claim,
     encode_state,
     expire_overdue,
     load_state,
+    owner_principal,
     task_news,
     withdraw,
 )
@@ -61,7 +64,7 @@ class Reply(Running):
     chat: AgentChat
     chat_id: str
     wait: Wait
-    stored: StoredChat | None
+    stored: StoredChat
     message_id: str
     visible: list[str]
     """Earlier calls of the message being continued whose results this reply streams; the client already
@@ -78,7 +81,13 @@ class Reply(Running):
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        turn = Turn(chat_id=self.chat_id, wait=self.wait, parked=self._park, browser=self.browser)
+        turn = Turn(
+            chat_id=self.chat_id,
+            wait=self.wait,
+            requester=self.stored.owner or "",
+            parked=self._park,
+            browser=self.browser,
+        )
         translator = Translator(turn, self.message_id, self.visible, signing_key=self.chat.signing_key)
         self.translator = translator
         yield Start(message_id=self.message_id)
@@ -108,9 +117,8 @@ class Reply(Running):
             await self._store(msgspec.structs.replace(self.begun, parked=parked))
 
     async def _store(self, state: ChatState) -> None:
-        version = self.stored.version if self.stored else 0
         ledger = self.chat.gate.ledger
-        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=version)
+        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
 
     async def _save(self, messages: list[ModelMessage], output: object) -> None:
         state = ChatState(
@@ -185,19 +193,24 @@ class AgentChat:
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
         """The reply that tells the model its browser calls got no result in time, started by the server
         itself; None when the chat no longer waits on overdue calls."""
-        _, state = await self._load(chat_id)
+        stored, state = await self._load(chat_id)
         if not state.overdue(self.gate.ledger.clock()):
             return None
-        return await self.prepare(ChatRequest(chat_id=chat_id, trigger="submit-message"), wait)
+        request = ChatRequest(chat_id=chat_id, trigger="submit-message")
+        return await self.prepare(request, wait, owner_principal(stored))
 
-    async def prepare(self, request: ChatRequest, wait: Wait) -> Reply:
-        """Check the request against the chat's state and record its decisions; raises `Untrusted`."""
+    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply:
+        """Check the request against the chat's state and record its decisions, as `principal`, who must
+        own the chat (or start it); raises `Untrusted`."""
         ledger = self.gate.ledger
         stored, state = await self._load(request.chat_id)
+        stored = await claim(ledger, request.chat_id, stored, principal)
         begun = state
         history = ModelMessagesTypeAdapter.validate_json(bytes(state.history))
         made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
-        await accept_responses(ledger, request.chat_id, state.approvals, request.approvals, self.signing_key)
+        await accept_responses(
+            ledger, request.chat_id, state.approvals, request.approvals, principal, self.signing_key
+        )
         outputs = accept_outputs(state.frontend, made, request.outputs)
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
@@ -212,12 +225,12 @@ class AgentChat:
         if request.trigger == "regenerate-message":
             history, prompt = _before_last_prompt(history)
             run = {"message_history": history, "user_prompt": prompt}
-            await withdraw(ledger, request.chat_id, state)
+            await withdraw(ledger, state, principal.id)
             state = ChatState(history=state.history)
         elif request.user_message is not None:
             run["user_prompt"] = request.user_message.text
             if state.approvals or state.frontend or state.tasks:  # the user moved on from the open calls
-                await withdraw(ledger, request.chat_id, state)
+                await withdraw(ledger, state, principal.id)
                 cancelled = {"status": "cancelled", "message": SUPERSEDED}
                 for call_id in state.frontend:
                     results.calls.setdefault(call_id, cancelled)

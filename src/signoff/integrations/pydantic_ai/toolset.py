@@ -133,15 +133,19 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
                 await turn.parked(approval, ctx.messages)
 
         on_pending = pending if turn else None
+        requester = turn.requester if turn else ""
         try:
             if name in self._long_running:
                 source = _source(tool)
                 interruptible = not isinstance(source, FunctionToolsetTool) or source.is_async
                 result = await self.gate.start(
-                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, interruptible=interruptible
-                )
+                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending,
+                    interruptible=interruptible, requester=requester,
+                )  # fmt: skip
             else:
-                result = await self.gate.run(call, run, chat_id=chat_id, wait=wait, on_pending=on_pending)
+                result = await self.gate.run(
+                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
+                )
         except (AlreadyConsumed, CallMismatch) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):

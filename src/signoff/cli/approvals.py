@@ -1,0 +1,152 @@
+"""`signoff approvals` and `signoff grants`: list, show and decide approvals, list and revoke grants.
+
+Decisions are the operator's (`cli:<os user>`, role admin): an admin may decide any approval, and counts as
+one principal toward a quorum like anyone else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import msgspec
+import typer
+from rich.table import Table
+
+from signoff.cli.common import LedgerOption, fail, operator, out, print_record, shown, when, with_ledger
+from signoff.core.approval import State
+from signoff.core.decision import Decision, Remember
+from signoff.core.errors import SignoffError
+
+approvals_app = typer.Typer(no_args_is_help=True, help="List, show and decide approvals.")
+grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered approvals.")
+
+
+@approvals_app.command("list")
+def approvals_list(
+    ledger: LedgerOption = None,
+    chat: Annotated[str | None, typer.Option(help="Only this chat.")] = None,
+    state: Annotated[State | None, typer.Option(help="Only this state.")] = None,
+) -> None:
+    """List approvals, oldest first, with who they wait for and how far their quorum got."""
+    found = with_ledger(ledger, lambda lg: lg.approvals(chat_id=chat, state=state))
+    table = Table("id", "state", "chat", "tool", "description", "approvals", "created", "deadline")
+    for a in found:
+        tally = f"{a.tally} (waiting for {a.authority.awaited()})" if a.state is State.PENDING else a.tally
+        table.add_row(
+            a.id, a.state, shown(a.chat_id), shown(a.call.tool), shown(a.description), shown(tally),
+            when(a.created_at), when(a.deadline),
+        )  # fmt: skip
+    out.print(table if found else "no approvals")
+
+
+@approvals_app.command("show")
+def approvals_show(approval_id: str, ledger: LedgerOption = None) -> None:
+    """Show one approval in full, as JSON."""
+    print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.get(approval_id))))
+
+
+def _decide(url: str | None, approval_id: str, decision: Decision) -> None:
+    approval = with_ledger(url, lambda lg: lg.decide(approval_id, decision))
+    if approval.state is State.PENDING:
+        out.print(f"{approval.id} pending: {shown(approval.tally)}", highlight=False)
+    else:
+        out.print(f"{approval.id} {approval.state} by {shown(approval.by)}", highlight=False)
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str,
+    ledger: LedgerOption = None,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+    remember: Annotated[str, typer.Option(help="once, session (this chat) or always.")] = "once",
+    any_args: Annotated[bool, typer.Option("--any-args", help="Remember for any arguments.")] = False,
+    args: Annotated[
+        str | None, typer.Option("--args", help="Approve with these arguments instead (JSON).")
+    ] = None,
+) -> None:
+    """Approve (or, with --args, edit and approve) a pending approval."""
+    try:
+        if args is None:
+            decision = Decision.approve(operator(), reason, _remember(remember), any_args)
+        else:
+            decision = Decision.edit(_json_object(args), operator(), reason, _remember(remember))
+    except SignoffError as exc:
+        fail(str(exc), 2)
+    _decide(ledger, approval_id, decision)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    approval_id: str,
+    ledger: LedgerOption = None,
+    reason: Annotated[str, typer.Option(help="Why; the model is told.")] = "",
+) -> None:
+    """Deny a pending approval."""
+    _decide(ledger, approval_id, Decision.deny(operator(), reason))
+
+
+@approvals_app.command("cancel")
+def approvals_cancel(
+    approval_id: str,
+    ledger: LedgerOption = None,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+) -> None:
+    """Withdraw a pending approval without deciding it."""
+    approval = with_ledger(ledger, lambda lg: lg.cancel(approval_id, operator().id, reason))
+    out.print(f"{approval.id} {approval.state} by {shown(approval.by)}", highlight=False)
+
+
+@approvals_app.command("expire")
+def approvals_expire(ledger: LedgerOption = None) -> None:
+    """Expire every pending approval whose deadline has passed."""
+    expired = with_ledger(ledger, lambda lg: lg.expire_due())
+    for approval in expired:
+        out.print(f"{approval.id} {approval.state}", highlight=False)
+    out.print(f"{len(expired)} expired")
+
+
+@grants_app.command("list")
+def grants_list(
+    ledger: LedgerOption = None,
+    chat: Annotated[str | None, typer.Option(help="Only grants that apply in this chat.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include revoked grants.")] = False,
+) -> None:
+    """List grants."""
+    found = with_ledger(ledger, lambda lg: lg.grants(chat_id=chat, active=not all_))
+    table = Table("id", "tool", "args", "scope", "chat", "by", "created", "revoked")
+    for g in found:
+        table.add_row(
+            g.id,
+            shown(g.tool),
+            "any" if g.digest is None else g.digest[:12],
+            g.scope,
+            shown(g.chat_id or "*"),
+            shown(g.created_by),
+            when(g.created_at),
+            when(g.revoked_at),
+        )
+    out.print(table if found else "no grants")
+
+
+@grants_app.command("revoke")
+def grants_revoke(grant_id: str, ledger: LedgerOption = None) -> None:
+    """Revoke a grant: the next matching call is asked again."""
+    grant = with_ledger(ledger, lambda lg: lg.revoke_grant(grant_id, operator().id))
+    out.print(f"{grant.id} revoked by {shown(grant.revoked_by)}", highlight=False)
+
+
+def _remember(value: str) -> Remember:
+    if value not in ("once", "session", "always"):
+        raise typer.BadParameter("must be once, session or always", param_hint="--remember")
+    return value  # type: ignore[return-value]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--args")
+    return value

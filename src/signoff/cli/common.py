@@ -1,0 +1,81 @@
+"""What every `signoff` command shares: the ledger option, the operator's identity, and safe output.
+
+The CLI works on the ledger directly, so whoever runs it has the database's access anyway: it acts as the
+operator, `cli:<os user>`, with role admin. Everything it prints that someone else wrote (descriptions,
+arguments, names) goes through `shown`, which spells out hidden characters (see `core.visible`) and escapes
+Rich markup, so a recipient named `[red]ok[/]` or one hiding a right-to-left override prints as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from signoff.core.errors import SignoffError
+from signoff.core.principal import ADMIN, Principal
+from signoff.core.visible import reveal
+from signoff.ledger import Ledger, open_ledger
+from signoff.ledger.url import ENV_VAR
+
+T = TypeVar("T")
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+LedgerOption = Annotated[
+    str | None, typer.Option("--ledger", envvar=ENV_VAR, help="Ledger URL (default sqlite:///signoff.db).")
+]
+
+
+def operator() -> Principal:
+    user = getpass.getuser()
+    return Principal(id=f"cli:{user}", name=user, roles=(ADMIN,), via="cli")
+
+
+def with_ledger(url: str | None, action: Callable[[Ledger], Awaitable[T]]) -> T:
+    """Run `action` on the opened ledger; a `SignoffError` is one line on stderr and exit 1."""
+
+    async def go() -> T:
+        async with open_ledger(url) as ledger:
+            return await action(ledger)
+
+    try:
+        return asyncio.run(go())
+    except SignoffError as exc:
+        fail(str(exc))
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
+def shown(text: str) -> str:
+    """Someone else's text, safe to print: hidden characters spelled out, markup escaped."""
+    return escape(reveal(text))
+
+
+def when(ts: float | None) -> str:
+    return "" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def print_record(data: object) -> None:
+    """A record in full, as JSON, its strings shown as `shown` shows them."""
+    out.print_json(data=_revealed(data), highlight=False)
+
+
+def _revealed(value: object) -> object:
+    if isinstance(value, str):
+        return reveal(value)
+    if isinstance(value, dict):
+        return {reveal(str(key)): _revealed(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_revealed(item) for item in value]
+    return value

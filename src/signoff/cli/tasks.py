@@ -1,0 +1,50 @@
+"""`signoff tasks`: list, show and cancel long-running calls' tasks."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+import typer
+from rich.table import Table
+
+from signoff.cli.common import LedgerOption, operator, out, print_record, shown, when, with_ledger
+from signoff.core.task import TaskState
+from signoff.tasks import Tasks
+
+tasks_app = typer.Typer(no_args_is_help=True, help="List, show and cancel long-running calls' tasks.")
+
+
+@tasks_app.command("list")
+def tasks_list(
+    ledger: LedgerOption = None,
+    chat: Annotated[str | None, typer.Option(help="Only this chat.")] = None,
+    state: Annotated[TaskState | None, typer.Option(help="Only this state.")] = None,
+) -> None:
+    """List tasks, oldest first, with how far each got."""
+    found = with_ledger(ledger, lambda lg: lg.tasks(chat_id=chat, state=state))
+    table = Table("id", "state", "progress", "chat", "tool", "message", "created", "ended")
+    for t in found:
+        table.add_row(
+            t.id, t.state, f"{t.progress}%", shown(t.chat_id), shown(t.call.tool),
+            shown(t.error or t.message), when(t.created_at), when(t.finished_at),
+        )  # fmt: skip
+    out.print(table if found else "no tasks")
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: str, ledger: LedgerOption = None) -> None:
+    """Show one task in full, as JSON."""
+    print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.get_task(task_id))))
+
+
+@tasks_app.command("cancel")
+def tasks_cancel(
+    task_id: str,
+    ledger: LedgerOption = None,
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+) -> None:
+    """Ask a task to stop. Its worker stops the body at its next chance and records it cancelled."""
+    task = with_ledger(ledger, lambda lg: Tasks(lg).cancel(task_id, operator().id, reason))
+    asked = "cancelled" if task.state is TaskState.CANCELLED else "asked to cancel"
+    out.print(f"{task.id} {asked} by {shown(task.cancel_by)}", highlight=False)

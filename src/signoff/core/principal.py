@@ -1,0 +1,224 @@
+"""Principals: who is asking and who may decide.
+
+A principal is an authenticated someone: an id, a display name, roles, and how the credential that proved
+it was checked. Ids are the names rules and audits use: a personal token's principal is its name (`alice`),
+the others carry their source (`oidc:<sub>`, `browser:<id>`, `cli:<user>`), so two sources can never
+produce the same id. `Authority` is a rule's answer to "who may decide this approval, and how many of
+them": pure, so every channel and every backend checks a decision the same way.
+
+A personal token is stored only as its SHA-256: the token has 256 random bits, so a slow hash would add
+nothing an attacker could not skip, and a lookup stays one indexed read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Sequence
+from typing import Final, Literal
+
+import msgspec
+
+from signoff.core.audit import AuditEvent
+from signoff.core.errors import AlreadyRevoked, InvalidPrincipal, PrincipalExists
+
+Via = Literal["token", "bootstrap", "oidc", "host", "session", "cli", "none", "code"]
+"""How a principal was authenticated: a personal token, the bootstrap admin token (`SIGNOFF_API_TOKEN`), an
+OIDC/JWT bearer token, the host app's own login, an anonymous browser session, the operator at the CLI, no
+credential at all, or code that named it (an approver callback)."""
+
+ADMIN: Final = "admin"
+"""The role that may see and decide everything."""
+REQUESTER: Final = "requester"
+"""In a rule's approvers: the owner of the chat that asked."""
+ROLE: Final = "role:"
+TOKEN_PREFIX: Final = "sop_"
+"""Personal tokens start with it, so a bearer token says which kind it is (and a secret scanner finds it)."""
+_NAME: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    id: str
+    name: str = ""
+    roles: tuple[str, ...] = ()
+    via: Via = "code"
+
+    @property
+    def display(self) -> str:
+        """How a person reads it: the name, or the id when there is none."""
+        return self.name or self.id
+
+    @property
+    def is_admin(self) -> bool:
+        return ADMIN in self.roles
+
+
+ANONYMOUS: Final = Principal(id="anonymous", name="anonymous", via="none")
+"""Whoever sends no credential at all (curl, a script): every such caller is this one principal, so a chat
+started without a credential stays open to every credential-less caller, and to nobody else."""
+
+
+class Authority(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Who may decide an approval, copied from its rule when it opens, so a decision is judged by the rule
+    that asked whatever process or channel it arrives through.
+
+    `approvers` holds `role:<name>`, `requester` (the chat's owner) and principal ids. None is the
+    default: the requester, role admin, and the approvers the program itself runs (its callbacks and
+    terminal prompts, `via="code"`), which are part of the deployment, not someone a server authenticated.
+    Admins may always decide.
+    `quorum` distinct principals must approve; one allowed deny denies. With `requester_may_approve` false
+    the requester never counts: four eyes.
+    """
+
+    approvers: tuple[str, ...] | None = None
+    quorum: int = 1
+    requester_may_approve: bool = True
+
+    def allows(self, principal: Principal, requester: str) -> bool:
+        is_requester = bool(requester) and principal.id == requester
+        if is_requester and not self.requester_may_approve:
+            return False
+        if principal.is_admin:
+            return True
+        if self.approvers is None:
+            return is_requester or principal.via == "code"
+        return any(_names(entry, principal, is_requester) for entry in self.approvers)
+
+    def awaited(self) -> str:
+        """Who is awaited, in words: `finance or alice`, `the requester or an admin`."""
+        named = [_word(entry) for entry in (self.approvers or (REQUESTER, ROLE + ADMIN))]
+        if not self.requester_may_approve:
+            named = [word for word in named if word != "the requester"] or ["an admin"]
+        return " or ".join(dict.fromkeys(named))
+
+
+def _names(entry: str, principal: Principal, is_requester: bool) -> bool:
+    if entry == REQUESTER:
+        return is_requester
+    if entry.startswith(ROLE):
+        return entry[len(ROLE) :] in principal.roles
+    return entry == principal.id
+
+
+def _word(entry: str) -> str:
+    if entry == REQUESTER:
+        return "the requester"
+    if entry == ROLE + ADMIN:
+        return "an admin"
+    return entry[len(ROLE) :] if entry.startswith(ROLE) else entry
+
+
+def check_approvers(entries: Sequence[object]) -> tuple[str, ...]:
+    """A rule's approvers, each `role:<name>`, `requester` or a principal id; raises `InvalidPrincipal`."""
+    checked = []
+    for entry in entries:
+        if not isinstance(entry, str) or not entry or not entry.isprintable() or entry != entry.strip():
+            raise InvalidPrincipal(
+                f"an approver must be role:<name>, requester or a principal id, not {entry!r}"
+            )
+        if entry.startswith(ROLE) and not entry[len(ROLE) :]:
+            raise InvalidPrincipal(f"{entry!r} names no role")
+        checked.append(entry)
+    if not checked:
+        raise InvalidPrincipal("approvers must name at least one approver")
+    return tuple(checked)
+
+
+# -- principals registered with a personal token ------------------------------------------------------------
+
+
+class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A principal registered in the ledger with a personal token, of which only the hash is kept."""
+
+    id: str
+    name: str
+    roles: tuple[str, ...]
+    token_hash: str
+    created_at: float
+    created_by: str
+    revoked_at: float | None = None
+    revoked_by: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    @property
+    def principal(self) -> Principal:
+        return Principal(id=self.id, name=self.name, roles=self.roles, via="token")
+
+
+def register(
+    name: str, roles: Sequence[str], *, display: str, actor: str, now: float, existing: Registered | None
+) -> tuple[Registered, str, AuditEvent]:
+    """A new principal, its personal token (shown once, never stored), and the audit event."""
+    if existing is not None:
+        revoked = " (revoked: names are never reused)" if not existing.active else ""
+        raise PrincipalExists(f"a principal named {existing.id} exists already{revoked}")
+    token = new_token()
+    record = Registered(
+        id=check_name(name),
+        name=display or name,
+        roles=check_roles(roles),
+        token_hash=token_hash(token),
+        created_at=now,
+        created_by=actor,
+    )
+    detail = {"name": record.name, "roles": list(record.roles)}
+    event = AuditEvent(at=now, actor=actor, action="register", subject=_subject(record), after="active",
+                       detail=detail)  # fmt: skip
+    return record, token, event
+
+
+def revoke(record: Registered, *, actor: str, now: float) -> tuple[Registered, AuditEvent]:
+    """Revoke the principal's token: every worker refuses it from the next request on."""
+    if not record.active:
+        raise AlreadyRevoked(f"principal {record.id} was already revoked by {record.revoked_by}")
+    after = msgspec.structs.replace(record, revoked_at=now, revoked_by=actor)
+    event = AuditEvent(at=now, actor=actor, action="revoke", subject=_subject(record), before="active",
+                       after="revoked")  # fmt: skip
+    return after, event
+
+
+def assign_roles(
+    record: Registered, roles: Sequence[str], *, actor: str, now: float
+) -> tuple[Registered, AuditEvent]:
+    after = msgspec.structs.replace(record, roles=check_roles(roles))
+    detail = {"before": list(record.roles), "after": list(after.roles)}
+    event = AuditEvent(at=now, actor=actor, action="roles", subject=_subject(record), detail=detail)
+    return after, event
+
+
+def _subject(record: Registered) -> str:
+    return f"principal:{record.id}"
+
+
+def new_token() -> str:
+    """A personal token: the prefix and 256 random bits."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def check_name(name: str) -> str:
+    """A registered principal's id: lower-case letters, digits, `.`, `_` and `-`, at most 64; `admin` is the
+    bootstrap token's, and ids with a `:` belong to other sources."""
+    if not _NAME.fullmatch(name):
+        raise InvalidPrincipal(
+            f"a principal's name is 1-64 lower-case letters, digits, '.', '_' or '-', not {name!r}"
+        )
+    if name in (ADMIN, ANONYMOUS.id, REQUESTER):
+        raise InvalidPrincipal(f"{name!r} is reserved")
+    return name
+
+
+def check_roles(roles: Sequence[str]) -> tuple[str, ...]:
+    for role in roles:
+        if not _NAME.fullmatch(role):
+            raise InvalidPrincipal(
+                f"a role is 1-64 lower-case letters, digits, '.', '_' or '-', not {role!r}"
+            )
+    return tuple(dict.fromkeys(roles))

@@ -1,0 +1,113 @@
+"""The edge every request passes before any route: what it may carry, where it may come from, who it is.
+
+- A path with control characters is a 400: no id signoff makes has them, and PostgreSQL cannot even compare
+  text holding a NUL.
+- Cross-site use is refused. A web page on another site can make a browser send the victim's cookie
+  (SameSite=Lax still sends it between sites' ports on one host, and on every same-site subdomain), so:
+  - `WS /api/live` takes only the server's own origin and `--allow-origin` ones: WebSockets have no CORS.
+  - A POST must be `application/json` (else 415): that is what makes a cross-site POST need a CORS
+    preflight, which this server answers only for `--allow-origin` origins. A "simple" `text/plain` POST
+    from any page gets no further.
+  - A request with a foreign `Origin` is refused (403) unless it carries a bearer token, which a page can
+    only send after that preflight. A request without `Origin` is not from a browser (curl, a script, the
+    `ai` client in Node) and is judged by its credential alone.
+- Then the request is authenticated (`auth.Authenticator`) and its principal remembered for the routes.
+
+Every refusal of a cross-site attempt is audited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
+
+from signoff.server.auth import Authenticator, Unauthenticated, remember
+from signoff.server.http import error
+
+_DEFAULT_PORT = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+POLICY_VIOLATION = 1008
+"""The WebSocket close code for a refused handshake."""
+
+
+@dataclass(frozen=True)
+class Origins:
+    """The server's own origin, whatever host it is reached by, plus the `--allow-origin` ones."""
+
+    allowed: tuple[str, ...] = ()
+
+    def foreign(self, conn: HTTPConnection) -> bool:
+        origin = conn.headers.get("origin")
+        if origin is None:
+            return False
+        return origin.rstrip("/") not in self.allowed and not _same(origin, conn.headers.get("host", ""))
+
+
+def _same(origin: str, host: str) -> bool:
+    """Whether `origin` names the host the request was sent to. Only host and port are compared: a proxy
+    that ends TLS hands the server plain HTTP for an https page."""
+    try:
+        parts, sent = urlsplit(origin), urlsplit(f"//{host}")
+        default = _DEFAULT_PORT.get(parts.scheme)
+        return (
+            parts.hostname is not None
+            and parts.hostname == sent.hostname
+            and (parts.port or default) == (sent.port or default)
+        )
+    except ValueError:  # a port that is no number: not this server
+        return False
+
+
+class Edge:
+    def __init__(self, app: ASGIApp, *, auth: Authenticator, origins: Origins) -> None:
+        self.app = app
+        self.auth = auth
+        self.origins = origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        http = scope["type"] == "http"
+        conn = HTTPConnection(scope)
+        if http and not scope["path"].isprintable():
+            await error(400, "the path must not contain control characters")(scope, receive, send)
+            return
+        foreign = self.origins.foreign(conn)
+        if not http and foreign:
+            await self._refuse_site(conn, "a WebSocket from another site")
+            await WebSocketClose(POLICY_VIOLATION, "cross-site WebSocket refused")(scope, receive, send)
+            return
+        if http and scope["method"] == "POST" and not _json(conn):
+            message = "send the body as application/json"
+            await error(415, message, "content-type")(scope, receive, send)
+            return
+        try:
+            principal = await self.auth.authenticate(conn)
+        except Unauthenticated as exc:
+            if http:
+                await exc.response()(scope, receive, send)
+            else:
+                await WebSocketClose(POLICY_VIOLATION, exc.message[:100])(scope, receive, send)
+            return
+        if foreign and (principal is None or principal.via in ("session", "host")):
+            await self._refuse_site(conn, "a request from another site without a bearer token")
+            await error(403, "requests from another site need a bearer token")(scope, receive, send)
+            return
+        remember(conn, principal)
+        await self.app(scope, receive, send)
+
+    async def _refuse_site(self, conn: HTTPConnection, why: str) -> None:
+        client = conn.client.host if conn.client else "unknown"
+        origin = conn.headers.get("origin", "")
+        await self.auth.ledger.record(
+            "refuse", "site", f"client:{client}", why=why, origin=origin, path=conn.url.path
+        )
+
+
+def _json(conn: HTTPConnection) -> bool:
+    kind = conn.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return kind == "application/json"
