@@ -56,7 +56,16 @@ def workers(
 
 def serving(url: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     """The `signoff serve` command line for the counting agent, and the environment it runs in."""
-    args = ["serve", "--agent", "tests.scale_agent:agent", "--policy", POLICY, "--ledger", url]
+    args = [
+        "serve",
+        "--agent",
+        "tests.scale_agent:agent",
+        "--policy",
+        POLICY,
+        "--ledger",
+        url,
+        "--anonymous-chats",
+    ]
     return args, {"SIGNOFF_TEST_RUNS": str(tmp_path / "runs.jsonl"), "PYTHONPATH": str(ROOT)}
 
 

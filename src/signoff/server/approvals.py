@@ -218,8 +218,7 @@ class ApprovalsAPI:
         principal = signed_in(request)
         try:
             body = await read_body(request, DecisionBody, limit=MAX_BODY, what="decision")
-            approval = await self._visible(principal, request.path_params["id"])
-            approval = await self.ledger.decide(approval.id, body.decision(principal))
+            approval = await self.ledger.decide(request.path_params["id"], body.decision(principal))
         except BadBody as exc:
             return exc.response
         except (InvalidDecision, InvalidCall) as exc:

@@ -36,6 +36,7 @@ class Feed(ABC, Generic[T]):
         self._readers: set[asyncio.Queue[tuple[int, T] | None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._closed = False
 
     @abstractmethod
     async def _head(self) -> int:
@@ -57,6 +58,8 @@ class Feed(ABC, Generic[T]):
         )
 
     async def close(self) -> None:
+        self._closed = True  # the loop also ends on this, should a library it awaits swallow the cancel
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -83,7 +86,7 @@ class Feed(ABC, Generic[T]):
     async def _tail(self, after: int) -> None:
         """Poll while someone reads the feed; with no reader, only keep up with its end (a new reader
         starts from a snapshot, so nothing older is owed to it)."""
-        while True:
+        while not self._closed:
             full = False
             try:
                 if not self._readers:
@@ -97,8 +100,11 @@ class Feed(ABC, Generic[T]):
             except Exception:  # a ledger hiccup delays the feed; it must not end it
                 log.exception("the %s could not read the ledger", type(self).__name__)
             if not full:
+                # `asyncio.timeout`, not `wait_for`: on Python 3.11, a cancel landing as the timeout fires
+                # comes out of `wait_for` as a TimeoutError, and the loop went on.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.interval)
+                    async with asyncio.timeout(self.interval):
+                        await self._wake.wait()
                 self._wake.clear()
 
     def _publish(self, seq: int, record: T) -> None:
