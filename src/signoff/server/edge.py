@@ -81,10 +81,6 @@ class Edge:
             await self._refuse_site(conn, "a WebSocket from another site")
             await WebSocketClose(POLICY_VIOLATION, "cross-site WebSocket refused")(scope, receive, send)
             return
-        if http and scope["method"] == "POST" and not _json(conn):
-            message = "send the body as application/json"
-            await error(415, message, "content-type")(scope, receive, send)
-            return
         try:
             principal = await self.auth.authenticate(conn)
         except Unauthenticated as exc:
@@ -96,6 +92,10 @@ class Edge:
         if foreign and (principal is None or principal.via in ("session", "host")):
             await self._refuse_site(conn, "a request from another site without a bearer token")
             await error(403, "requests from another site need a bearer token")(scope, receive, send)
+            return
+        if http and scope["method"] == "POST" and not _json(conn):
+            message = "send the body as application/json"
+            await error(415, message, "content-type")(scope, receive, send)
             return
         remember(conn, principal)
         await self.app(scope, receive, send)
