@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from signoff.core.approval import State
+from signoff.core.call import ToolCall
 from signoff.ledger import SqliteLedger
 from signoff.ledger.postgres import PostgresLedger
 from tests.conftest import POSTGRES, SIGNOFF, drop
@@ -227,3 +228,26 @@ def test_db_upgrade_names_an_unreachable_server() -> None:
     env = {**os.environ, "SIGNOFF_LEDGER": "postgresql://nobody@127.0.0.1:1/x"}
     failed = signoff(env, "db", "upgrade")
     assert failed.returncode == 1 and "cannot reach PostgreSQL ledger" in failed.stderr
+
+
+def test_what_others_wrote_prints_as_it_is(cli_env: dict[str, str]) -> None:
+    """A description or a recorded name can't hide characters, reorder what follows, pass a Cyrillic letter
+    off as a Latin one, or style the terminal: the CLI spells them out."""
+
+    async def go() -> str:
+        async with SqliteLedger(db_of(cli_env)) as ledger:
+            call = ToolCall("c1", "process_payment", {"recipient": "M\u0430llory"})
+            approval = await ledger.open(
+                call, chat_id="c[red]1[/]", description="Pay 50 USD to \u202eokanaH", rule="r"
+            )
+            await ledger.record("refuse", approval.id, "evil\x1b[2J\u200bactor", why="x")
+            return approval.id
+
+    approval_id = asyncio.run(go())
+    listed = signoff(cli_env, "approvals", "list").stdout
+    assert "Pay 50 USD to ⟨U+202E⟩okanaH" in listed and "\u202e" not in listed
+    assert "c[red]1[/]" in listed, "markup in a chat id is printed, not applied"
+    shown = signoff(cli_env, "approvals", "show", approval_id).stdout
+    assert "⚠M\u0430llory" in shown and "⟨U+202E⟩okanaH" in shown
+    audit = signoff(cli_env, "audit", "list").stdout
+    assert "evil⟨U+001B⟩[2J⟨U+200B⟩actor" in audit and "\x1b" not in audit
