@@ -7,9 +7,11 @@ from signoff.core.decision import Decision
 from signoff.core.errors import (
     AlreadyConsumed,
     AlreadyDecided,
+    AlreadyVoted,
     CallMismatch,
     IllegalTransition,
     LedgerUnavailable,
+    NotAnApprover,
     NotFound,
     PolicyError,
     SignoffError,
@@ -19,6 +21,7 @@ from signoff.core.errors import (
 )
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy, Rule, Ruling
+from signoff.core.principal import Authority, Principal
 from signoff.core.task import Task, TaskState
 from signoff.gate import Allowed, Cancelled, Denied, Expired, Gate, Outcome, Pending, Refused
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
@@ -27,9 +30,11 @@ from signoff.tasks import TaskCancelled, Tasks, long_running, progress
 __all__ = [
     "AlreadyConsumed",
     "AlreadyDecided",
+    "AlreadyVoted",
     "Allowed",
     "Approval",
     "Approver",
+    "Authority",
     "CallMismatch",
     "Cancelled",
     "Decision",
@@ -41,11 +46,13 @@ __all__ = [
     "Ledger",
     "LedgerUnavailable",
     "MemoryLedger",
+    "NotAnApprover",
     "NotFound",
     "Outcome",
     "Pending",
     "Policy",
     "PolicyError",
+    "Principal",
     "Refused",
     "Rule",
     "Ruling",
