@@ -103,6 +103,9 @@ def test_list_show_approve_deny(cli_env: dict[str, str]) -> None:
             1,
         ),
         (["grants", "revoke", "grt_missing"], "no grant grt_missing", 1),
+        (["demo", "--oidc-issuer", "https://idp"], "OIDC also needs --oidc-audience, --oidc-jwks", 2),
+        (["principals", "revoke", "nobody"], "no principal nobody", 1),
+        (["principals", "add", "admin"], "'admin' is reserved", 1),
     ],
 )
 def test_errors_are_one_clear_line(cli_env: dict[str, str], args: list[str], message: str, code: int) -> None:
