@@ -180,7 +180,9 @@ def _move(
     detail: dict[str, object],
     **changes: object,
 ) -> tuple[Approval, AuditEvent]:
-    if to not in TRANSITIONS.get(approval.state, frozenset()):
+    """The approval moved to state `to`, or, with `to` its own state, changed within it (a vote toward a
+    quorum), and the audit event that records it."""
+    if to is not approval.state and to not in TRANSITIONS.get(approval.state, frozenset()):
         raise IllegalTransition(approval.id, approval.state, action)
     after = msgspec.structs.replace(approval, state=to, **changes)
     event = AuditEvent(
@@ -232,17 +234,7 @@ def decide(approval: Approval, decision: Decision, now: float) -> tuple[Approval
     changes = {"votes": votes, "edited": decision.args if restart else approval.edited}
     if len(votes) < authority.quorum:
         detail["votes"] = len(votes)
-        counted = msgspec.structs.replace(approval, **changes)
-        event = AuditEvent(
-            at=now,
-            actor=decision.by,
-            action=decision.verdict,
-            subject=approval.id,
-            before=State.PENDING,
-            after=State.PENDING,
-            detail=detail,
-        )
-        return counted, event
+        return _move(approval, State.PENDING, decision.verdict, decision.by, now, detail, **changes)
     return _move(
         approval, State.APPROVED, decision.verdict, decision.by, now, detail,
         decision=decision, decided_at=now, **changes,
