@@ -9,6 +9,7 @@ questions it asked) and that the page sent no POST /api/chat; here the ledger sh
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -28,17 +29,19 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield running
 
 
-def paid_once(server: DemoServer, chat_id: str) -> None:
-    """The chat's one approval was approved by the chat itself and consumed exactly once."""
-    view = server.ledger(chat_id)
+def paid_once(server: DemoServer, report: dict[str, Any]) -> None:
+    """The chat's one approval was approved by the page's own principal (its browser session, which the
+    scenario reports as `me`) and consumed exactly once."""
+    view = server.ledger(report["chat"])
     [approval] = view.approvals
     assert approval.state == "consumed", approval
-    assert approval.decision is not None and approval.decision.by == f"chat:{chat_id}"
+    assert report["me"].startswith("browser:"), report
+    assert approval.decision is not None and approval.decision.by == report["me"], approval
     assert len(view.actions(approval.id, "consume")) == 1
 
 
 def test_approve(server: DemoServer) -> None:
-    paid_once(server, run_page(server, "live-pay-approve")["chat"])
+    paid_once(server, run_page(server, "live-pay-approve"))
 
 
 def test_deny_with_reason(server: DemoServer) -> None:
@@ -61,7 +64,7 @@ def test_play_without_asking(server: DemoServer) -> None:
 
 
 def test_reload_while_asking(server: DemoServer) -> None:
-    paid_once(server, run_page(server, "live-reload")["chat"])
+    paid_once(server, run_page(server, "live-reload"))
 
 
 def test_two_approvals_in_one_turn(server: DemoServer) -> None:
@@ -86,9 +89,9 @@ def test_decided_in_the_inbox(server: DemoServer) -> None:
     chat_id = run_page(server, "live-inbox")["chat"]
     view = server.ledger(chat_id)
     [approval] = view.approvals
-    assert approval.decision is not None and approval.decision.by == "api:inbox", approval
+    assert approval.decision is not None and approval.decision.by == "admin", approval
     assert approval.state == "consumed" and len(view.actions(approval.id, "consume")) == 1
 
 
 def test_dropped_socket_answer_follows_the_turn_again(server: DemoServer) -> None:
-    paid_once(server, run_page(server, "live-dropped")["chat"])
+    paid_once(server, run_page(server, "live-dropped"))

@@ -2,10 +2,15 @@
 // the system Chromium through playwright-core against a running `signoff demo`.
 //
 // Usage: SIGNOFF_BASE=http://127.0.0.1:8000 SIGNOFF_TOKEN=... SIGNOFF_ARTIFACTS=artifacts/screenshots \
-//        node tests/js/page.mjs <scenario>
+//        [SIGNOFF_PRINCIPALS='{"alice": "sop_...", "bob": "sop_..."}'] node tests/js/page.mjs <scenario>
+//
+// SIGNOFF_TOKEN is the demo's admin token (principal `admin`); SIGNOFF_PRINCIPALS the personal tokens of two
+// principals with the role finance, by name, which the `quorum` scenario needs (`signoff principals add`).
+// Each chat page talks as its own browser session's principal (`browser:<id>`).
 //
 // On success it prints one JSON object on stdout, what the scenario reports for checks of the ledger (e.g.
-// `{"chat": "<chat id>"}`); the live-* scenarios drive the page over the live socket (?transport=live).
+// `{"chat": "<chat id>", "me": "browser:<id>"}`); the live-* scenarios drive the page over the live socket
+// (?transport=live).
 //
 // Each scenario runs in a fresh browser context with chats of its own, and saves a screenshot of each key
 // state as $SIGNOFF_ARTIFACTS/<scenario>-<nn>-<state>.png. It exits 1 with a message naming the step when an
@@ -29,6 +34,7 @@ const PAID_HANAKO = 'Paid 50 USD to Hanako; the balance is 950 USD.';
 
 const BASE = (process.env.SIGNOFF_BASE ?? '').replace(/\/$/, '');
 const TOKEN = process.env.SIGNOFF_TOKEN ?? '';
+const PRINCIPALS = JSON.parse(process.env.SIGNOFF_PRINCIPALS || '{}');
 const ARTIFACTS = process.env.SIGNOFF_ARTIFACTS ?? 'artifacts/screenshots';
 
 // -- the run: steps, screenshots, and everything the pages must not do -----------------------------------------
@@ -171,7 +177,24 @@ async function openChat(run, context, { wait, transport, label = 'chat' } = {}) 
   const query = new URLSearchParams({ chat: id, ...(wait && { wait }), ...(transport && { transport }) });
   await page.goto(`${BASE}/?${query}`);
   await page.getByTestId('status').waitFor({ timeout: WAIT_MS });
-  return { page, id, posts, sockets };
+  return { page, id, posts, sockets, me: await whoIs(page) };
+}
+
+/** The principal the page talks as: its browser session's, from the cookie the page's first load set. */
+function whoIs(page) {
+  return page.evaluate(async () => (await fetch('/api/me')).json());
+}
+
+/** The REST API from this script (no browser), as the principal of a bearer token; every POST is JSON, as the
+ * server requires. Resolves to the status and the parsed body. */
+async function api(token, method, path, body) {
+  const post = method === 'POST';
+  const response = await fetch(`${BASE}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(post && { 'content-type': 'application/json' }) },
+    ...(post && { body: JSON.stringify(body ?? {}) }),
+  });
+  return { status: response.status, body: await response.json().catch(() => undefined) };
 }
 
 /** The page's WebSockets to /api/live and their frames: `sent` holds the parsed frames the page sent, `turns`
@@ -213,11 +236,11 @@ async function expectLive(page) {
   await expectText(page, page.getByTestId('wait-mode'), 'blocking', 'the header');
 }
 
-async function openInbox(run, context, label = 'inbox') {
+async function openInbox(run, context, label = 'inbox', token = TOKEN) {
   const page = await context.newPage();
   run.watch(page, label);
   await page.goto(`${BASE}/approvals`);
-  await page.getByTestId('token-input').fill(TOKEN);
+  await page.getByTestId('token-input').fill(token);
   await page.getByTestId('token-submit').click();
   await page.locator('[data-testid="feed-state"]', { hasText: 'Live' }).waitFor({ timeout: WAIT_MS });
   return page;
@@ -532,9 +555,10 @@ const SCENARIOS = {
     });
     await run.shot(inbox, 'inbox-wrong-token');
     const row = inboxRow(inbox, id);
-    await run.do('sign in: the pending payment shows live', async () => {
+    await run.do('sign in as the admin: the pending payment shows live', async () => {
       await inbox.getByTestId('token-input').fill(TOKEN);
       await inbox.getByTestId('token-submit').click();
+      await expectText(inbox, inbox.getByTestId('whoami'), 'Signed in as admin (admin)', 'the header');
       await row.waitFor({ timeout: WAIT_MS });
       await expectText(inbox, row.getByTestId('description'), 'Pay 50 USD to Hanako', 'the inbox row');
       await expectText(inbox, row, 'process_payment', 'the inbox row');
@@ -545,7 +569,9 @@ const SCENARIOS = {
       await row.getByTestId('reason').fill('ok from the inbox');
       await row.getByTestId('approve').click();
       await row.waitFor({ state: 'detached', timeout: WAIT_MS });
-      await inbox.locator('[data-testid="recent-row"]', { hasText: 'api:inbox' }).first().waitFor({ timeout: WAIT_MS });
+      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 50 USD to Hanako' });
+      await expectText(inbox, recent.getByTestId('decided-by'), 'admin', 'the recent decision');
+      await expectText(page, card.getByTestId('card-note'), 'approved by admin', 'the chat card');
       await expectCard(page, card, 'done', 'payment');
       await expectReply(page, PAID_HANAKO);
       count(posts, 1, 'blocking: one stream');
@@ -556,7 +582,7 @@ const SCENARIOS = {
 
   async 'inbox-race'(run, browser) {
     const context = await newContext(browser);
-    const { page, id } = await openChat(run, context, { wait: 'blocking' });
+    const { page, id, me } = await openChat(run, context, { wait: 'blocking' });
     const card = await payAndAsk(run, page);
     const inbox = await openInbox(run, context);
     const row = inboxRow(inbox, id);
@@ -573,11 +599,11 @@ const SCENARIOS = {
       const inboxLost = inbox.getByTestId('conflict');
       await Promise.any([chatLost.waitFor({ timeout: WAIT_MS }), inboxLost.waitFor({ timeout: WAIT_MS })]);
       if (await chatLost.isVisible()) {
-        await expectText(page, chatLost, 'already decided by api:inbox', 'the chat card');
+        await expectText(page, chatLost, 'already decided by admin', 'the chat card');
         await expectCard(page, card, 'done', 'payment');
         await expectReply(page, PAID_HANAKO);
       } else {
-        await expectText(inbox, inboxLost, `already decided by chat:${id}`, 'the inbox');
+        await expectText(inbox, inboxLost, `already decided by ${me.name}`, 'the inbox');
         await expectCard(page, card, 'refused', 'payment');
         await expectReply(page, 'changed my mind');
       }
@@ -612,8 +638,8 @@ const SCENARIOS = {
 
   async 'live-pay-approve'(run, browser) {
     const context = await newContext(browser);
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     await run.do('the header says live', () => expectLive(page));
     const card = await payAndAsk(run, page);
     await run.shot(page, 'asking');
@@ -631,8 +657,8 @@ const SCENARIOS = {
 
   async 'live-pay-deny'(run, browser) {
     const context = await newContext(browser);
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     const card = await payAndAsk(run, page);
     await run.do('deny with a reason: the card is refused and the model quotes the reason', async () => {
       await deny(card, 'not this month');
@@ -653,8 +679,8 @@ const SCENARIOS = {
       permissions: ['geolocation'],
       geolocation: { latitude: 35.6762, longitude: 139.6503 },
     });
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     const card = cardOf(page, 'get_location');
     await run.do('ask: where am I', async () => {
       await say(page, 'where am I');
@@ -692,8 +718,8 @@ const SCENARIOS = {
 
   async 'live-reload'(run, browser) {
     const context = await newContext(browser);
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     const card = await payAndAsk(run, page);
     const before = { ...sockets, sent: [...sockets.sent] };
     await run.do('reload while the card asks: the page follows the turn again', async () => {
@@ -721,8 +747,8 @@ const SCENARIOS = {
 
   async 'live-two-payments'(run, browser) {
     const context = await newContext(browser);
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     const [jiro, saburo] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
     await run.do('ask for two payments', async () => {
       await say(page, 'pay 10 USD to Jiro and 20 USD to Saburo');
@@ -753,8 +779,8 @@ const SCENARIOS = {
 
   async 'live-remember'(run, browser) {
     const context = await newContext(browser);
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     const first = await payAndAsk(run, page);
     await run.do('remember for this chat: the server alone decides, the turn goes on', async () => {
       await first.getByTestId('remember').check();
@@ -779,8 +805,8 @@ const SCENARIOS = {
 
   async 'live-inbox'(run, browser) {
     const context = await newContext(browser);
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     const card = await payAndAsk(run, page);
     const inbox = await openInbox(run, context);
     const row = inboxRow(inbox, id);
@@ -808,8 +834,8 @@ const SCENARIOS = {
         }
       };
     });
-    const { page, id, posts, sockets } = await openChat(run, context, { transport: 'live' });
-    run.report.chat = id;
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
     const card = await payAndAsk(run, page);
     await run.do('the socket drops while the card asks: the page says so, the card still asks', async () => {
       await page.evaluate(() => window.__sockets.at(-1).close());
@@ -885,6 +911,131 @@ const SCENARIOS = {
     });
     await run.shot(inbox, 'revoked');
     await run.shot(page, 'asks-again');
+  },
+
+  // Four eyes: the demo asks two of finance for a payment over 500, and never the person who asked.
+  async quorum(run, browser) {
+    const { alice, bob } = PRINCIPALS;
+    if (!alice || !bob) throw new Error('SIGNOFF_PRINCIPALS must name the tokens of alice and bob (role finance)');
+    const context = await newContext(browser);
+    const { page, id } = await openChat(run, context);
+    run.report.chat = id;
+    const card = cardOf(page, 'process_payment');
+    await run.do('ask: pay 600 USD to Hanako: the card waits for finance, with nothing to click', async () => {
+      await say(page, 'pay 600 USD to Hanako');
+      await expectCard(page, card, 'waiting', 'payment');
+      await expectHeadline(card, 'Pay 600 USD to Hanako');
+      await expectText(page, card.getByTestId('waiting'), 'waiting for finance, 0 of 2', 'the card');
+      await card.getByTestId('deadline').waitFor();
+      if ((await card.getByTestId('approve').count()) > 0) throw new Error('the requester is offered Approve');
+      await expectText(page, page.getByTestId('status'), 'Waiting for finance to approve.', 'the status line');
+    });
+    await run.shot(page, 'waiting');
+    let approval;
+    await run.do("the page's own approval is refused: the requester may not approve", async () => {
+      const found = await api(alice, 'GET', `/api/approvals?state=pending&chat=${encodeURIComponent(id)}`);
+      [approval] = found.body?.approvals ?? [];
+      if (!approval?.may_decide) throw new Error(`alice may not decide: ${JSON.stringify(found)}`);
+      run.allow(/403|Forbidden/, 2); // the answer, and Chromium's "Failed to load resource" line about it
+      const status = await page.evaluate(async (url) => {
+        const init = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"approved":true}' };
+        return (await fetch(url, init)).status;
+      }, `/api/chat/${encodeURIComponent(id)}/approvals/${encodeURIComponent(approval.id)}`);
+      if (status !== 403) throw new Error(`the requester's approval got ${status}, not 403`);
+    });
+    await run.do('alice approves over REST: the card shows her vote live, and still waits', async () => {
+      const decided = await api(alice, 'POST', `/api/approvals/${approval.id}/decision`, { approved: true });
+      const { status, body } = decided;
+      if (status !== 200 || body.state !== 'pending' || body.tally !== '1 of 2: alice' || body.may_decide) {
+        throw new Error(`alice's approval answered ${JSON.stringify(decided)}`);
+      }
+      await expectText(page, card.getByTestId('tally'), '1 of 2: alice', 'the card');
+      await expectText(page, card.getByTestId('waiting'), 'waiting for finance, 1 of 2: alice', 'the card');
+      await expectCard(page, card, 'waiting', 'payment');
+    });
+    await run.shot(page, 'one-vote');
+    await run.do('alice approving again is a 409 that names the approval', async () => {
+      const again = await api(alice, 'POST', `/api/approvals/${approval.id}/decision`, { approved: true });
+      if (again.status !== 409 || again.body?.approval?.state !== 'pending') {
+        throw new Error(`alice's second approval answered ${JSON.stringify(again)}`);
+      }
+    });
+    const aliceInbox = await openInbox(run, context, 'inbox (alice)', alice);
+    await run.do("alice's inbox lists it as hers voted on, with nothing to click", async () => {
+      await expectText(aliceInbox, aliceInbox.getByTestId('whoami'), 'Signed in as alice (finance)', 'the header');
+      const row = inboxRow(aliceInbox, id);
+      await expectText(aliceInbox, row.getByTestId('quorum'), '1 of 2: you — waiting for finance', 'the row');
+      if ((await row.getByTestId('approve').count()) > 0) throw new Error('alice is offered Approve again');
+    });
+    await run.shot(aliceInbox, 'inbox-alice');
+    const inbox = await openInbox(run, context, 'inbox (bob)', bob);
+    const row = inboxRow(inbox, id);
+    await run.do('bob signs in: the row shows the tally so far', async () => {
+      await expectText(inbox, inbox.getByTestId('whoami'), 'Signed in as bob (finance)', 'the header');
+      await expectText(inbox, row.getByTestId('description'), 'Pay 600 USD to Hanako', 'the row');
+      await expectText(inbox, row.getByTestId('tally'), '1 of 2: alice', 'the row');
+      if ((await row.getByTestId('remember').count()) > 0) throw new Error('one vote of two offers Remember');
+    });
+    await run.shot(inbox, 'inbox-bob');
+    await run.do('bob approves: the quorum is met, the chat pays', async () => {
+      await row.getByTestId('approve').click();
+      await row.waitFor({ state: 'detached', timeout: WAIT_MS });
+      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 600 USD to Hanako' });
+      await expectText(inbox, recent.getByTestId('decided-by'), 'bob', 'the recent decision');
+      await expectCard(page, card, 'done', 'payment');
+      await expectText(page, card.getByTestId('card-note'), 'approved by alice and bob', 'the card');
+      await expectReply(page, 'Paid 600 USD to Hanako; the balance is 400 USD.');
+    });
+    await run.shot(page, 'paid');
+    await run.shot(inbox, 'inbox-decided');
+  },
+
+  // What whoever asks writes is shown as it is: no hidden reversal, no look-alike letters unmarked.
+  async 'hidden-text'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id } = await openChat(run, context);
+    const [reversed, lookalike] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
+    await run.do('a right-to-left override and a Cyrillic letter are shown, in the cards', async () => {
+      await say(page, 'pay 50 USD to \u202eokanaH and 20 USD to M\u0430llory');
+      await expectCard(page, reversed, 'asking', 'reversed');
+      await expectCard(page, lookalike, 'asking', 'look-alike');
+      // the description may quote such a value (as JSON): that hides nothing, the override is what must show
+      const headline = await reversed.getByTestId('headline').textContent();
+      if (!/^Pay 50 USD to "?\u27e8U\+202E\u27e9okanaH"?$/.test(headline ?? '')) {
+        throw new Error(`the card headline is ${JSON.stringify(headline)}`);
+      }
+      await expectText(page, reversed.getByTestId('args'), '\u27e8U+202E\u27e9okanaH', 'the card arguments');
+      if ((await reversed.textContent()).includes('\u202e')) throw new Error('the card shows a raw override');
+      await expectHeadline(lookalike, 'Pay 20 USD to \u26a0M\u0430llory');
+    });
+    await run.shot(page, 'chat');
+    const inbox = await openInbox(run, context);
+    await run.do('and in the inbox rows', async () => {
+      const rows = inboxRow(inbox, id);
+      await expectText(inbox, rows.getByTestId('description'), '\u27e8U+202E\u27e9okanaH', 'the row');
+      await expectText(inbox, rows.getByTestId('description'), 'Pay 20 USD to \u26a0M\u0430llory', 'the row');
+      const shown = (await rows.allTextContents()).join(' ');
+      if (shown.includes('\u202e')) throw new Error(`the inbox shows a raw override: ${JSON.stringify(shown)}`);
+    });
+    await run.shot(inbox, 'inbox');
+  },
+
+  // A chat belongs to whoever started it: another browser is told so, and sees nothing of it.
+  async 'not-yours'(run, browser) {
+    const { page, id } = await openChat(run, await newContext(browser));
+    await run.do('start a chat', async () => {
+      await say(page, 'weather in Tokyo');
+      await expectReply(page, 'Tokyo');
+    });
+    const stranger = await (await newContext(browser)).newPage();
+    run.watch(stranger, 'another browser');
+    await run.do("another browser opens it: it is someone else's", async () => {
+      run.allow(/404|Not Found/, 2); // the answer, and Chromium's "Failed to load resource" line about it
+      await stranger.goto(`${BASE}/?chat=${encodeURIComponent(id)}`);
+      await expectText(stranger, stranger.getByTestId('load-problem'), 'belongs to someone else', 'the page');
+      if ((await stranger.getByTestId('message').count()) > 0) throw new Error('the stranger sees the messages');
+    });
+    await run.shot(stranger, 'not-yours');
   },
 };
 

@@ -1,10 +1,18 @@
 // Approve / Deny for a card that asks. Deny first asks for an optional reason. The row keeps one height in
 // every step, so nothing below it moves.
-import { useState, type FormEvent } from "react";
+import { useState, type FormEvent, type ReactNode } from "react";
 
 export type Decide = (approved: boolean, reason: string, remember: boolean) => Promise<void>;
 
-export function ApprovalActions({ onDecide }: { onDecide: Decide }) {
+interface Props {
+  onDecide: Decide;
+  /** False when the approval needs several approvers: the server won't remember one person's vote. */
+  mayRemember: boolean;
+  /** Shown after the buttons, e.g. how far the quorum got. */
+  children?: ReactNode;
+}
+
+export function ApprovalActions({ onDecide, mayRemember, children }: Props) {
   const [denying, setDenying] = useState(false);
   const [reason, setReason] = useState("");
   const [remember, setRemember] = useState(false);
@@ -62,16 +70,19 @@ export function ApprovalActions({ onDecide }: { onDecide: Decide }) {
           <button type="button" data-testid="deny" disabled={busy} onClick={() => setDenying(true)}>
             Deny…
           </button>
-          <label className="remember">
-            <input
-              type="checkbox"
-              data-testid="remember"
-              checked={remember}
-              onChange={(event) => setRemember(event.target.checked)}
-              disabled={busy}
-            />
-            Remember for this chat
-          </label>
+          {mayRemember && (
+            <label className="remember">
+              <input
+                type="checkbox"
+                data-testid="remember"
+                checked={remember}
+                onChange={(event) => setRemember(event.target.checked)}
+                disabled={busy}
+              />
+              Remember for this chat
+            </label>
+          )}
+          {children}
         </>
       )}
       {problem && (

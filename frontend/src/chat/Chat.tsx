@@ -4,10 +4,12 @@
 import { useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, getToolName, type ChatTransport, type UIMessage } from "ai";
 import { useEffect, useRef, useState } from "react";
-import { ApiError, decidedBy, requestJson, type Approval, type WaitMode } from "../shared/api";
+import { decider, requestJson, type Approval, type Principal, type WaitMode } from "../shared/api";
+import { reveal } from "../shared/visible";
 import { readyToSend } from "./autoSend";
 import { runBrowserTool, unlockAudio } from "./browserTools";
 import { Composer } from "./Composer";
+import { decideInChat } from "./decideInChat";
 import { LiveChatTransport, type Answer } from "./liveTransport";
 import { Message } from "./Message";
 import { allTools, BROWSER_TOOLS, lastStepTools, messageOf, partKey, type ToolPart } from "./parts";
@@ -34,6 +36,8 @@ export type TransportKind = "sse" | "live";
 
 interface Props {
   snapshot: ChatSnapshot;
+  /** Who this page is to the server (`GET /api/me`): whose decisions read "you". */
+  me: Principal;
   /** The page's `?wait=` override; without it the server's default applies. SSE only. */
   waitOverride: WaitMode | undefined;
   transportKind: TransportKind;
@@ -46,9 +50,9 @@ const approvedState = (approval: Approval | undefined) =>
 export const waitMode = (kind: TransportKind, override: WaitMode | undefined, fallback: WaitMode): WaitMode =>
   kind === "live" ? "blocking" : (override ?? fallback);
 
-export function Chat({ snapshot, waitOverride, transportKind }: Props) {
+export function Chat({ snapshot, me: principal, waitOverride, transportKind }: Props) {
   const chatId = snapshot.id;
-  const me = `chat:${chatId}`;
+  const me = principal.id;
   const mode = waitMode(transportKind, waitOverride, snapshot.wait);
   // Approvals this page answered (approved or not), to tell when another channel got there first.
   const [answered, setAnswered] = useState<ReadonlySet<string>>(new Set());
@@ -150,22 +154,27 @@ export function Chat({ snapshot, waitOverride, transportKind }: Props) {
   async function decide(part: ToolPart, approved: boolean, reason: string, remember: boolean) {
     if (part.state !== "approval-requested") return;
     const id = part.approval.id;
+    const unanswer = () => setAnswered((known) => new Set([...known].filter((answered) => answered !== id)));
     setAnswered((known) => new Set(known).add(id));
     // A blocking stream is waiting on the server: deciding there is enough, the stream carries the rest.
-    // Deferred: the AI SDK's own approval response; "remember" needs the server first (a session grant).
+    // Deferred: the AI SDK's own approval response; "remember" needs the server first (a session grant), and
+    // so does one vote of several, which may leave the approval pending for the others.
     // Live: on the socket, mirrored into the message; "remember" is decided by the server alone, as blocking.
-    const blocking = live ? remember : mode === "blocking" && streaming;
-    if (blocking || remember) {
-      try {
-        const url = `/api/chat/${encodeURIComponent(chatId)}/approvals/${encodeURIComponent(id)}`;
-        const body = { approved, reason, remember: remember ? "session" : "once" };
-        upsertApproval(await requestJson<Approval>(url, { method: "POST", body: JSON.stringify(body) }));
-      } catch (problem) {
-        if (!(problem instanceof ApiError && problem.approval)) throw problem;
-        upsertApproval(problem.approval); // already decided: the card says by whom and follows the winner
-        approved = approvedState(problem.approval);
-        reason = problem.approval.decision?.reason || problem.approval.closed?.reason || "";
+    const direct = remember || (approvals.get(id)?.quorum ?? 1) > 1;
+    const blocking = live ? direct : mode === "blocking" && streaming;
+    if (blocking || direct) {
+      const body = { approved, reason, remember: remember ? ("session" as const) : ("once" as const) };
+      // already decided elsewhere: the card says by whom, and the answer follows the winner
+      const stands = await decideInChat(chatId, id, body, upsertApproval).catch((problem: unknown) => {
+        unanswer(); // refused: the card still asks, or waits for the others
+        throw problem;
+      });
+      if (stands.state === "pending") {
+        unanswer(); // one vote of several: the others decide it, and the chat's events bring that here
+        return follow();
       }
+      approved = approvedState(stands);
+      reason = stands.decision?.reason || stands.closed?.reason || "";
       if (blocking) return follow();
     }
     const response = { id, approved, reason: reason || undefined };
@@ -237,14 +246,14 @@ export function Chat({ snapshot, waitOverride, transportKind }: Props) {
 
   const renderTool = (part: ToolPart) => {
     const approval = "approval" in part && part.approval ? approvals.get(part.approval.id) : undefined;
-    const lost = approval && answered.has(approval.id) && approval.state !== "pending" && decidedBy(approval) !== me;
+    const lost = approval && answered.has(approval.id) && approval.state !== "pending" && decider(approval).id !== me;
     const output = taskOutput(part);
     return (
       <ToolCard
         part={part}
         approval={approval}
         me={me}
-        conflict={lost ? `your answer came too late: already decided by ${decidedBy(approval)}` : undefined}
+        conflict={lost ? `your answer came too late: already decided by ${reveal(decider(approval).name)}` : undefined}
         onDecide={(approved, reason, remember) => decide(part, approved, reason, remember)}
         task={output && taskView(output, tasks.tasks.get(output.task_id))}
         onCancelTask={tasks.cancel}

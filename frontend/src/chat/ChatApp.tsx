@@ -1,8 +1,11 @@
-// Loads the conversation as the server stored it (GET /api/chat/{id}), then shows the chat. Loading first
-// means a reload shows everything again: the messages, pending approvals and a reply still running.
+// Loads the conversation as the server stored it (GET /api/chat/{id}) and who this page is (GET /api/me),
+// then shows the chat. Loading first means a reload shows everything again: the messages, pending approvals
+// and a reply still running.
 import { useEffect, useState } from "react";
-import { requestJson, type WaitMode } from "../shared/api";
-import { Chat, waitMode, type ChatSnapshot, type TransportKind } from "./Chat";
+import type { WaitMode } from "../shared/api";
+import { reveal } from "../shared/visible";
+import { Chat, waitMode, type TransportKind } from "./Chat";
+import { loadChat, notYours, type LoadedChat } from "./loadChat";
 
 interface Props {
   chatId: string;
@@ -11,22 +14,26 @@ interface Props {
 }
 
 export function ChatApp({ chatId, waitOverride, transportKind }: Props) {
-  const [snapshot, setSnapshot] = useState<ChatSnapshot>();
-  const [problem, setProblem] = useState("");
+  const [loaded, setLoaded] = useState<LoadedChat>();
+  const [problem, setProblem] = useState<unknown>();
 
   useEffect(() => {
-    requestJson<ChatSnapshot>(`/api/chat/${encodeURIComponent(chatId)}`).then(setSnapshot, (error: Error) =>
-      setProblem(error.message),
-    );
+    loadChat(chatId).then(setLoaded, (error: unknown) => setProblem(() => error ?? "no answer"));
   }, [chatId]);
 
-  const mode = snapshot && waitMode(transportKind, waitOverride, snapshot.wait);
+  const mode = loaded && waitMode(transportKind, waitOverride, loaded.snapshot.wait);
   return (
     <>
       <header className="top">
         <h1>signoff</h1>
         <p className="chat-id">
           chat <code data-testid="chat-id">{chatId}</code>
+          {loaded && (
+            <>
+              {" · you are "}
+              <span data-testid="me">{reveal(loaded.me.name)}</span>
+            </>
+          )}
           {mode && (
             <>
               {" · "}
@@ -40,14 +47,34 @@ export function ChatApp({ chatId, waitOverride, transportKind }: Props) {
         </nav>
       </header>
       <main className="chat">
-        {snapshot ? (
-          <Chat snapshot={snapshot} waitOverride={waitOverride} transportKind={transportKind} />
-        ) : (
+        {loaded ? (
+          <Chat snapshot={loaded.snapshot} me={loaded.me} waitOverride={waitOverride} transportKind={transportKind} />
+        ) : problem === undefined ? (
           <p role="status" aria-live="polite">
-            {problem ? `Could not load the chat: ${problem}` : "Loading the chat…"}
+            Loading the chat…
           </p>
+        ) : (
+          <Unavailable problem={problem} />
         )}
       </main>
     </>
+  );
+}
+
+function Unavailable({ problem }: { problem: unknown }) {
+  const message = problem instanceof Error ? problem.message : String(problem);
+  return (
+    <div className="unavailable" role="alert" data-testid="load-problem">
+      <p>
+        {notYours(problem)
+          ? "This chat belongs to someone else: only the person who started it can see it."
+          : `Could not load the chat: ${message}`}
+      </p>
+      <p>
+        <a href="/" data-testid="new-chat">
+          Start a new chat
+        </a>
+      </p>
+    </div>
   );
 }

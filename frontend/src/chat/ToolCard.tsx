@@ -3,14 +3,17 @@ import { getToolName } from "ai";
 import type { Approval } from "../shared/api";
 import { ArgsList } from "../shared/ArgsList";
 import { Deadline } from "../shared/Deadline";
-import { ApprovalActions, type Decide } from "./ApprovalActions";
+import { reveal } from "../shared/visible";
+import type { Decide } from "./ApprovalActions";
 import { cardState, headline, type CardState } from "./describe";
 import type { ToolPart } from "./parts";
+import { PendingFoot } from "./PendingFoot";
 import { TaskProgress } from "./TaskProgress";
 import type { TaskView } from "./tasks";
 
 const LABEL: Record<CardState, string> = {
   asking: "asking you",
+  waiting: "waiting",
   approved: "approved",
   running: "running",
   done: "done",
@@ -23,7 +26,7 @@ const LABEL: Record<CardState, string> = {
 interface Props {
   part: ToolPart;
   approval: Approval | undefined;
-  /** How the server names this chat as a decider, e.g. `chat:abc`. */
+  /** The page's principal id (`browser:<id>`): its decisions and votes read "you". */
   me: string;
   /** Set when this page's answer lost to an earlier decision from elsewhere. */
   conflict: string | undefined;
@@ -36,8 +39,9 @@ interface Props {
 export function ToolCard({ part, approval, me, conflict, onDecide, task, onCancelTask }: Props) {
   const tool = getToolName(part);
   const { state, note } = cardState(part, approval, me, task?.state);
-  // approved with other arguments: those are the ones that run
-  const args = approval?.decision?.args ?? ((part.input ?? {}) as Record<string, unknown>);
+  // approved (or, while others still vote, edited) with other arguments: those are the ones that run
+  const args = approval?.decision?.args ?? approval?.edited?.args ?? ((part.input ?? {}) as Record<string, unknown>);
+  const open = state === "asking" || state === "waiting";
   // a task says itself where it stands: its card's note only says who approved it, if anyone
   const showNote = !task || Boolean(note || conflict);
   return (
@@ -52,17 +56,17 @@ export function ToolCard({ part, approval, me, conflict, onDecide, task, onCance
         <span className={`badge badge-${state}`} data-testid="badge">
           {LABEL[state]}
         </span>
-        <h3 data-testid="headline">{headline(tool, args, approval)}</h3>
+        <h3 data-testid="headline">{reveal(headline(tool, args, approval))}</h3>
       </header>
       <p className="card-meta">
         <code>{tool}</code>
-        {state === "asking" && approval?.deadline !== undefined && <Deadline at={approval.deadline} />}
+        {open && approval?.deadline !== undefined && <Deadline at={approval.deadline} />}
       </p>
       <ArgsList args={args} />
       <div className={`card-foot ${task ? "card-foot-task" : ""}`}>
         {task && <TaskProgress task={task} onCancel={() => onCancelTask(task.id)} />}
-        {state === "asking" ? (
-          <ApprovalActions onDecide={onDecide} />
+        {open ? (
+          <PendingFoot waiting={state === "waiting"} approval={approval} me={me} onDecide={onDecide} />
         ) : (
           showNote && (
             <p className="card-note" data-testid="card-note">

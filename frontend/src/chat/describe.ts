@@ -1,9 +1,21 @@
-// Plain words for a tool card: its headline, and its state with the detail a person needs.
+// Plain words for a tool card: its headline, and its state with the detail a person needs. Names and reasons
+// come from other people, so they are shown with hidden characters spelled out (see visible.ts).
 import { getToolName } from "ai";
 import type { Approval, TaskState } from "../shared/api";
+import { reveal } from "../shared/visible";
 import { BROWSER_TOOLS, type ToolPart } from "./parts";
 
-export type CardState = "asking" | "approved" | "running" | "done" | "refused" | "expired" | "error" | "cancelled";
+/** `asking`: this page may decide; `waiting`: it is up to others (a rule that names approvers, four eyes). */
+export type CardState =
+  | "asking"
+  | "waiting"
+  | "approved"
+  | "running"
+  | "done"
+  | "refused"
+  | "expired"
+  | "error"
+  | "cancelled";
 
 const TASK_CARD: Record<TaskState, CardState> = {
   pending: "running",
@@ -18,7 +30,7 @@ const text = (value: unknown, fallback: string) =>
 
 /** The approval's own description when there is one (unless the call was edited), else a phrase for the tool. */
 export function headline(tool: string, args: Record<string, unknown>, approval: Approval | undefined): string {
-  if (approval?.description && !approval.decision?.args) return approval.description;
+  if (approval?.description && !approval.decision?.args && !approval.edited) return approval.description;
   switch (tool) {
     case "process_payment":
       return ["Pay", text(args.amount, "?"), text(args.currency, ""), "to", text(args.recipient, "?")]
@@ -35,10 +47,14 @@ export function headline(tool: string, args: Record<string, unknown>, approval: 
   }
 }
 
+/** "alice", "alice and bob", "alice, bob and carol". */
+const together = (names: string[]): string =>
+  names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names.at(-1)}` : (names[0] ?? "");
+
 const REMEMBERED = { once: "", session: ", remembered for this chat", always: ", remembered for every chat" };
 
 /** The card's state and a line in plain words about it, from the message part and the server's record of its
- * approval. `me` is how the server names this chat as a decider (`chat:<id>`), shown as "you". A call that
+ * approval. `me` is the page's principal id (`browser:<id>`), whose decisions read "you". A call that
  * started a task takes its state from the task, whose own words the card shows apart (TaskProgress). */
 export function cardState(
   part: ToolPart,
@@ -47,10 +63,14 @@ export function cardState(
   task?: TaskState,
 ): { state: CardState; note: string } {
   const decision = approval?.decision;
-  const by = !decision || decision.by === me ? "you" : decision.by;
-  const because = (reason: string | undefined) => (reason ? `: ${reason}` : "");
+  const name = (id: string, shown: string) => (id === me ? "you" : reveal(shown || id));
+  const by = decision ? name(decision.by, decision.name ?? "") : "you";
+  // a quorum's approvers, each of whom the votes name: "alice and bob"
+  const votes = approval?.votes ?? [];
+  const approvers = votes.length > 1 ? together(votes.map((vote) => name(vote.by, vote.name))) : by;
+  const because = (reason: string | undefined) => (reason ? `: ${reveal(reason)}` : "");
   const edited = decision?.args ? " with edited arguments" : "";
-  const approved = `approved by ${by}${edited}${REMEMBERED[decision?.remember ?? "once"]}`;
+  const approved = `approved by ${approvers}${edited}${REMEMBERED[decision?.remember ?? "once"]}`;
   const refused = (reason: string | undefined) => ({
     state: "refused" as const,
     note: `refused${by === "you" ? "" : ` by ${by}`}${because(reason)}`,
@@ -62,7 +82,7 @@ export function cardState(
       case "cancelled":
         return {
           state: "refused",
-          note: `cancelled by ${approval.closed?.by ?? "the server"}${because(approval.closed?.reason)}`,
+          note: `cancelled by ${reveal(approval.closed?.by || "the server")}${because(approval.closed?.reason)}`,
         };
       case "denied":
         return refused(decision?.reason);
@@ -75,7 +95,8 @@ export function cardState(
     case "input-available":
       return { state: "running", note: BROWSER_TOOLS.has(getToolName(part)) ? "running in this browser…" : "running…" };
     case "approval-requested":
-      return !approval || approval.state === "pending" ? { state: "asking", note: "" } : closed();
+      if (approval && approval.state !== "pending") return closed();
+      return { state: approval?.may_decide === false ? "waiting" : "asking", note: "" };
     case "approval-responded":
       if (approval && approval.state !== "pending") return closed();
       return part.approval.approved ? { state: "approved", note: approved } : refused(part.approval.reason);

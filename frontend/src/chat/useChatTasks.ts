@@ -2,7 +2,7 @@
 // every `task` event (see useChatEvents), and the `data-task` parts of the streamed reply. Newest wins.
 import type { UIMessage } from "ai";
 import { useCallback, useEffect, useState } from "react";
-import { ApiError, requestJson, type Task } from "../shared/api";
+import { ApiError, postJson, requestJson, type Task } from "../shared/api";
 import { withTask } from "./tasks";
 
 export interface ChatTasks {
@@ -26,7 +26,7 @@ export function useChatTasks(chatId: string, messages: UIMessage[]): ChatTasks {
   const cancel = useCallback(
     async (taskId: string) => {
       try {
-        upsert(await requestJson<Task>(`${url}/${encodeURIComponent(taskId)}/cancel`, { method: "POST" }));
+        upsert(await postJson<Task>(`${url}/${encodeURIComponent(taskId)}/cancel`));
       } catch (error) {
         if (error instanceof ApiError && error.task) upsert(error.task); // it had finished already
         throw error;

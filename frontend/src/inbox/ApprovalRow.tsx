@@ -1,140 +1,80 @@
-// One pending approval: what it would do, who asked and why, and the decision controls.
+// One pending approval: what it would do, who asked and why, who it waits for, and the decision controls (none
+// once the viewer approved it and it waits for the other approvers). Text that whoever asked wrote is shown
+// with hidden characters spelled out (see visible.ts).
 import { useState } from "react";
-import type { Approval, Remember } from "../shared/api";
+import type { Approval } from "../shared/api";
 import { ArgsList } from "../shared/ArgsList";
 import { Deadline } from "../shared/Deadline";
+import { Awaiting, Tally } from "../shared/Quorum";
 import { roughly, useNow } from "../shared/time";
+import { reveal } from "../shared/visible";
+import { DecisionForm, type DecisionBody } from "./DecisionForm";
 
-export interface DecisionBody {
-  approved: boolean;
-  reason: string;
-  remember: Remember;
-  args?: Record<string, unknown>;
-}
-
-/** The edited arguments, or why they are not a JSON object. */
-function parseArgs(text: string): { args: Record<string, unknown> } | { error: string } {
-  try {
-    const args: unknown = JSON.parse(text);
-    if (typeof args === "object" && args !== null && !Array.isArray(args))
-      return { args: args as Record<string, unknown> };
-    return { error: 'the arguments must be a JSON object, like {"amount": 5}' };
-  } catch (error) {
-    return { error: error instanceof Error ? error.message : String(error) };
-  }
-}
-
-export function ApprovalRow({
-  approval,
-  onDecide,
-}: {
+interface Props {
   approval: Approval;
+  /** The viewer's principal id: its own vote reads "you". */
+  me: string;
   onDecide: (body: DecisionBody) => Promise<void>;
-}) {
-  const now = useNow();
-  const [reason, setReason] = useState("");
-  const [remember, setRemember] = useState<Remember>("once");
-  const [argsText, setArgsText] = useState<string>();
-  const [busy, setBusy] = useState(false);
-  const [problem, setProblem] = useState("");
-  const edited = argsText === undefined ? undefined : parseArgs(argsText);
-  const label = `${approval.description} (${approval.call.tool})`;
+}
 
-  async function decide(approved: boolean) {
-    if (approved && edited && "error" in edited) return;
-    setBusy(true);
+export function ApprovalRow({ approval, me, onDecide }: Props) {
+  const now = useNow();
+  // kept here, not in the form: a refusal may end the viewer's turn (a 409 "approved already"), and still shows
+  const [problem, setProblem] = useState("");
+  const description = reveal(approval.description);
+  // after an edit, the votes approve the edited arguments: the call that runs
+  const args = approval.edited?.args ?? approval.call.args;
+
+  async function decide(body: DecisionBody) {
     setProblem("");
     try {
-      await onDecide({
-        approved,
-        reason: reason.trim(),
-        remember: approved ? remember : "once",
-        ...(approved && edited && "args" in edited && { args: edited.args }),
-      });
+      await onDecide(body);
     } catch (error) {
       setProblem(error instanceof Error ? error.message : String(error));
-      setBusy(false);
+      throw error;
     }
   }
 
   return (
     <li className="row" data-testid="approval-row" data-approval-id={approval.id}>
       <div className="row-head">
-        <h3 data-testid="description">{approval.description}</h3>
+        <h3 data-testid="description">{description}</h3>
         <span className="age">asked {roughly(now - approval.created_at)} ago</span>
         {approval.deadline !== undefined && <Deadline at={approval.deadline} />}
       </div>
       <p className="row-meta">
         <code>{approval.call.tool}</code> in chat{" "}
         <a href={`/?chat=${encodeURIComponent(approval.chat_id)}`} data-testid="chat-link">
-          {approval.chat_id}
-        </a>{" "}
+          {reveal(approval.chat_id)}
+        </a>
+        {approval.requester && (
+          <>
+            {" "}
+            of <code data-testid="requester">{reveal(approval.requester)}</code>
+          </>
+        )}{" "}
         · asked by rule <code>{approval.rule}</code>
       </p>
-      {argsText === undefined ? (
-        <ArgsList args={approval.call.args} />
+      <p className="row-quorum" data-testid="quorum">
+        {approval.quorum > 1 && (
+          <>
+            <Tally approval={approval} me={me} />
+            {" — "}
+          </>
+        )}
+        waiting for <Awaiting approval={approval} />
+        {approval.edited && " · with edited arguments"}
+      </p>
+      {approval.may_decide !== false ? (
+        <DecisionForm
+          approval={approval}
+          args={args}
+          label={`${description} (${approval.call.tool})`}
+          onDecide={decide}
+        />
       ) : (
-        <div className="args-edit">
-          <label htmlFor={`args-${approval.id}`}>Arguments (JSON)</label>
-          <textarea
-            id={`args-${approval.id}`}
-            data-testid="args-editor"
-            value={argsText}
-            onChange={(event) => setArgsText(event.target.value)}
-            rows={4}
-            spellCheck={false}
-            aria-invalid={edited !== undefined && "error" in edited}
-          />
-          <p className="problem" data-testid="args-error" aria-live="polite">
-            {edited && "error" in edited ? edited.error : ""}
-          </p>
-        </div>
+        <ArgsList args={args} />
       )}
-      <div className="row-actions">
-        <label>
-          Reason
-          <input
-            data-testid="reason"
-            value={reason}
-            onChange={(event) => setReason(event.target.value)}
-            placeholder="optional"
-            aria-label={`Reason for ${label}`}
-          />
-        </label>
-        <label>
-          Remember
-          <select
-            data-testid="remember"
-            value={remember}
-            onChange={(event) => setRemember(event.target.value as Remember)}
-            aria-label={`Remember the approval of ${label}`}
-          >
-            <option value="once">just this once</option>
-            <option value="session">for this chat</option>
-            <option value="always">for every chat</option>
-          </select>
-        </label>
-        <button
-          type="button"
-          className="primary"
-          data-testid="approve"
-          disabled={busy || (edited !== undefined && "error" in edited)}
-          onClick={() => void decide(true)}
-        >
-          {argsText === undefined ? "Approve" : "Approve edited"}
-        </button>
-        <button type="button" className="danger" data-testid="deny" disabled={busy} onClick={() => void decide(false)}>
-          Deny
-        </button>
-        <button
-          type="button"
-          data-testid="edit-args"
-          disabled={busy}
-          onClick={() => setArgsText(argsText === undefined ? JSON.stringify(approval.call.args, null, 2) : undefined)}
-        >
-          {argsText === undefined ? "Edit arguments" : "Cancel edit"}
-        </button>
-      </div>
       {problem && (
         <p className="problem" role="alert" data-testid="decision-error">
           {problem}

@@ -1,6 +1,7 @@
 // Remembered decisions (grants) that are active, with Revoke. `refresh` changes whenever one may have appeared.
 import { useCallback, useEffect, useState } from "react";
 import { requestJson, type Grant } from "../shared/api";
+import { reveal } from "../shared/visible";
 
 interface Props {
   token: string;
@@ -57,10 +58,10 @@ export function GrantsList({ token, refresh }: Props) {
               {grant.chat_id && (
                 <>
                   {" "}
-                  <code>{grant.chat_id}</code>
+                  <code>{reveal(grant.chat_id)}</code>
                 </>
               )}{" "}
-              · by {grant.created_by}
+              · by {reveal(grant.created_by)}
             </span>
             <button type="button" data-testid="revoke" onClick={() => void revoke(grant)}>
               Revoke

@@ -1,7 +1,11 @@
-// The inbox: pending approvals live from the feed, recent decisions, and the remembered decisions.
+// The inbox: pending approvals live from the feed, recent decisions, and the remembered decisions. It lists the
+// approvals `me` may decide, and those waiting for other approvers after `me` approved them already.
 import { useReducer, useState } from "react";
-import { ApiError, decidedBy, requestJson, type Approval } from "../shared/api";
-import { ApprovalRow, type DecisionBody } from "./ApprovalRow";
+import { ApiError, decider, postJson, type Approval, type Principal } from "../shared/api";
+import { votedBy } from "../shared/tally";
+import { reveal } from "../shared/visible";
+import { ApprovalRow } from "./ApprovalRow";
+import type { DecisionBody } from "./DecisionForm";
 import { GrantsList } from "./GrantsList";
 import { RecentRow } from "./RecentRow";
 import { useApprovalFeed } from "./useApprovalFeed";
@@ -9,28 +13,37 @@ import { useApprovalFeed } from "./useApprovalFeed";
 const RECENT = 10;
 const FEED_STATE = { connecting: "Connecting…", live: "Live", reconnecting: "Connection lost; reconnecting…" };
 
-export function Inbox({ token, onUnauthorized }: { token: string; onUnauthorized: () => void }) {
+interface Props {
+  token: string;
+  me: Principal;
+  onUnauthorized: () => void;
+}
+
+export function Inbox({ token, me, onUnauthorized }: Props) {
   const { approvals, upsert, state } = useApprovalFeed(token, onUnauthorized);
   const [conflicts, setConflicts] = useState<ReadonlyMap<string, string>>(new Map());
   const [decisions, countDecision] = useReducer((n: number) => n + 1, 0);
   const all = [...approvals.values()];
-  const pending = all.filter((a) => a.state === "pending").sort((a, b) => a.created_at - b.created_at);
+  const mine = (a: Approval) => a.may_decide !== false || votedBy(a, me.id);
+  const pending = all.filter((a) => a.state === "pending" && mine(a)).sort((a, b) => a.created_at - b.created_at);
   const decided = all.filter((a) => a.state !== "pending").reverse();
 
   async function decide(approval: Approval, body: DecisionBody) {
+    // who decides is the token's principal: the server takes it from the credential, never from the body
+    const url = `/api/approvals/${encodeURIComponent(approval.id)}/decision`;
     try {
-      const url = `/api/approvals/${encodeURIComponent(approval.id)}/decision`;
-      const init = {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}` },
-        body: JSON.stringify({ ...body, by: "inbox" }),
-      };
-      upsert(await requestJson<Approval>(url, init));
+      upsert(await postJson<Approval>(url, body, { headers: { authorization: `Bearer ${token}` } }));
     } catch (error) {
       if (!(error instanceof ApiError && error.approval)) throw error;
-      const winner = error.approval;
-      upsert(winner);
-      setConflicts((known) => new Map(known).set(approval.id, `already decided by ${decidedBy(winner)}`));
+      const now = error.approval;
+      if (now.state === "pending") {
+        // refused (403: the rule does not name `me`; 409: `me` approved it already): the row says why, and
+        // stays while it would still be listed
+        if (mine(now)) upsert(now);
+        throw error;
+      }
+      upsert(now);
+      setConflicts((known) => new Map(known).set(approval.id, `already decided by ${reveal(decider(now).name)}`));
     } finally {
       countDecision();
     }
@@ -48,7 +61,12 @@ export function Inbox({ token, onUnauthorized }: { token: string; onUnauthorized
         {pending.length === 0 && state === "live" && <p className="empty">Nothing is waiting.</p>}
         <ul className="rows">
           {pending.map((approval) => (
-            <ApprovalRow key={approval.id} approval={approval} onDecide={(body) => decide(approval, body)} />
+            <ApprovalRow
+              key={approval.id}
+              approval={approval}
+              me={me.id}
+              onDecide={(body) => decide(approval, body)}
+            />
           ))}
         </ul>
       </section>

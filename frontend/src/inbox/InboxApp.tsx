@@ -1,5 +1,8 @@
-// The inbox page: the token login, then the inbox. The token stays in sessionStorage (this tab only).
-import { useState } from "react";
+// The inbox page: the token login, then the inbox, as the principal the token names (GET /api/me). The token
+// stays in sessionStorage (this tab only); a reload asks the server again who it names.
+import { useEffect, useState } from "react";
+import { ApiError, fetchMe, type Principal } from "../shared/api";
+import { reveal } from "../shared/visible";
 import { Inbox } from "./Inbox";
 import { LoginForm } from "./LoginForm";
 
@@ -7,19 +10,29 @@ const KEY = "signoff.approvals-token";
 
 export function InboxApp() {
   const [token, setToken] = useState(() => sessionStorage.getItem(KEY) ?? "");
+  const [me, setMe] = useState<Principal>();
   const [problem, setProblem] = useState("");
 
-  function signIn(next: string) {
+  function signIn(next: string, principal: Principal) {
     sessionStorage.setItem(KEY, next);
     setProblem("");
+    setMe(principal);
     setToken(next);
   }
 
   function signOut(why: string) {
     sessionStorage.removeItem(KEY);
     setProblem(why);
+    setMe(undefined);
     setToken("");
   }
+
+  useEffect(() => {
+    if (!token || me) return;
+    fetchMe(`Bearer ${token}`).then(setMe, (error: Error) =>
+      signOut(error instanceof ApiError && error.status === 401 ? "wrong token" : error.message),
+    );
+  }, [token, me]);
 
   return (
     <>
@@ -27,6 +40,12 @@ export function InboxApp() {
         <h1>signoff approvals</h1>
         <nav>
           <a href="/">Chat</a>
+          {me && (
+            <span className="whoami" data-testid="whoami">
+              Signed in as {reveal(me.name)}
+              {me.roles.length > 0 && ` (${me.roles.map(reveal).join(", ")})`}
+            </span>
+          )}
           {token && (
             <button type="button" data-testid="logout" onClick={() => signOut("")}>
               Log out
@@ -35,10 +54,12 @@ export function InboxApp() {
         </nav>
       </header>
       <main className="inbox">
-        {token ? (
-          <Inbox token={token} onUnauthorized={() => signOut("wrong token")} />
+        {!token ? (
+          <LoginForm problem={problem} onSignIn={signIn} />
+        ) : me ? (
+          <Inbox token={token} me={me} onUnauthorized={() => signOut("wrong token")} />
         ) : (
-          <LoginForm problem={problem} onToken={signIn} />
+          <p role="status">Checking the token…</p>
         )}
       </main>
     </>

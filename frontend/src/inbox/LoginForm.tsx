@@ -1,8 +1,14 @@
-// Sign in with the approvals API token (`signoff demo` prints it). The token is checked before it is kept.
+// Sign in with an API token: the one `signoff demo` prints (the admin), or a personal one from `signoff
+// principals add`. The token is checked, by asking the server whom it names, before it is kept.
 import { useState, type FormEvent } from "react";
-import { ApiError, requestJson } from "../shared/api";
+import { ApiError, fetchMe, type Principal } from "../shared/api";
 
-export function LoginForm({ problem, onToken }: { problem: string; onToken: (token: string) => void }) {
+interface Props {
+  problem: string;
+  onSignIn: (token: string, me: Principal) => void;
+}
+
+export function LoginForm({ problem, onSignIn }: Props) {
   const [token, setToken] = useState("");
   const [checking, setChecking] = useState(false);
   const [error, setError] = useState(problem);
@@ -12,8 +18,7 @@ export function LoginForm({ problem, onToken }: { problem: string; onToken: (tok
     setChecking(true);
     setError("");
     try {
-      await requestJson("/api/approvals?state=pending&limit=1", { headers: { authorization: `Bearer ${token}` } });
-      onToken(token);
+      onSignIn(token, await fetchMe(`Bearer ${token}`));
     } catch (failure) {
       setError(failure instanceof ApiError && failure.status === 401 ? "wrong token" : String(failure));
       setChecking(false);
@@ -25,7 +30,7 @@ export function LoginForm({ problem, onToken }: { problem: string; onToken: (tok
       <h2>Sign in</h2>
       {/* password managers (and Chromium's form check) expect a user name beside a password */}
       <input type="text" name="username" autoComplete="username" value="signoff approvals" readOnly hidden />
-      <label htmlFor="token">Approvals API token</label>
+      <label htmlFor="token">API token</label>
       <input
         id="token"
         type="password"
@@ -43,7 +48,8 @@ export function LoginForm({ problem, onToken }: { problem: string; onToken: (tok
         {error}
       </p>
       <p className="hint">
-        <code>signoff demo</code> prints the token when it starts; <code>SIGNOFF_API_TOKEN</code> chooses it.
+        <code>signoff demo</code> prints the admin's token when it starts (<code>SIGNOFF_API_TOKEN</code> chooses
+        it); <code>signoff principals add NAME --role ROLE</code> prints a personal one.
       </p>
     </form>
   );

@@ -1,5 +1,6 @@
 // An approval that left the pending list: how it ended and by whom; an edited call with its new digest.
-import { decidedBy, type Approval } from "../shared/api";
+import { decider, type Approval } from "../shared/api";
+import { reveal } from "../shared/visible";
 
 const ENDED: Record<Approval["state"], string> = {
   pending: "pending",
@@ -16,11 +17,12 @@ export function RecentRow({ approval, conflict }: { approval: Approval; conflict
   return (
     <li className="recent" data-testid="recent-row" data-approval-id={approval.id} data-state={approval.state}>
       <span className={`badge badge-${approval.state}`}>{ENDED[approval.state]}</span>{" "}
-      <strong>{approval.description}</strong> by <span data-testid="decided-by">{decidedBy(approval)}</span>
-      {reason && <>: “{reason}”</>}
+      <strong>{reveal(approval.description)}</strong> by{" "}
+      <span data-testid="decided-by">{reveal(decider(approval).name)}</span>
+      {reason && <>: “{reveal(reason)}”</>}
       {edit && (
         <p className="edited" data-testid="edited">
-          edited to <code data-testid="edited-args">{JSON.stringify(edit)}</code>
+          edited to <code data-testid="edited-args">{reveal(JSON.stringify(edit))}</code>
           {approval.decision?.digest && (
             <>
               {" "}

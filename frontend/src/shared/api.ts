@@ -4,6 +4,23 @@ export type ApprovalState = "pending" | "approved" | "denied" | "expired" | "can
 export type Remember = "once" | "session" | "always";
 export type WaitMode = "deferred" | "blocking";
 
+/** Who a request is from (`GET /api/me`): `browser:<id>` for the chat page's own session, `admin` for the
+ * bootstrap token, a registered principal's name for a personal token. */
+export interface Principal {
+  id: string;
+  name: string;
+  roles: string[];
+  via: string;
+}
+
+/** One approval of a call that needs several (a quorum) before it is decided. */
+export interface Vote {
+  by: string;
+  name: string;
+  verdict: "approve" | "edit";
+  at: number;
+}
+
 export interface Approval {
   id: string;
   chat_id: string;
@@ -14,9 +31,26 @@ export interface Approval {
   rule: string;
   created_at: number;
   deadline?: number;
+  /** The principal whose chat asked. */
+  requester?: string;
+  /** How many distinct principals must approve. */
+  quorum: number;
+  approvers?: string[];
+  /** Present (false) only when the requester may not decide: four eyes. */
+  requester_may_approve?: boolean;
+  /** Who may decide, in words: "finance", "the requester or an admin". */
+  awaiting: string;
+  /** How far the quorum got, in words: "1 of 2: alice". */
+  tally: string;
+  /** The approvals so far, while it waits for more. */
+  votes?: Vote[];
+  /** The arguments of the latest edit: the call that runs. */
+  edited?: { args: Record<string, unknown>; digest: string };
   decision?: {
     verdict: "approve" | "deny" | "edit";
     by: string;
+    name?: string;
+    via?: string;
     reason: string;
     remember: Remember;
     args?: Record<string, unknown>;
@@ -24,6 +58,8 @@ export interface Approval {
   };
   closed?: { by: string; reason: string };
   consumed_at?: number;
+  /** Whether a decision from the principal of the request that fetched it would count now. */
+  may_decide?: boolean;
 }
 
 export interface Grant {
@@ -84,9 +120,11 @@ export class ApiError extends Error {
   }
 }
 
-/** Who closed an approval: the decider, or whoever expired or cancelled it. */
-export function decidedBy(approval: Approval): string {
-  return approval.decision?.by ?? approval.closed?.by ?? "someone else";
+/** Who closed an approval, as an id and as a person reads it: the decider, or whoever expired or cancelled it. */
+export function decider(approval: Approval): { id: string; name: string } {
+  const { decision, closed } = approval;
+  if (decision) return { id: decision.by, name: decision.name || decision.by };
+  return { id: closed?.by ?? "", name: closed?.by || "someone else" };
 }
 
 /** Fetches JSON; a non-2xx answer throws an ApiError carrying the server's `error.message` (or `error`,
@@ -104,4 +142,15 @@ export async function requestJson<T>(url: string, init: RequestInit = {}): Promi
   };
   const message = typeof error === "string" ? error : error?.message;
   throw new ApiError(response.status, message ?? `${response.status} ${response.statusText}`, approval, task);
+}
+
+/** POSTs `body` as JSON. The server refuses any POST that is not `application/json` (415), even one without
+ * a body, since that is what makes a cross-site POST need a CORS preflight; so a body-less POST sends `{}`. */
+export function postJson<T>(url: string, body: object = {}, init: RequestInit = {}): Promise<T> {
+  return requestJson<T>(url, { ...init, method: "POST", body: JSON.stringify(body) });
+}
+
+/** Who the request's credential says it is: the page's own session cookie, or `authorization`'s token. */
+export function fetchMe(authorization?: string): Promise<Principal> {
+  return requestJson<Principal>("/api/me", authorization ? { headers: { authorization } } : {});
 }
