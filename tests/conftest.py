@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,11 @@ REDIS = os.environ.get("SIGNOFF_TEST_REDIS", "redis://127.0.0.1:6379/0")
 """The Redis server the tests use; each test gets a key prefix of its own there."""
 ROOT = Path(__file__).resolve().parent.parent
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))
+os.environ.setdefault(
+    "SIGNOFF_AUDIT_KEY_FILE", str(Path(tempfile.mkdtemp(prefix="signoff-key-")) / "audit.key")
+)
+"""One audit key for the whole run, outside the user's data directory: every ledger a test opens, in this
+process or in the servers and CLIs it starts (they inherit the environment), proves with it."""
 
 
 class FakeClock:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from signoff.core import approval as machine
 from signoff.core.approval import TRANSITIONS, Approval, State
+from signoff.core.audit import Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import (
@@ -24,6 +25,8 @@ from signoff.core.errors import (
 )
 from tests.conftest import make_ledger
 
+KEYS = Keyring.ephemeral()
+KEY = KEYS.current
 CALL = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
 
 
@@ -42,20 +45,21 @@ def test_ids_are_unguessable() -> None:
 
 
 def test_approve_then_consume() -> None:
-    approved, event = machine.decide(fresh(), Decision.approve("alice", "fine"), 101.0)
+    approved, event = machine.decide(fresh(), Decision.approve("alice", "fine"), 101.0, KEY)
     assert approved.state is State.APPROVED and approved.by == "alice" and approved.reason == "fine"
     assert (event.before, event.after, event.actor) == ("pending", "approved", "alice")
-    consumed, event = machine.consume(approved, CALL, "gate", 102.0)
+    consumed, event = machine.consume(approved, CALL, "gate", 102.0, KEYS)
     assert consumed.state is State.CONSUMED and consumed.consumed_at == 102.0
     with pytest.raises(AlreadyConsumed):
-        machine.consume(consumed, CALL, "gate", 103.0)
+        machine.consume(consumed, CALL, "gate", 103.0, KEYS)
 
 
 def test_first_decision_wins_and_the_loser_learns_the_winner() -> None:
-    denied, _ = machine.decide(fresh(), Decision.deny("bob", "too much"), 101.0)
+    denied, _ = machine.decide(fresh(), Decision.deny("bob", "too much"), 101.0, KEY)
     with pytest.raises(AlreadyDecided) as lost:
-        machine.decide(denied, Decision.approve("alice"), 101.5)
-    assert lost.value.winner.decision == Decision.deny("bob", "too much")
+        machine.decide(denied, Decision.approve("alice"), 101.5, KEY)
+    winner = lost.value.winner.decision
+    assert winner is not None and (winner.verdict, winner.by, winner.reason) == ("deny", "bob", "too much")
     assert "denied by bob" in str(lost.value)
 
 
@@ -63,41 +67,43 @@ def test_first_decision_wins_and_the_loser_learns_the_winner() -> None:
 def test_only_an_approved_call_can_be_consumed(state: State) -> None:
     approval = fresh()
     if state is State.DENIED:
-        approval, _ = machine.decide(approval, Decision.deny("bob"), 101.0)
+        approval, _ = machine.decide(approval, Decision.deny("bob"), 101.0, KEY)
     elif state is State.EXPIRED:
-        approval, _ = machine.expire(approval, 111.0)
+        approval, _ = machine.expire(approval, 111.0, KEY)
     elif state is State.CANCELLED:
         approval, _ = machine.cancel(approval, "ops", "withdrawn", 101.0)
     with pytest.raises(IllegalTransition):
-        machine.consume(approval, CALL, "gate", 120.0)
+        machine.consume(approval, CALL, "gate", 120.0, KEYS)
 
 
 def test_edit_approves_new_args_and_only_those_can_run() -> None:
-    edited, event = machine.decide(fresh(), Decision.edit({"amount": 20, "currency": "USD"}, "alice"), 101.0)
+    edited, event = machine.decide(
+        fresh(), Decision.edit({"amount": 20, "currency": "USD"}, "alice"), 101.0, KEY
+    )
     assert edited.state is State.APPROVED
     assert edited.approved_call.args == {"amount": 20, "currency": "USD"}
     assert event.detail["digest"] == edited.approved_call.digest != CALL.digest
     with pytest.raises(CallMismatch):
-        machine.consume(edited, CALL, "gate", 102.0)
-    consumed, _ = machine.consume(edited, edited.approved_call, "gate", 102.0)
+        machine.consume(edited, CALL, "gate", 102.0, KEYS)
+    consumed, _ = machine.consume(edited, edited.approved_call, "gate", 102.0, KEYS)
     assert consumed.state is State.CONSUMED
 
 
 def test_a_decision_after_the_deadline_expires_instead() -> None:
-    late, event = machine.decide(fresh(deadline=10.0), Decision.approve("alice"), 110.0)
+    late, event = machine.decide(fresh(deadline=10.0), Decision.approve("alice"), 110.0, KEY)
     assert late.state is State.EXPIRED and event.action == "expire"
 
 
 def test_on_timeout_allow_approves_in_signoffs_name() -> None:
-    approved, _ = machine.expire(fresh(on_timeout="allow"), 110.0)
+    approved, _ = machine.expire(fresh(on_timeout="allow"), 110.0, KEY)
     assert approved.state is State.APPROVED and approved.by == machine.TIMEOUT_ACTOR
 
 
 def test_expire_before_the_deadline_is_illegal() -> None:
     with pytest.raises(IllegalTransition, match="not due"):
-        machine.expire(fresh(deadline=10.0), 105.0)
+        machine.expire(fresh(deadline=10.0), 105.0, KEY)
     with pytest.raises(IllegalTransition, match="not due"):
-        machine.expire(fresh(deadline=None), 10_000.0)
+        machine.expire(fresh(deadline=None), 10_000.0, KEY)
 
 
 @pytest.mark.parametrize(
@@ -129,17 +135,17 @@ def test_random_sequences_follow_the_transition_table(actions: list[str]) -> Non
                 now += 1.0
                 continue
             if action == "approve":
-                approval, _ = machine.decide(approval, Decision.approve("a"), now)
+                approval, _ = machine.decide(approval, Decision.approve("a"), now, KEY)
             elif action == "deny":
-                approval, _ = machine.decide(approval, Decision.deny("b"), now)
+                approval, _ = machine.decide(approval, Decision.deny("b"), now, KEY)
             elif action == "edit":
-                approval, _ = machine.decide(approval, Decision.edit({"amount": 1}, "c"), now)
+                approval, _ = machine.decide(approval, Decision.edit({"amount": 1}, "c"), now, KEY)
             elif action == "consume":
-                approval, _ = machine.consume(approval, approval.approved_call, "g", now)
+                approval, _ = machine.consume(approval, approval.approved_call, "g", now, KEYS)
             elif action == "cancel":
                 approval, _ = machine.cancel(approval, "ops", "", now)
             else:
-                approval, _ = machine.expire(approval, now)
+                approval, _ = machine.expire(approval, now, KEY)
         except SignoffError:
             assert approval.state is before
             continue

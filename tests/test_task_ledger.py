@@ -41,7 +41,7 @@ async def test_a_task_runs_from_pending_to_completed(ledger: Ledger) -> None:
     assert task.status() == {"status": "pending", "task_id": task.id, "progress": 0}
     assert task.id.startswith("task_") and len(task.id) > 20
 
-    running = await ledger.change_task(task.id, lambda t: (start(t, ledger.clock()), None))
+    running = await ledger.change_task(task.id, lambda t: start(t, ledger.clock()))
     assert running.state is TaskState.RUNNING and running.started_at is not None
     assert await ledger.report([Progress(task.id, 40, "rendering")]) == []
     seen = await ledger.get_task(task.id)
@@ -67,7 +67,7 @@ async def test_a_task_runs_from_pending_to_completed(ledger: Ledger) -> None:
     with pytest.raises(TaskFinished, match="already completed"):
         await ledger.change_task(task.id, lambda t: request_cancel(t, "someone", "", ledger.clock()))
     actions = [e.action for e in await ledger.audit() if e.subject == task.id]
-    assert actions == ["task-create", "task-completed"]
+    assert actions == ["task-create", "task-start", "task-completed"]
 
 
 async def test_a_task_change_and_its_audit_entry_are_stored_together(ledger: Ledger) -> None:
@@ -76,13 +76,13 @@ async def test_a_task_change_and_its_audit_entry_are_stored_together(ledger: Led
 
     def unrecordable(t: Task) -> tuple[Task, AuditEvent]:
         event = AuditEvent(at=1.0, actor="a", action="task-start", subject=t.id, detail={"x": object()})
-        return start(t, ledger.clock()), event
+        return start(t, ledger.clock())[0], event
 
     with pytest.raises(InvalidCall, match="object is not JSON"):
         await ledger.change_task(task.id, unrecordable)
     assert await ledger.get_task(task.id) == task
     assert [e.action for e in await ledger.audit() if e.subject == task.id] == ["task-create"]
-    started = await ledger.change_task(task.id, lambda t: (start(t, ledger.clock()), None))
+    started = await ledger.change_task(task.id, lambda t: start(t, ledger.clock()))
     assert started.state is TaskState.RUNNING and started.seq == await ledger.last_task_seq()
 
 
@@ -129,7 +129,7 @@ async def test_progress_reaches_only_running_tasks(ledger: Ledger) -> None:
     pending = await ledger.create_task(CALL, chat_id="c1", worker="w1", actor="a")
     await ledger.report([Progress(pending.id, 50, "too early"), Progress("task_nope", 10)])
     assert (await ledger.get_task(pending.id)).progress == 0
-    await ledger.change_task(pending.id, lambda t: (start(t, ledger.clock()), None))
+    await ledger.change_task(pending.id, lambda t: start(t, ledger.clock()))
     await ledger.change_task(
         pending.id, lambda t: finish(t, TaskState.FAILED, ledger.clock(), "w1", error="x")
     )
@@ -143,7 +143,7 @@ async def test_cancel_before_start_ends_it_and_it_never_starts(ledger: Ledger) -
     cancelled = await ledger.change_task(task.id, lambda t: request_cancel(t, "user:ann", "no need", 1.0))
     assert (cancelled.state, cancelled.cancel_by) == (TaskState.CANCELLED, "user:ann")
     with pytest.raises(TaskFinished, match="was cancelled"):
-        await ledger.change_task(task.id, lambda t: (start(t, 2.0), None))
+        await ledger.change_task(task.id, lambda t: start(t, 2.0))
 
 
 async def test_a_running_tasks_worker_learns_of_a_cancel_from_reports_and_beats(ledger: Ledger) -> None:
@@ -152,7 +152,7 @@ async def test_a_running_tasks_worker_learns_of_a_cancel_from_reports_and_beats(
         ToolCall("call_2", "export_report", {}), chat_id="c1", worker="w2", actor="a"
     )
     for task in (mine, theirs):
-        await ledger.change_task(task.id, lambda t: (start(t, ledger.clock()), None))
+        await ledger.change_task(task.id, lambda t: start(t, ledger.clock()))
     assert await ledger.beat("w1") == []
     asked = await ledger.change_task(mine.id, lambda t: request_cancel(t, "user:ann", "", ledger.clock()))
     assert (asked.state, asked.cancel_by) == (TaskState.RUNNING, "user:ann")
@@ -167,7 +167,7 @@ async def test_changes_come_in_change_order_each_task_once(ledger: Ledger) -> No
     b = await ledger.create_task(
         ToolCall("call_2", "export_report", {}), chat_id="c1", worker="w1", actor="x"
     )
-    await ledger.change_task(a.id, lambda t: (start(t, ledger.clock()), None))
+    await ledger.change_task(a.id, lambda t: start(t, ledger.clock()))
     await ledger.report([Progress(a.id, 10)])
     changes = await ledger.task_changes(start_seq)
     assert [t.id for t in changes] == [b.id, a.id]
@@ -185,7 +185,7 @@ async def test_the_sweeper_fails_tasks_whose_worker_went_silent(
     dead = await ledger.create_task(CALL, chat_id="c1", worker="w-dead", actor="a")
     alive = await ledger.create_task(ToolCall("call_2", "t", {}), chat_id="c1", worker="w-alive", actor="a")
     for task in (dead, alive):
-        await ledger.change_task(task.id, lambda t: (start(t, clock()), None))
+        await ledger.change_task(task.id, lambda t: start(t, clock()))
     clock.advance(20)
     await ledger.beat("w-alive")
     failed = await ledger.abandon_tasks(silent_for=15)
@@ -207,7 +207,7 @@ async def test_the_sweeper_fails_tasks_whose_worker_went_silent(
 async def test_concurrent_changes_to_one_task_all_apply(ledger: Ledger) -> None:
     """A step computed from a task that moved runs again: a cancel racing progress reports is not lost."""
     task = await ledger.create_task(CALL, chat_id="c1", worker="w1", actor="a")
-    await ledger.change_task(task.id, lambda t: (start(t, ledger.clock()), None))
+    await ledger.change_task(task.id, lambda t: start(t, ledger.clock()))
 
     async def reports() -> None:
         for n in range(30):

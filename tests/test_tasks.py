@@ -139,7 +139,7 @@ async def test_cancel_interrupts_an_async_body_at_its_next_await(gate: Gate) -> 
     with pytest.raises(TaskFinished):
         await gate.tasks.cancel(task.id, "user:ann")
     actions = [e.action for e in await gate.ledger.audit() if e.subject == task.id]
-    assert actions == ["task-create", "task-cancel", "task-cancelled"]
+    assert actions == ["task-create", "task-start", "task-cancel", "task-cancelled"]
 
 
 async def test_a_body_in_a_thread_stops_at_its_next_progress_report(gate: Gate) -> None:

@@ -185,9 +185,7 @@ class Tasks:
         task_id = running.task.id
         try:
             try:
-                running.task = await self.ledger.change_task(
-                    task_id, lambda t: (start(t, self.ledger.clock()), None)
-                )
+                running.task = await self.ledger.change_task(task_id, lambda t: start(t, self.ledger.clock()))
             except TaskFinished:  # cancelled before it began: it never runs
                 return
             self._publish(running.task)

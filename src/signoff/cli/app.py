@@ -14,7 +14,7 @@ import typer
 
 from signoff.cli.approvals import approvals_app, grants_app
 from signoff.cli.audit import audit_app
-from signoff.cli.common import LedgerOption, err, fail, out
+from signoff.cli.common import LedgerOption, audit_key, err, fail, out
 from signoff.cli.principals import principals_app
 from signoff.cli.tasks import tasks_app
 from signoff.core.errors import LedgerUnavailable, SignoffError
@@ -122,6 +122,17 @@ OidcAudienceOption = Annotated[
 OidcJwksOption = Annotated[
     str | None, typer.Option("--oidc-jwks", help="The issuer's keys: a JWKS file or http(s) URL.")
 ]
+CheckpointsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--audit-checkpoints",
+        help="A file outside the database to append a signed audit checkpoint to, every"
+        " --audit-checkpoint-every seconds (when the audit grew): `audit verify --checkpoint` reads it.",
+    ),
+]
+CheckpointEveryOption = Annotated[
+    float, typer.Option("--audit-checkpoint-every", min=1.0, help="Seconds between audit checkpoints.")
+]
 OidcRolesOption = Annotated[
     str,
     typer.Option("--oidc-roles-claim", help="The claim holding a token's roles; dotted for a nested one."),
@@ -150,6 +161,8 @@ def demo(
     oidc_audience: OidcAudienceOption = None,
     oidc_jwks: OidcJwksOption = None,
     oidc_roles_claim: OidcRolesOption = "roles",
+    audit_checkpoints: CheckpointsOption = None,
+    audit_checkpoint_every: CheckpointEveryOption = 60.0,
 ) -> None:
     """Serve the demo chat offline: a scripted model, payments that need approval, and the approvals API.
     Chats need no login: each browser gets an anonymous session, and credential-less clients share one."""
@@ -165,6 +178,7 @@ def demo(
         ledger, wait, keepalive, browser_timeout, model=model, runtime=runtime, task_silence=task_silence,
         anonymous=True, allow_origins=tuple(allow_origin or ()),
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
+        audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
     )  # fmt: skip
     _serve("demo", served, host, port, workers)
 
@@ -202,12 +216,15 @@ def serve_command(
     oidc_audience: OidcAudienceOption = None,
     oidc_jwks: OidcJwksOption = None,
     oidc_roles_claim: OidcRolesOption = "roles",
+    audit_checkpoints: CheckpointsOption = None,
+    audit_checkpoint_every: CheckpointEveryOption = 60.0,
 ) -> None:
     """Serve an agent as an AI SDK chat with every tool call gated."""
     served = _served(
         ledger, wait, keepalive, browser_timeout, model=model, agent=agent, policy=policy,
         task_silence=task_silence, anonymous=anonymous_chats, allow_origins=tuple(allow_origin or ()),
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
+        audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
     )  # fmt: skip
     _serve("serve", served, host, port, workers)
 
@@ -247,16 +264,24 @@ def _serve(name: str, served: Served, host: str, port: int, workers: int) -> Non
     import os
 
     from signoff.cli.worker import ENV
+    from signoff.ledger.keyfile import ENV_VAR as KEY_FILE
     from signoff.server.run import serve, serve_workers
+
+    try:
+        key = audit_key()
+    except SignoffError as exc:
+        fail(str(exc))
+    os.environ[KEY_FILE] = str(key.path)  # the workers prove with the same key
 
     def ready(url: str) -> None:
         out.print(f"signoff {name}: {url}", highlight=False, soft_wrap=True)
         out.print(f"approvals inbox: {url}/approvals", highlight=False, soft_wrap=True)
         out.print(f"approvals API token: {served.token}", highlight=False, soft_wrap=True)
+        out.print(f"audit key: {key.path}", highlight=False, soft_wrap=True)
         out.print("Ctrl-C to stop", highlight=False)
 
     async def run() -> None:
-        async with open_ledger(served.ledger) as opened:
+        async with open_ledger(served.ledger, keyring=key.keyring) as opened:
             if workers == 1:
                 await serve(served.app(opened), host, port, ready)
             elif isinstance(opened, MemoryLedger):

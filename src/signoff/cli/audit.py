@@ -1,28 +1,62 @@
-"""`signoff audit`: verify the hash chain and read the log."""
+"""`signoff audit`: verify the keyed chain and the records against it, sign checkpoints, read the log."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
+import msgspec
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from signoff.cli.common import LedgerOption, err, out, shown, when, with_ledger
+from signoff.cli.common import LedgerOption, err, fail, out, shown, when, with_ledger
+from signoff.core.errors import SignoffError
+from signoff.ledger.evidence import read_checkpoints, verify
 
-audit_app = typer.Typer(no_args_is_help=True, help="Inspect and verify the hash-chained audit log.")
+audit_app = typer.Typer(no_args_is_help=True, help="Verify and read the keyed audit log; sign checkpoints.")
 
 
 @audit_app.command("verify")
-def audit_verify(ledger: LedgerOption = None) -> None:
-    """Check the hash chain; exit 1 naming the first broken entry."""
-    count, broken = with_ledger(ledger, lambda lg: lg.verify_audit())
-    if broken is not None:
+def audit_verify(
+    ledger: LedgerOption = None,
+    checkpoint: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--checkpoint",
+            help="A file of checkpoints (signoff audit checkpoint, or --audit-checkpoints): the audit must"
+            " reach every one and match it; repeat for more files.",
+        ),
+    ] = None,
+) -> None:
+    """Check the keyed chain, the checkpoints, and every record against its audit entries; exit 1 naming
+    each fault."""
+    try:
+        marks = [mark for path in checkpoint or () for mark in read_checkpoints(path)]
+    except SignoffError as exc:
+        fail(str(exc))
+    evidence = with_ledger(ledger, lambda lg: verify(lg, marks))
+    if evidence.broken is not None:
+        broken = evidence.broken
         err.print(
-            f"[red]audit broken at entry {broken.seq}:[/] {broken.problem} ({count} entries hold before it)"
+            f"[red]audit broken at entry {broken.seq}:[/] {escape(broken.problem)}"
+            f" ({evidence.count} entries hold before it)"
         )
+    for problem in evidence.problems:
+        err.print(f"[red]record does not match the audit:[/] {escape(problem)}", highlight=False)
+    if not evidence.ok:
         raise typer.Exit(1)
-    out.print(f"audit ok: {count} entries")
+    against = f", {len(marks)} checkpoints hold" if marks else ""
+    out.print(f"audit ok: {evidence.count} entries{against}; every record matches its entries")
+
+
+@audit_app.command("checkpoint")
+def audit_checkpoint(ledger: LedgerOption = None) -> None:
+    """Print a signed checkpoint (the entry count and the head hash) as one line of JSON: keep it outside
+    the database, and `audit verify --checkpoint` fails for an audit that no longer reaches it."""
+    mark = with_ledger(ledger, lambda lg: lg.checkpoint())
+    print(msgspec.json.encode(mark).decode())
 
 
 @audit_app.command("list")

@@ -22,6 +22,7 @@ from signoff.core.errors import SignoffError
 from signoff.core.principal import ADMIN, Principal
 from signoff.core.visible import reveal
 from signoff.ledger import Ledger, open_ledger
+from signoff.ledger.keyfile import KeyFile, load_keyring
 from signoff.ledger.url import ENV_VAR
 
 T = TypeVar("T")
@@ -40,16 +41,28 @@ def operator() -> Principal:
 
 
 def with_ledger(url: str | None, action: Callable[[Ledger], Awaitable[T]]) -> T:
-    """Run `action` on the opened ledger; a `SignoffError` is one line on stderr and exit 1."""
+    """Run `action` on the opened ledger, with the audit key; a `SignoffError` is one line on stderr and
+    exit 1."""
 
     async def go() -> T:
-        async with open_ledger(url) as ledger:
+        async with open_ledger(url, keyring=audit_key().keyring) as ledger:
             return await action(ledger)
 
     try:
         return asyncio.run(go())
     except SignoffError as exc:
         fail(str(exc))
+
+
+def audit_key() -> KeyFile:
+    """The audit key file; a new one is announced, since it must be kept, and kept apart from the ledger."""
+    found = load_keyring()
+    if found.created:
+        err.print(
+            f"signoff: made a new audit key in {found.path}: keep it, and apart from the ledger's database",
+            highlight=False,
+        )
+    return found
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

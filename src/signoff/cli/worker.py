@@ -49,6 +49,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     anonymous: bool = False
     allow_origins: tuple[str, ...] = ()
     oidc: OidcSettings | None = None
+    audit_checkpoints: str | None = None
+    checkpoint_every: float = 60.0
 
     @property
     def settings(self) -> Settings:
@@ -56,7 +58,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             token=self.token, wait=self.wait, keepalive=self.keepalive,
             frontend_timeout=self.frontend_timeout, task_silence=self.task_silence,
             task_heartbeat=min(2.0, self.task_silence / 3), anonymous=self.anonymous,
-            allow_origins=self.allow_origins, oidc=self.oidc,
+            allow_origins=self.allow_origins, oidc=self.oidc, audit_checkpoints=self.audit_checkpoints,
+            checkpoint_every=self.checkpoint_every,
         )  # fmt: skip
 
     def build(self) -> tuple[Any, Policy]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from signoff.core.audit import AuditEvent
+from signoff.core.audit import AuditEvent, AuditKey, Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import (
@@ -24,8 +24,10 @@ from signoff.core.errors import (
     IllegalTransition,
     InvalidDecision,
     NotAnApprover,
+    Unproven,
 )
 from signoff.core.principal import Authority
+from signoff.core.proof import decision_holds, prove_decision
 
 OnTimeout = Literal["deny", "allow"]
 TIMEOUT_ACTOR = "signoff:timeout"
@@ -197,18 +199,19 @@ def _move(
     return after, event
 
 
-def decide(approval: Approval, decision: Decision, now: float) -> tuple[Approval, AuditEvent]:
+def decide(approval: Approval, decision: Decision, now: float, key: AuditKey) -> tuple[Approval, AuditEvent]:
     """Record a decision from a principal the approval's authority admits. A deny decides at once; an
     approval counts toward the quorum, and decides once the quorum is reached; an edit starts the count
     again from the editor, for the edited call. A pending approval past its deadline expires instead.
 
     Returning the expiry rather than raising lets the ledger persist it in the same atomic step, so a late
-    decision can never slip in between the deadline and the sweep.
+    decision can never slip in between the deadline and the sweep. The decision is recorded with its proof,
+    made with `key`.
     """
     if approval.state is not State.PENDING:
         raise AlreadyDecided(approval)
     if approval.is_due(now):
-        return expire(approval, now)
+        return expire(approval, now, key)
     authority = approval.authority
     if not authority.allows(decision.principal, approval.requester):
         raise NotAnApprover(approval, decision.by)
@@ -221,10 +224,12 @@ def decide(approval: Approval, decision: Decision, now: float) -> tuple[Approval
     detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason, "via": decision.via}
     if decision.remember != "once":
         detail["remember"] = decision.remember
+    runs = approval.approved_call
     if decision.args is not None:
-        edited = approval.call.with_args(decision.args)
-        detail["digest"] = edited.digest
-        decision = msgspec.structs.replace(decision, args=edited.args)
+        runs = approval.call.with_args(decision.args)
+        detail["digest"] = runs.digest
+        decision = msgspec.structs.replace(decision, args=runs.args)
+    decision = prove_decision(key, approval, decision, runs.digest, now)
     if not decision.approved:
         changes: dict[str, object] = {"decision": decision, "decided_at": now}
         return _move(approval, State.DENIED, "deny", decision.by, now, detail, **changes)
@@ -241,10 +246,15 @@ def decide(approval: Approval, decision: Decision, now: float) -> tuple[Approval
     )  # fmt: skip
 
 
-def consume(approval: Approval, call: ToolCall, actor: str, now: float) -> tuple[Approval, AuditEvent]:
-    """Take the single-use claim to run `call`, which must be exactly the approved call."""
+def consume(
+    approval: Approval, call: ToolCall, actor: str, now: float, keyring: Keyring
+) -> tuple[Approval, AuditEvent]:
+    """Take the single-use claim to run `call`, which must be exactly the approved call, approved by
+    decisions whose proofs hold under `keyring`: a state written into the table by hand runs nothing."""
     if approval.state is State.CONSUMED:
         raise AlreadyConsumed(approval)
+    if approval.state is State.APPROVED and (why := unproven(keyring, approval)) is not None:
+        raise Unproven(approval.id, why)
     approved = approval.approved_call
     if (call.call_id, call.tool, call.digest) != (approved.call_id, approved.tool, approved.digest):
         raise CallMismatch(
@@ -278,8 +288,9 @@ def cancel(approval: Approval, actor: str, reason: str, now: float) -> tuple[App
     )
 
 
-def expire(approval: Approval, now: float) -> tuple[Approval, AuditEvent]:
-    """Apply the deadline: `on_timeout = "deny"` ends it expired, `"allow"` approves it in signoff's name."""
+def expire(approval: Approval, now: float, key: AuditKey) -> tuple[Approval, AuditEvent]:
+    """Apply the deadline: `on_timeout = "deny"` ends it expired, `"allow"` approves it in signoff's name,
+    with that decision's proof made with `key`."""
     if approval.state is not State.PENDING:
         raise AlreadyDecided(approval, "expire")
     if not approval.is_due(now):
@@ -289,6 +300,7 @@ def expire(approval: Approval, now: float) -> tuple[Approval, AuditEvent]:
     reason = "no decision before the deadline"
     if approval.on_timeout == "allow":
         decision = Decision.approve(by=TIMEOUT_ACTOR, reason=f"{reason}; the policy allows on timeout")
+        decision = prove_decision(key, approval, decision, approval.approved_call.digest, now)
         return _move(
             approval,
             State.APPROVED,
@@ -310,3 +322,24 @@ def expire(approval: Approval, now: float) -> tuple[Approval, AuditEvent]:
         closed_reason=reason,
         decided_at=now,
     )
+
+
+def unproven(keyring: Keyring, approval: Approval) -> str | None:
+    """Why the approval's approving decision, or its quorum, is not proven under `keyring`; None if it is."""
+    decision, at = approval.decision, approval.decided_at
+    if decision is None or at is None or not decision.approved:
+        return "it records no approving decision"
+    if not decision_holds(keyring, approval, decision, at):
+        return f"the decision by {decision.by} carries no valid proof"
+    if decision.by == TIMEOUT_ACTOR:
+        return None if approval.on_timeout == "allow" else "its rule does not allow on timeout"
+    counted = set()
+    for vote in approval.votes:
+        if not decision_holds(keyring, approval, vote.decision, vote.at):
+            return f"the approval by {vote.decision.by} carries no valid proof"
+        if not approval.authority.allows(vote.decision.principal, approval.requester):
+            return f"{vote.decision.by} may not decide it"
+        counted.add(vote.decision.by)
+    if len(counted) < approval.authority.quorum:
+        return f"{len(counted)} distinct approvers are proven, and it needs {approval.authority.quorum}"
+    return None

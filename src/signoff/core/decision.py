@@ -23,6 +23,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     callback); the constructors take a `Principal` or a bare id.
     `remember` turns an approval into a grant: `session` for this chat, `always` for every chat.
     `any_args` widens that grant from these exact arguments to any arguments of the tool.
+    `mac` is the ledger's proof of the decision once recorded (see `core.proof`); a caller leaves it empty.
     """
 
     verdict: Verdict
@@ -34,6 +35,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     name: str = ""
     roles: tuple[str, ...] = ()
     via: Via = "code"
+    mac: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in ("approve", "deny", "edit"):

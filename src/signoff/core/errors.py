@@ -91,6 +91,16 @@ class AlreadyVoted(IllegalTransition):
         )
 
 
+class Unproven(SignoffError):
+    """The approval's state claims an approval its recorded decisions do not prove (their MACs fail, or
+    too few distinct approvers are proven): the database was written around signoff, and nothing runs."""
+
+    def __init__(self, approval_id: str, why: str) -> None:
+        self.approval_id = approval_id
+        self.why = why
+        super().__init__(f"approval {approval_id} is not proven: {why}; the call does not run")
+
+
 class AlreadyConsumed(IllegalTransition):
     """The single-use claim on an approved call was already taken: the tool must not run again."""
 

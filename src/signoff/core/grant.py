@@ -8,9 +8,10 @@ from typing import Literal
 import msgspec
 
 from signoff.core.approval import Approval
-from signoff.core.audit import AuditEvent
+from signoff.core.audit import AuditEvent, AuditKey
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyRevoked
+from signoff.core.proof import prove_grant
 
 Scope = Literal["session", "always"]
 
@@ -28,6 +29,9 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     approval_id: str
     revoked_at: float | None = None
     revoked_by: str = ""
+    mac: str = ""
+    """The ledger's proof that it made this grant (see `core.proof`): a grant written into the database by
+    hand has none, and is never used."""
 
     @property
     def active(self) -> bool:
@@ -42,8 +46,8 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         )
 
 
-def grant_for(approval: Approval, now: float) -> tuple[Grant, AuditEvent] | None:
-    """The grant an approving decision asks to be remembered, if any."""
+def grant_for(approval: Approval, now: float, key: AuditKey) -> tuple[Grant, AuditEvent] | None:
+    """The grant an approving decision asks to be remembered, if any, proven with `key`."""
     decision = approval.decision
     if decision is None or not decision.approved or decision.remember == "once":
         return None
@@ -58,6 +62,7 @@ def grant_for(approval: Approval, now: float) -> tuple[Grant, AuditEvent] | None
         created_at=now,
         approval_id=approval.id,
     )
+    grant = prove_grant(key, grant)
     event = AuditEvent(
         at=now,
         actor=decision.by,

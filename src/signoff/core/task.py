@@ -121,12 +121,13 @@ def new_task(call: ToolCall, *, chat_id: str, worker: str, now: float, actor: st
     return task, _event(None, task, "task-create", actor, now, **detail)
 
 
-def start(task: Task, now: float) -> Task:
+def start(task: Task, now: float) -> tuple[Task, AuditEvent]:
     """The body begins. A task cancelled before it began never starts."""
     _unfinished(task, "start")
-    return msgspec.structs.replace(
+    after = msgspec.structs.replace(
         task, state=TaskState.RUNNING, started_at=now, updated_at=now, heartbeat=now
     )
+    return after, _event(task, after, "task-start", task.worker, now)
 
 
 def finish(

@@ -21,7 +21,7 @@ from typing import Self
 
 from signoff.core import approval as machine
 from signoff.core.approval import Approval, OnTimeout, State
-from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck
+from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck, Checkpoint, Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import (
@@ -32,10 +32,12 @@ from signoff.core.errors import (
     NotFound,
     StaleChat,
     TaskFinished,
+    Unproven,
 )
 from signoff.core.grant import Grant, grant_for, revoke
 from signoff.core.principal import Authority, Principal, Registered, assign_roles, register, token_hash
 from signoff.core.principal import revoke as revoke_principal
+from signoff.core.proof import grant_holds
 from signoff.core.task import Task, TaskState, abandon, new_task
 from signoff.ledger.notifier import Notifier
 
@@ -135,8 +137,10 @@ class Ledger(ABC):
     sweep_lease = 5.0
     """Seconds one process's deadline sweeper holds its lease: if it dies, another takes over after this."""
 
-    def __init__(self, *, clock: Clock = time.time) -> None:
+    def __init__(self, *, clock: Clock = time.time, keyring: Keyring | None = None) -> None:
         self.clock = clock
+        self.keyring = keyring or self._default_keyring()
+        """The audit key the chain, decisions and grants are proven with, and older ones they may carry."""
         self.notifier = Notifier()
         self._holder = secrets.token_hex(8)
         self._task_listeners: set[Callable[[], None]] = set()
@@ -149,6 +153,13 @@ class Ledger(ABC):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    def _default_keyring(self) -> Keyring:
+        """The key every process using this ledger shares: `SIGNOFF_AUDIT_KEY_FILE`, or the one in the
+        user's data directory, made on first use (see `ledger.keyfile`)."""
+        from signoff.ledger.keyfile import load_keyring
+
+        return load_keyring().keyring
 
     async def start(self) -> None:  # noqa: B027 - a backend with nothing to connect keeps this
         """Connect and create or migrate the schema."""
@@ -333,9 +344,9 @@ class Ledger(ABC):
         def step(approval: Approval) -> Change:
             nonlocal late
             now = self.clock()
-            after, event = machine.decide(approval, decision, now)
+            after, event = machine.decide(approval, decision, now, self.keyring.current)
             late = event.action == "expire"
-            remembered = grant_for(after, now)
+            remembered = grant_for(after, now, self.keyring.current)
             if remembered is None:
                 return Change(approval=after, events=(event,))
             grant, grant_event = remembered
@@ -351,10 +362,17 @@ class Ledger(ABC):
         return after
 
     async def consume(self, approval_id: str, call: ToolCall, actor: str) -> Approval:
-        """Take the single-use claim to run `call` now. A second claim raises `AlreadyConsumed`."""
-        return await self._apply(
-            approval_id, lambda approval: self._one(*machine.consume(approval, call, actor, self.clock()))
-        )
+        """Take the single-use claim to run `call` now. A second claim raises `AlreadyConsumed`; one whose
+        approving decisions carry no valid proof raises `Unproven`, audited."""
+
+        def step(approval: Approval) -> Change:
+            return self._one(*machine.consume(approval, call, actor, self.clock(), self.keyring))
+
+        try:
+            return await self._apply(approval_id, step)
+        except Unproven as refused:
+            await self.record("refuse", approval_id, actor, why=refused.why, tool=call.tool)
+            raise
 
     async def cancel(self, approval_id: str, actor: str, reason: str = "") -> Approval:
         return await self._apply(
@@ -364,7 +382,8 @@ class Ledger(ABC):
     async def expire(self, approval_id: str) -> Approval:
         """Apply the deadline of one approval now; raises `IllegalTransition` if it is not due."""
         return await self._apply(
-            approval_id, lambda approval: self._one(*machine.expire(approval, self.clock()))
+            approval_id,
+            lambda approval: self._one(*machine.expire(approval, self.clock(), self.keyring.current)),
         )
 
     async def expire_due(self) -> list[Approval]:
@@ -413,10 +432,14 @@ class Ledger(ABC):
         return await self._grants(chat_id=chat_id, tool=tool, active=active)
 
     async def match_grant(self, call: ToolCall, chat_id: str) -> Grant | None:
-        """The first active grant that covers this call in this chat (its own or a global one)."""
+        """The first active grant that covers this call in this chat (its own or a global one). A grant
+        whose proof fails was written around signoff: it is passed over, and that is audited."""
         for grant in await self._grants(chat_id=chat_id, tool=call.tool, active=True):
-            if grant.matches(call, chat_id):
+            if not grant.matches(call, chat_id):
+                continue
+            if grant_holds(self.keyring, grant):
                 return grant
+            await self.record("refuse", grant.id, "signoff:ledger", why="the grant carries no valid proof")
         return None
 
     async def revoke_grant(self, grant_id: str, actor: str) -> Grant:
@@ -612,14 +635,21 @@ class Ledger(ABC):
         """The newest audit entry's number: where a feed that only wants what happens next starts."""
         return await self._last_seq()
 
-    async def verify_audit(self) -> tuple[int, BrokenLink | None]:
-        """Check the whole chain, a page at a time, and report the first broken link."""
-        check, after = ChainCheck(), 0
+    async def verify_audit(self, checkpoints: Sequence[Checkpoint] = ()) -> tuple[int, BrokenLink | None]:
+        """Check the whole chain, a page at a time, against every checkpoint given; report the first broken
+        link. (`signoff.ledger.evidence.verify` checks the records against the chain too.)"""
+        check, after = ChainCheck(self.keyring, checkpoints), 0
         while page := await self._audit(after, 5000):
             if broken := check.feed(page):
                 return check.count, broken
             after = page[-1].seq
-        return check.count, None
+        return check.count, check.end()
+
+    async def checkpoint(self) -> Checkpoint:
+        """The chain's length and head now, signed with the current key: keep it outside the database."""
+        count = await self._last_seq()
+        head = (await self._audit(count - 1, 1))[0].hash if count else ""
+        return Checkpoint(count=count, head=head, at=self.clock()).signed(self.keyring.current)
 
     # -- helpers ------------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, chain
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, Keyring, chain
 from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
@@ -30,8 +30,8 @@ from signoff.ledger.base import (
 
 
 class MemoryLedger(Ledger):
-    def __init__(self, *, clock: Clock | None = None) -> None:
-        super().__init__(**({"clock": clock} if clock else {}))
+    def __init__(self, *, clock: Clock | None = None, keyring: Keyring | None = None) -> None:
+        super().__init__(**({"clock": clock} if clock else {}), keyring=keyring)
         self._approvals: dict[str, Approval] = {}
         self._by_call: dict[tuple[str, str], str] = {}
         self._grant_records: dict[str, Grant] = {}
@@ -43,6 +43,10 @@ class MemoryLedger(Ledger):
         self._task_seq = 0
         self._principal_records: dict[str, Registered] = {}
 
+    def _default_keyring(self) -> Keyring:
+        """Nobody else ever reads this ledger: a key that lives as long as it does."""
+        return Keyring.ephemeral()
+
     def _head(self) -> Head:
         return self._log[-1].head if self._log else GENESIS_HEAD
 
@@ -51,7 +55,7 @@ class MemoryLedger(Ledger):
         stored."""
         head, entries = self._head(), []
         for event in change.events:
-            entries.append(chain(event, head))
+            entries.append(chain(event, head, self.keyring.current))
             head = entries[-1].head
         if change.approval is not None:
             self._approvals[change.approval.id] = change.approval

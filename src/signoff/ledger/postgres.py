@@ -33,7 +33,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditKey, Head, Keyring
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
@@ -177,8 +177,9 @@ class PostgresLedger(Batched):
         pool_timeout: float = 30.0,
         poll_interval: float = 1.0,
         clock: Clock | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
-        super().__init__(**({"clock": clock} if clock else {}))
+        super().__init__(**({"clock": clock} if clock else {}), keyring=keyring)
         self.dsn = dsn
         self.schema = schema
         self.pool_size = pool_size
@@ -248,7 +249,7 @@ class PostgresLedger(Batched):
         one round trip, and the writes with the commit in one more."""
         async with self._connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            yield _Transaction(conn, self._channel, self._tasks_key)
+            yield _Transaction(conn, self._channel, self._tasks_key, self.keyring.current)
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -479,8 +480,11 @@ def _channel(schema: str) -> str:
 
 
 class _Transaction(Batch):
-    def __init__(self, conn: psycopg.AsyncConnection[Any], channel: str, tasks_key: int) -> None:
+    def __init__(
+        self, conn: psycopg.AsyncConnection[Any], channel: str, tasks_key: int, key: AuditKey
+    ) -> None:
         self.conn = conn
+        self.key = key
         self.channel = channel
         self.tasks_key = tasks_key
         self.head: Head = GENESIS_HEAD
@@ -561,7 +565,7 @@ class _Transaction(Batch):
                     change, task=msgspec.structs.replace(change.task, seq=self.task_seq)
                 )
             stored.append(change)
-            more, self.head = writes(POSTGRES, change, self.head, new=write.new)
+            more, self.head = writes(POSTGRES, change, self.head, self.key, new=write.new)
             statements += more
             if (a := write.change.approval) is not None and a.state is not State.PENDING:
                 record = msgspec.json.encode(a).decode()

@@ -69,7 +69,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, chain
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, Head, Keyring, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
@@ -275,8 +275,9 @@ class RedisLedger(Batched):
         pool_timeout: float = 30.0,
         poll_interval: float = 1.0,
         clock: Clock | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
-        super().__init__(**({"clock": clock} if clock else {}))
+        super().__init__(**({"clock": clock} if clock else {}), keyring=keyring)
         self.url = url
         self.prefix = prefix
         self.pool_size = pool_size
@@ -672,7 +673,7 @@ class _Transaction(Batch):
         while True:
             entries, head = [], ledger._head
             for event in events:
-                entry = chain(event, head)
+                entry = chain(event, head, ledger.keyring.current)
                 entries.append([entry.seq, _encode(entry).decode()])
                 head = entry.head
             payload.update(head=ledger._head[0], entries=entries, hash=head[1])

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from signoff.core.audit import AuditEntry, Head, chain
+from signoff.core.audit import AuditEntry, AuditKey, Head, chain
 from signoff.core.task import Task
 from signoff.ledger.base import Change, Progress, ReplyFrames, TaskQuery
 
@@ -65,9 +65,12 @@ def grants_query(dialect: Dialect, *, chat_id: str | None, tool: str | None, act
     return f"SELECT record FROM grants WHERE {where} ORDER BY created_at, {dialect.order}", tuple(params)
 
 
-def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> tuple[list[Statement], Head]:
-    """The statements that store `change`, its audit entries chained after `head`, and the new head;
-    `new` inserts the approval or the task rather than updating it. A task comes with its change number."""
+def writes(
+    dialect: Dialect, change: Change, head: Head, key: AuditKey, *, new: bool
+) -> tuple[list[Statement], Head]:
+    """The statements that store `change`, its audit entries chained after `head` with `key`, and the new
+    head; `new` inserts the approval or the task rather than updating it. A task comes with its change
+    number."""
     mark = dialect.mark
     statements: list[Statement] = []
     if (a := change.approval) is not None:
@@ -97,7 +100,7 @@ def writes(dialect: Dialect, change: Change, head: Head, *, new: bool) -> tuple[
         statements.append((upsert, (p.id, p.token_hash, p.created_at, encode(p).decode())))
     insert = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES ({_marks(mark, 10)})"
     for event in change.events:
-        entry = chain(event, head)
+        entry = chain(event, head, key)
         detail = encode(entry.detail).decode()
         row = (entry.seq, entry.at, entry.actor, entry.action, entry.subject)
         statements.append((insert, (*row, entry.before, entry.after, detail, entry.prev, entry.hash)))

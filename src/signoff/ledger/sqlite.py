@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Keyring
 from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
@@ -153,8 +153,9 @@ class SqliteLedger(Ledger):
         synchronous: Synchronous = "normal",
         poll_interval: float = 0.05,
         clock: Clock | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
-        super().__init__(**({"clock": clock} if clock else {}))
+        super().__init__(**({"clock": clock} if clock else {}), keyring=keyring)
         self.path = Path(path)
         self.synchronous = synchronous
         self.poll_interval = poll_interval
@@ -239,7 +240,7 @@ class SqliteLedger(Ledger):
             ).fetchone()
             if row is not None:
                 return _approval(row[0])
-            _put(db, Change(approval=approval, events=(event,)), new=True)
+            self._put(db, Change(approval=approval, events=(event,)), new=True)
         return approval
 
     async def _load(self, approval_id: str) -> Approval | None:
@@ -276,7 +277,7 @@ class SqliteLedger(Ledger):
             row = db.execute(*load).fetchone()
             if row is None:
                 raise NotFound(f"no {what}")
-            return _put(db, step(decode(row)))
+            return self._put(db, step(decode(row)))
 
     async def _mutate_principal(
         self, principal_id: str, step: Callable[[Registered | None], Change]
@@ -284,7 +285,7 @@ class SqliteLedger(Ledger):
         def mutate() -> Change:
             with self._transaction() as db:
                 row = db.execute(f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,)).fetchone()
-                return _put(db, step(None if row is None else _registered(row[0])))
+                return self._put(db, step(None if row is None else _registered(row[0])))
 
         return await self._run(mutate)
 
@@ -303,7 +304,7 @@ class SqliteLedger(Ledger):
     async def _append(self, events: Sequence[AuditEvent]) -> None:
         def append() -> None:
             with self._transaction() as db:
-                _put(db, Change(events=tuple(events)))
+                self._put(db, Change(events=tuple(events)))
 
         await self._run(append)
 
@@ -394,7 +395,7 @@ class SqliteLedger(Ledger):
                 found = db.execute(*rows.task_by(SQLITE, "chat_id, call_id", task.chat_id, task.call.call_id))
                 if (row := found.fetchone()) is not None:
                     return rows.task_from_row(row)
-                stored = _put(db, Change(task=task, events=(event,)), new=True).task
+                stored = self._put(db, Change(task=task, events=(event,)), new=True).task
                 assert stored is not None
                 return stored
 
@@ -466,6 +467,20 @@ class SqliteLedger(Ledger):
             decided += [_approval(record) for (record,) in self._rows(sql, chunk)]
         return latest, decided
 
+    def _put(self, db: sqlite3.Connection, change: Change, *, new: bool = False) -> Change:
+        """Store `change` in the open transaction, its task with the next change number; the change as
+        stored."""
+        if change.task is not None:
+            (seq,) = db.execute(rows.TASK_SEQ).fetchone()
+            change = dataclasses.replace(change, task=msgspec.structs.replace(change.task, seq=seq + 1))
+        row = db.execute(AUDIT_HEAD).fetchone()
+        statements, _ = writes(
+            SQLITE, change, (row[0], row[1]) if row else GENESIS_HEAD, self.keyring.current, new=new
+        )
+        for statement, params in statements:
+            db.execute(statement, params)
+        return change
+
 
 class _Transaction:
     """`BEGIN IMMEDIATE` … `COMMIT`, or `ROLLBACK` if the body raised."""
@@ -479,16 +494,3 @@ class _Transaction:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
-
-
-def _put(db: sqlite3.Connection, change: Change, *, new: bool = False) -> Change:
-    """Store `change` in the open transaction, its task with the next change number; the change as
-    stored."""
-    if change.task is not None:
-        (seq,) = db.execute(rows.TASK_SEQ).fetchone()
-        change = dataclasses.replace(change, task=msgspec.structs.replace(change.task, seq=seq + 1))
-    row = db.execute(AUDIT_HEAD).fetchone()
-    statements, _ = writes(SQLITE, change, (row[0], row[1]) if row else GENESIS_HEAD, new=new)
-    for statement, params in statements:
-        db.execute(statement, params)
-    return change

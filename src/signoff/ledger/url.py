@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from signoff.core.audit import Keyring
 from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.base import Ledger
 from signoff.ledger.memory import MemoryLedger
@@ -19,10 +20,10 @@ def ledger_url(url: str | None = None) -> str:
     return url or os.environ.get(ENV_VAR) or DEFAULT_URL
 
 
-def open_ledger(url: str | None = None) -> Ledger:
+def open_ledger(url: str | None = None, *, keyring: Keyring | None = None) -> Ledger:
     """A ledger for `memory://`, `sqlite:///relative.db` / `sqlite:////absolute.db` or
     `postgresql://user@host:port/database[?schema=name]` or `redis://host:port/db[?prefix=name]`, not yet
-    started.
+    started, proving with `keyring` (by default the audit key file's: see `ledger.keyfile`).
 
     Use it as `async with open_ledger(url) as ledger:`.
     """
@@ -30,7 +31,7 @@ def open_ledger(url: str | None = None) -> Ledger:
     parts = urlsplit(url)
     options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     if parts.scheme == "memory":
-        return MemoryLedger()
+        return MemoryLedger(keyring=keyring)
     if parts.scheme == "sqlite":
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         if parts.netloc or not path:
@@ -42,18 +43,18 @@ def open_ledger(url: str | None = None) -> Ledger:
             raise LedgerUnavailable(f"bad SQLite ledger URL {url!r}: synchronous must be normal or full")
         if options:
             raise LedgerUnavailable(f"bad SQLite ledger URL {url!r}: unknown option {next(iter(options))!r}")
-        return SqliteLedger(path, synchronous=synchronous)  # type: ignore[arg-type]
+        return SqliteLedger(path, synchronous=synchronous, keyring=keyring)  # type: ignore[arg-type]
     if parts.scheme in ("postgresql", "postgres"):
-        return _postgres(url, options)
+        return _postgres(url, options, keyring)
     if parts.scheme in ("redis", "rediss"):
-        return _redis(url, options)
+        return _redis(url, options, keyring)
     raise LedgerUnavailable(
         f"unsupported ledger URL {url!r}: expected memory://, sqlite:///path, postgresql://host/database"
         " or redis://host:port/db"
     )
 
 
-def _postgres(url: str, options: dict[str, str]) -> Ledger:
+def _postgres(url: str, options: dict[str, str], keyring: Keyring | None) -> Ledger:
     try:
         from signoff.ledger.postgres import PostgresLedger
     except ImportError as exc:  # an optional extra: say how to get it
@@ -62,10 +63,10 @@ def _postgres(url: str, options: dict[str, str]) -> Ledger:
         ) from None
     schema = options.pop("schema", "signoff")
     dsn = urlunsplit(urlsplit(url)._replace(query=urlencode(options)))  # the rest is libpq's to read
-    return PostgresLedger(dsn, schema=schema)
+    return PostgresLedger(dsn, schema=schema, keyring=keyring)
 
 
-def _redis(url: str, options: dict[str, str]) -> Ledger:
+def _redis(url: str, options: dict[str, str], keyring: Keyring | None) -> Ledger:
     try:
         from signoff.ledger.redis import RedisLedger
     except ImportError as exc:
@@ -81,4 +82,4 @@ def _redis(url: str, options: dict[str, str]) -> Ledger:
         )
     if options:
         raise LedgerUnavailable(f"bad Redis ledger URL {url!r}: unknown option {next(iter(options))!r}")
-    return RedisLedger(urlunsplit(parts._replace(query="")), prefix=prefix)
+    return RedisLedger(urlunsplit(parts._replace(query="")), prefix=prefix, keyring=keyring)

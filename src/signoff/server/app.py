@@ -30,6 +30,7 @@ from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Wait
 from signoff.ledger.base import Ledger
+from signoff.ledger.evidence import append_checkpoint
 from signoff.server.approvals import ApprovalsAPI, principal_json
 from signoff.server.auth import Authenticator, HostLogin, Refused, principal_of, set_session, signed_in
 from signoff.server.chat import ChatAPI
@@ -58,6 +59,9 @@ class Settings:
     anonymous: bool = False
     allow_origins: tuple[str, ...] = ()
     oidc: OidcSettings | None = None
+    audit_checkpoints: str | None = None
+    """A file outside the database to append a signed audit checkpoint to, every `checkpoint_every` s."""
+    checkpoint_every: float = 60.0
     wait: Wait = "deferred"
     keepalive: float = 15.0
     sweep: float = 1.0
@@ -121,11 +125,15 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await feed.start()
         await task_feed.start()
-        sweeper = asyncio.get_running_loop().create_task(_sweep(ledger, chat, streams, settings))
+        loop = asyncio.get_running_loop()
+        sweeper = loop.create_task(_sweep(ledger, chat, streams, settings))
+        marker = loop.create_task(_checkpoints(ledger, settings)) if settings.audit_checkpoints else None
         try:
             yield
         finally:
             sweeper.cancel()
+            if marker is not None:
+                marker.cancel()
             await streams.close()
             await gate.tasks.close()
             await task_feed.close()
@@ -215,6 +223,22 @@ async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, settings: Sett
         except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
             log.exception("the sweep failed")
         await asyncio.sleep(settings.sweep)
+
+
+async def _checkpoints(ledger: Ledger, settings: Settings) -> None:
+    """Append a signed checkpoint to the file whenever the audit grew, so an audit later cut short or
+    rewritten fails `audit verify --checkpoint` (see `ledger.evidence`)."""
+    assert settings.audit_checkpoints is not None
+    path, last = Path(settings.audit_checkpoints), -1
+    while True:
+        try:
+            mark = await ledger.checkpoint()
+            if mark.count != last:
+                await asyncio.to_thread(append_checkpoint, path, mark)
+                last = mark.count
+        except Exception:  # the next round tries again; the server goes on
+            log.exception("the audit checkpoint could not be written to %s", path)
+        await asyncio.sleep(settings.checkpoint_every)
 
 
 def _page(name: str, auth: Authenticator) -> Callable[[Request], Awaitable[Response]]:

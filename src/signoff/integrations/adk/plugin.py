@@ -35,7 +35,7 @@ from pydantic_core import to_jsonable_python
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
-from signoff.core.errors import AlreadyConsumed, CallMismatch
+from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.turn import Turn, current_turn, in_browser
@@ -160,7 +160,7 @@ class SignoffPlugin(BasePlugin):
                 result = await self.gate.run(
                     call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
                 )
-        except (AlreadyConsumed, CallMismatch) as exc:
+        except (AlreadyConsumed, CallMismatch, Unproven) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):
             approval = result.approval

@@ -21,7 +21,7 @@ from pydantic_core import ValidationError, to_jsonable_python
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
-from signoff.core.errors import AlreadyConsumed, CallMismatch
+from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.turn import Turn, current_turn, in_browser
@@ -146,7 +146,7 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
                 result = await self.gate.run(
                     call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
                 )
-        except (AlreadyConsumed, CallMismatch) as exc:
+        except (AlreadyConsumed, CallMismatch, Unproven) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):
             raise ApprovalRequired(metadata={"approval_id": result.approval.id})
