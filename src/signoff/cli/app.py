@@ -19,6 +19,8 @@ from signoff.cli.principals import principals_app
 from signoff.cli.tasks import tasks_app
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.ledger import MemoryLedger, open_ledger
+from signoff.server.edge import BODY_TIMEOUT
+from signoff.server.run import HEAD_TIMEOUT
 
 if TYPE_CHECKING:
     from signoff.cli.worker import Served
@@ -133,6 +135,15 @@ CheckpointsOption = Annotated[
 CheckpointEveryOption = Annotated[
     float, typer.Option("--audit-checkpoint-every", min=1.0, help="Seconds between audit checkpoints.")
 ]
+HeadTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--head-timeout", min=0.1, help="Seconds a request's head may take to arrive (slow clients)."
+    ),
+]
+BodyTimeoutOption = Annotated[
+    float, typer.Option("--body-timeout", min=0.1, help="Seconds a request's body may take to arrive.")
+]
 OidcRolesOption = Annotated[
     str,
     typer.Option("--oidc-roles-claim", help="The claim holding a token's roles; dotted for a nested one."),
@@ -163,6 +174,8 @@ def demo(
     oidc_roles_claim: OidcRolesOption = "roles",
     audit_checkpoints: CheckpointsOption = None,
     audit_checkpoint_every: CheckpointEveryOption = 60.0,
+    head_timeout: HeadTimeoutOption = HEAD_TIMEOUT,
+    body_timeout: BodyTimeoutOption = BODY_TIMEOUT,
 ) -> None:
     """Serve the demo chat offline: a scripted model, payments that need approval, and the approvals API.
     Chats need no login: each browser gets an anonymous session, and credential-less clients share one."""
@@ -179,6 +192,7 @@ def demo(
         anonymous=True, allow_origins=tuple(allow_origin or ()),
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
         audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
+        head_timeout=head_timeout, body_timeout=body_timeout,
     )  # fmt: skip
     _serve("demo", served, host, port, workers)
 
@@ -218,6 +232,8 @@ def serve_command(
     oidc_roles_claim: OidcRolesOption = "roles",
     audit_checkpoints: CheckpointsOption = None,
     audit_checkpoint_every: CheckpointEveryOption = 60.0,
+    head_timeout: HeadTimeoutOption = HEAD_TIMEOUT,
+    body_timeout: BodyTimeoutOption = BODY_TIMEOUT,
 ) -> None:
     """Serve an agent as an AI SDK chat with every tool call gated."""
     served = _served(
@@ -225,6 +241,7 @@ def serve_command(
         task_silence=task_silence, anonymous=anonymous_chats, allow_origins=tuple(allow_origin or ()),
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
         audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
+        head_timeout=head_timeout, body_timeout=body_timeout,
     )  # fmt: skip
     _serve("serve", served, host, port, workers)
 
@@ -283,7 +300,7 @@ def _serve(name: str, served: Served, host: str, port: int, workers: int) -> Non
     async def run() -> None:
         async with open_ledger(served.ledger, keyring=key.keyring) as opened:
             if workers == 1:
-                await serve(served.app(opened), host, port, ready)
+                await serve(served.app(opened), host, port, ready, head_timeout=served.head_timeout)
             elif isinstance(opened, MemoryLedger):
                 raise LedgerUnavailable("--workers needs a ledger they can share, not memory://")
             else:
@@ -293,7 +310,9 @@ def _serve(name: str, served: Served, host: str, port: int, workers: int) -> Non
         asyncio.run(run())
         if workers > 1:
             os.environ[ENV] = msgspec.json.encode(served).decode()
-            serve_workers("signoff.cli.worker:app", host, port, workers, ready)
+            serve_workers(
+                "signoff.cli.worker:app", host, port, workers, ready, head_timeout=served.head_timeout
+            )
     except (SignoffError, OSError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -22,8 +22,10 @@ from signoff.core.policy import Policy
 from signoff.gate import Wait
 from signoff.ledger import Ledger, open_ledger
 from signoff.server.app import Settings, create_app
+from signoff.server.edge import BODY_TIMEOUT
 from signoff.server.loading import load_agent
 from signoff.server.oidc import OidcSettings
+from signoff.server.run import HEAD_TIMEOUT
 
 ENV = "SIGNOFF_SERVED"
 Scope = MutableMapping[str, Any]
@@ -51,6 +53,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     oidc: OidcSettings | None = None
     audit_checkpoints: str | None = None
     checkpoint_every: float = 60.0
+    head_timeout: float = HEAD_TIMEOUT
+    body_timeout: float = BODY_TIMEOUT
 
     @property
     def settings(self) -> Settings:
@@ -59,7 +63,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             frontend_timeout=self.frontend_timeout, task_silence=self.task_silence,
             task_heartbeat=min(2.0, self.task_silence / 3), anonymous=self.anonymous,
             allow_origins=self.allow_origins, oidc=self.oidc, audit_checkpoints=self.audit_checkpoints,
-            checkpoint_every=self.checkpoint_every,
+            checkpoint_every=self.checkpoint_every, body_timeout=self.body_timeout,
         )  # fmt: skip
 
     def build(self) -> tuple[Any, Policy]:

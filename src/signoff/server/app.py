@@ -34,7 +34,7 @@ from signoff.ledger.evidence import append_checkpoint
 from signoff.server.approvals import ApprovalsAPI, principal_json
 from signoff.server.auth import Authenticator, HostLogin, Refused, principal_of, set_session, signed_in
 from signoff.server.chat import ChatAPI
-from signoff.server.edge import Edge, Origins
+from signoff.server.edge import BODY_TIMEOUT, Edge, Origins
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import error, json_response
 from signoff.server.live import LiveAPI
@@ -62,6 +62,8 @@ class Settings:
     audit_checkpoints: str | None = None
     """A file outside the database to append a signed audit checkpoint to, every `checkpoint_every` s."""
     checkpoint_every: float = 60.0
+    body_timeout: float = BODY_TIMEOUT
+    """Seconds a request's body may take to arrive (a slow client's is a 408)."""
     wait: Wait = "deferred"
     keepalive: float = 15.0
     sweep: float = 1.0
@@ -166,7 +168,10 @@ def create_app(
         middleware=[
             *(cors if settings.allow_origins else []),  # closed unless a site is named
             Middleware(
-                Edge, auth=auth, origins=Origins(tuple(o.rstrip("/") for o in settings.allow_origins))
+                Edge,
+                auth=auth,
+                origins=Origins(tuple(o.rstrip("/") for o in settings.allow_origins)),
+                body_timeout=settings.body_timeout,
             ),
         ],
         exception_handlers={

@@ -35,9 +35,7 @@ from signoff.core.principal import Principal
 from signoff.ledger.base import Ledger
 from signoff.server.auth import signed_in
 from signoff.server.feed import ApprovalFeed
-from signoff.server.http import BadBody, ListQuery, error, json_response, read_body
-
-MAX_BODY = 64 * 1024
+from signoff.server.http import DECISION_BODY, BadBody, ListQuery, error, json_response, read_body
 
 
 class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -217,7 +215,7 @@ class ApprovalsAPI:
     async def decide(self, request: Request) -> Response:
         principal = signed_in(request)
         try:
-            body = await read_body(request, DecisionBody, limit=MAX_BODY, what="decision")
+            body = await read_body(request, DecisionBody, limit=DECISION_BODY, what="decision")
             approval = await self.ledger.decide(request.path_params["id"], body.decision(principal))
         except BadBody as exc:
             return exc.response

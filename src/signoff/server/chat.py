@@ -54,12 +54,11 @@ from signoff.protocol import (
 from signoff.server.approvals import approval_event, approval_json, event_response, may_see
 from signoff.server.auth import chatter
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import BadBody, error, json_response, read_body
+from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
 from signoff.server.streams import Running, Stream, Streams
 from signoff.server.tasks import task_event
 
 log = logging.getLogger("signoff.server")
-MAX_BODY = 1024 * 1024
 
 
 class ChatDecision(msgspec.Struct, forbid_unknown_fields=True):
@@ -119,9 +118,7 @@ class ChatAPI:
 
     async def post(self, request: Request) -> Response:
         principal = self.principal(request)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return error(413, f"the request body is over {MAX_BODY} bytes")
+        body = await request.body()  # the edge read it, within CHAT_BODY
         try:
             parsed = parse_chat_request(body)
             version = client_version(request.headers, parsed.client_hint)
@@ -269,7 +266,7 @@ class ChatAPI:
         chat_id, approval_id = request.path_params["id"], request.path_params["approval_id"]
         principal, ledger = self.principal(request), self.chat.gate.ledger
         try:
-            body = await read_body(request, ChatDecision, limit=MAX_BODY, what="decision")
+            body = await read_body(request, ChatDecision, limit=DECISION_BODY, what="decision")
             await self.owned(chat_id, principal)
             approval = await decide_in_chat(
                 ledger, chat_id, approval_id, principal, body.approved, body.reason, body.remember

@@ -12,23 +12,33 @@
     only send after that preflight. A request without `Origin` is not from a browser (curl, a script, the
     `ai` client in Node) and is judged by its credential alone.
 - Then the request is authenticated (`auth.Authenticator`) and its principal remembered for the routes.
+- A body is read here, before any route, and no further than `MAX_BODY` (the most any route takes): a
+  larger one is a 413 as soon as its `content-length`, or its bytes so far, say so, so a 300 MB upload
+  costs the server what 1 MiB does. One that trickles in slower than `body_timeout` seconds is a 408. A
+  client that goes away meanwhile is one log line. Routes then check their own, smaller limits.
 
 Every refusal of a cross-site attempt is audited.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from signoff.server.auth import Authenticator, Unauthenticated, remember
-from signoff.server.http import error
+from signoff.server.http import CHAT_BODY, error
 
+log = logging.getLogger("signoff.server")
 _DEFAULT_PORT = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+MAX_BODY = CHAT_BODY
+"""Bytes of the largest body any route takes (a chat request's)."""
+BODY_TIMEOUT = 30.0
 POLICY_VIOLATION = 1008
 """The WebSocket close code for a refused handshake."""
 
@@ -62,10 +72,13 @@ def _same(origin: str, host: str) -> bool:
 
 
 class Edge:
-    def __init__(self, app: ASGIApp, *, auth: Authenticator, origins: Origins) -> None:
+    def __init__(
+        self, app: ASGIApp, *, auth: Authenticator, origins: Origins, body_timeout: float = BODY_TIMEOUT
+    ) -> None:
         self.app = app
         self.auth = auth
         self.origins = origins
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -98,7 +111,53 @@ class Edge:
             await error(415, message, "content-type")(scope, receive, send)
             return
         remember(conn, principal)
+        if http and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
+            try:
+                receive = await self._bounded(conn, receive)
+            except _Refused as refused:
+                await error(refused.status, refused.message)(scope, receive, send)
+                return
+            except _Gone:
+                log.info(
+                    "%s %s: the client went away before its body arrived", scope["method"], scope["path"]
+                )
+                return
         await self.app(scope, receive, send)
+
+    async def _bounded(self, conn: HTTPConnection, receive: Receive) -> Receive:
+        """The body read now, within `MAX_BODY` and `body_timeout`, and a `receive` that hands it to the
+        route and then passes on what the server sends next (a disconnect, for a streamed reply)."""
+        declared = conn.headers.get("content-length")
+        if declared is not None and not declared.isdigit():
+            raise _Refused(400, "content-length must be a number of bytes")
+        if declared is not None and int(declared) > MAX_BODY:
+            raise _Refused(413, f"the body is over {MAX_BODY} bytes")
+        chunks, size = [], 0
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise _Gone
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > MAX_BODY:
+                        raise _Refused(413, f"the body is over {MAX_BODY} bytes")
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            raise _Refused(408, f"the body did not arrive within {self.body_timeout:g} s") from None
+        body, handed = b"".join(chunks), False
+
+        async def replay() -> Message:
+            nonlocal handed
+            if handed:
+                return await receive()
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
 
     async def _refuse_site(self, conn: HTTPConnection, why: str) -> None:
         client = conn.client.host if conn.client else "unknown"
@@ -106,6 +165,17 @@ class Edge:
         await self.auth.ledger.record(
             "refuse", "site", f"client:{client}", why=why, origin=origin, path=conn.url.path
         )
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Gone(Exception):
+    """The client disconnected."""
 
 
 def _json(conn: HTTPConnection) -> bool:

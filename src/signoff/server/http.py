@@ -14,6 +14,11 @@ T = TypeVar("T")
 
 _encode = msgspec.json.Encoder().encode
 
+CHAT_BODY = 1024 * 1024
+"""Bytes of a chat request (the client's whole message list) or a live frame: the largest body taken."""
+DECISION_BODY = 64 * 1024
+"""Bytes of a decision, edited arguments included."""
+
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(_encode(data), status, headers, media_type="application/json")

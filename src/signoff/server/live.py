@@ -50,8 +50,9 @@ from signoff.protocol import (
     parse_chat_request,
 )
 from signoff.server.auth import Refused
-from signoff.server.chat import MAX_BODY, ChatAPI
+from signoff.server.chat import ChatAPI
 from signoff.server.edge import POLICY_VIOLATION
+from signoff.server.http import CHAT_BODY
 from signoff.server.streams import Running
 
 DONE = "[DONE]"
@@ -120,8 +121,8 @@ class _Socket:
         """Whether the frame would have started a turn: its refusal then ends with `[DONE]`, so the
         client's stream for it ends; any other refusal leaves the client's streams alone."""
         try:
-            if len(text) > MAX_BODY:
-                raise _Refused(f"the frame is over {MAX_BODY} bytes")
+            if len(text) > CHAT_BODY:
+                raise _Refused(f"the frame is over {CHAT_BODY} bytes")
             document = _document(text)
             match document.get("type"):
                 case "ping":

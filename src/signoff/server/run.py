@@ -1,37 +1,128 @@
-"""Serve an app with uvicorn, in this process or in several, and say where once it is listening."""
+"""Serve an app with uvicorn, in this process or in several, and say where once it is listening.
+
+uvicorn's own HTTP/1.1 protocol waits for a request's head for ever on a fresh connection (its keep-alive
+timer starts only after a first response), so a slow client that opens connections and sends its headers
+a byte at a time, or nothing, holds them for good. `Bounded` closes such a connection `head_timeout`
+seconds after its head began. Bodies have their deadline at the edge (`edge.BODY_TIMEOUT`), idle
+connections uvicorn's keep-alive timeout, and WebSocket messages a size limit (1009 above it).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import Callable
+from typing import Any
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.supervisors import Multiprocess
 
+from signoff.server.http import CHAT_BODY
 
-async def serve(app: Starlette, host: str, port: int, on_ready: Callable[[str], None]) -> None:
+HEAD_TIMEOUT = 10.0
+"""Seconds a request's head may take to arrive, from the first byte of it (or from the connection)."""
+KEEP_ALIVE = 5
+"""Seconds an idle keep-alive connection stays open."""
+
+
+class Bounded(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request's head."""
+
+    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.head_timeout: float = getattr(config, "head_timeout", HEAD_TIMEOUT)
+        self._head: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_head()
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.IDLE:  # a head begins (on a kept-alive connection too)
+            self._await_head()
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._cancel_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head()
+        super().connection_lost(exc)
+
+    def _await_head(self) -> None:
+        if self._head is None:
+            self._head = self.loop.call_later(self.head_timeout, self._too_slow)
+
+    def _cancel_head(self) -> None:
+        if self._head is not None:
+            self._head.cancel()
+            self._head = None
+
+    def _too_slow(self) -> None:
+        self._head = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def config(
+    app: Any, host: str, port: int, *, head_timeout: float = HEAD_TIMEOUT, **more: Any
+) -> uvicorn.Config:
+    made = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", http=Bounded,
+        timeout_keep_alive=KEEP_ALIVE, ws_max_size=CHAT_BODY + 1024, **more,
+    )  # fmt: skip
+    made.head_timeout = head_timeout  # type: ignore[attr-defined]  # read by Bounded, in each worker too
+    return made
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket; a taken port is one clear `OSError`, never uvicorn's exit."""
+    try:
+        sock = socket.create_server((host, port), reuse_port=False, backlog=2048)
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise OSError(f"could not listen on {host}:{port}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(
+    app: Starlette,
+    host: str,
+    port: int,
+    on_ready: Callable[[str], None],
+    *,
+    head_timeout: float = HEAD_TIMEOUT,
+) -> None:
     """Run until the process is told to stop (Ctrl-C, SIGTERM); `on_ready` gets the base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
-    running = asyncio.ensure_future(server.serve())
+    sock = listen(host, port)
+    server = uvicorn.Server(config(app, host, port, head_timeout=head_timeout))
+    running = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not running.done():  # noqa: ASYNC110 - uvicorn has a flag, not an event
         await asyncio.sleep(0.02)
     if server.started:
-        bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
-        on_ready(f"http://{host}:{bound}")
+        on_ready(f"http://{host}:{sock.getsockname()[1]}")
     await running
     if not server.started:
-        raise OSError(f"could not serve on {host}:{port} (is the port in use?)")
+        raise OSError(f"could not serve on {host}:{port}")
 
 
-def serve_workers(factory: str, host: str, port: int, workers: int, on_ready: Callable[[str], None]) -> None:
+def serve_workers(
+    factory: str,
+    host: str,
+    port: int,
+    workers: int,
+    on_ready: Callable[[str], None],
+    *,
+    head_timeout: float = HEAD_TIMEOUT,
+) -> None:
     """Run `workers` processes, each building its app with the factory `module:function`, on one listening
     socket, until the process is told to stop. uvicorn's own supervisor restarts a worker that dies.
     `on_ready` gets the base URL once the socket listens; connections wait in its backlog meanwhile."""
-    config = uvicorn.Config(
-        factory, factory=True, host=host, port=port, workers=workers, log_level="warning", lifespan="on"
-    )
-    sock = config.bind_socket()
-    sock.listen(config.backlog)  # uvicorn listens only in the workers; until they are up, connections queue
+    made = config(factory, host, port, head_timeout=head_timeout, factory=True, workers=workers)
+    sock = listen(host, port)  # uvicorn listens only in the workers; until they are up, connections queue
     on_ready(f"http://{host}:{sock.getsockname()[1]}")
-    Multiprocess(config, sockets=[sock]).run()
+    Multiprocess(made, sockets=[sock]).run()

@@ -1,0 +1,131 @@
+"""A real `signoff demo` against what an attacker or a broken client sends: a 300 MB body (memory measured
+from /proc), 1,000 slow clients, a body that trickles, a client that leaves mid-body, a taken port."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import SIGNOFF
+from tests.servers import signoff_server
+
+HEAD_TIMEOUT, BODY_TIMEOUT = 2.0, 2.0
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int, Path]]:
+    """The demo with short head and body timeouts: its base URL, its pid, and its stderr file."""
+    folder = tmp_path_factory.mktemp("hardening")
+    args = ["demo", "--ledger", f"sqlite:///{folder / 'l.db'}"]
+    args += ["--head-timeout", str(HEAD_TIMEOUT), "--body-timeout", str(BODY_TIMEOUT)]
+    with signoff_server(folder, args, "token") as (base, process):
+        yield base, process.pid, folder / "demo.stderr"
+
+
+def address(base: str) -> tuple[str, int]:
+    host, port = base.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def rss(pid: int) -> int:
+    """The process's resident memory in bytes, as the kernel counts it."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def send_huge(base: str, head: bytes, total: int, *, chunked: bool) -> bytes:
+    """Send `head`, then up to `total` bytes of body in 1 MiB pieces (each a chunk, when `chunked`) until the
+    server stops reading; what it answered."""
+    with socket.create_connection(address(base), timeout=10) as sock:
+        sock.sendall(head)
+        piece, sent = b"0" * (1 << 20), 0
+        if chunked:
+            piece = b"%x\r\n%s\r\n" % (len(piece), piece)
+        try:
+            while sent < total:
+                sock.sendall(piece)
+                sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        sock.settimeout(5)
+        try:
+            return sock.recv(4096)
+        except (ConnectionResetError, TimeoutError):
+            return b""
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_300_mb_body_is_refused_with_bounded_memory(demo: tuple[str, int, Path], framing: str) -> None:
+    base, pid, _ = demo
+    httpx.get(f"{base}/api/chat/warm", timeout=10)
+    before = rss(pid)
+    total = 300 * (1 << 20)
+    length = f"content-length: {total}" if framing == "content-length" else "transfer-encoding: chunked"
+    head = (
+        f"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n{length}\r\n\r\n".encode()
+    )
+    answer = send_huge(base, head, total, chunked=framing == "chunked")
+    grown = rss(pid) - before
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert grown < 8 * (1 << 20), f"the server grew by {grown / (1 << 20):.1f} MiB for a refused body"
+    assert httpx.get(f"{base}/api/me", timeout=10).status_code == 401, "and it still serves"
+
+
+def test_a_thousand_slow_clients_are_closed_in_time(demo: tuple[str, int, Path]) -> None:
+    base, _, stderr = demo
+    slow = []
+    for n in range(1000):
+        sock = socket.create_connection(address(base), timeout=10)
+        sock.sendall(b"GET /api/me HTTP/1.1\r\nhost: x\r\n" if n % 2 else b"")  # a head begun, or nothing
+        slow.append(sock)
+    started = time.monotonic()
+    assert httpx.get(f"{base}/api/me", timeout=10).status_code == 401, "others are still served meanwhile"
+    for sock in slow:
+        sock.settimeout(HEAD_TIMEOUT + 5)
+        try:
+            sock.sendall(b"x-slow: 1\r\n")
+            assert sock.recv(1024) == b""  # closed
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        sock.close()
+    took = time.monotonic() - started
+    assert took < HEAD_TIMEOUT + 3, f"the slow clients were closed after {took:.1f} s"
+    assert "Traceback" not in stderr.read_text()
+
+
+def test_a_trickling_body_is_a_408_and_a_client_that_leaves_is_one_line(demo: tuple[str, int, Path]) -> None:
+    base, _, stderr = demo
+    head = (
+        b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n"
+    )
+    with socket.create_connection(address(base), timeout=10) as sock:
+        sock.sendall(head + b"{")
+        started = time.monotonic()
+        answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert time.monotonic() - started < BODY_TIMEOUT + 2
+    with socket.create_connection(address(base), timeout=10) as sock:
+        sock.sendall(head + b'{"id": "c')
+    time.sleep(0.5)
+    assert "Traceback" not in stderr.read_text()
+
+
+def test_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [SIGNOFF, "demo", "--port", str(port), "--ledger", f"sqlite:///{tmp_path / 'l.db'}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"error: could not listen on 127.0.0.1:{port}: Address already in use"
+    ]
