@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from signoff import Approval, SqliteLedger
+from signoff import Approval, Ledger, SqliteLedger
 from signoff.core.audit import AuditEntry
 from tests.conftest import SIGNOFF
 
@@ -157,3 +157,13 @@ def _wait_ready(process: subprocess.Popen[bytes], out_path: Path, err_path: Path
                 f"\n--- stderr ---\n{err_path.read_text(errors='replace')}"
             )
         time.sleep(0.05)
+
+
+async def audited(ledger: Ledger, wanted: Callable[[list[AuditEntry]], bool]) -> list[AuditEntry]:
+    """The audit once `wanted` holds for it, within 5 s: refusals of unauthenticated requests are written
+    when their second ends, counted (see `server.refusals`)."""
+    deadline = time.monotonic() + 5.0
+    while not wanted(entries := await ledger.audit(0, 100_000)):
+        assert time.monotonic() < deadline, f"the audit never showed what was wanted: {entries[-5:]}"
+        await asyncio.sleep(0.05)
+    return entries

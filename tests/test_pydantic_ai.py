@@ -89,16 +89,21 @@ async def test_deferred_ends_the_run_and_the_resume_runs_the_approved_call_once(
 
 
 async def test_an_edit_runs_with_the_edited_args_and_a_bad_edit_runs_nothing() -> None:
+    """An edit the tool can't take is refused when it is made (the tool's JSON Schema), and the approval
+    stays pending: here until its deadline, since the only approver keeps sending it."""
     paid: list[dict[str, Any]] = []
     edit = Decision.edit({"amount": 5, "recipient": "Hanako"}, "alice")
     bad = Decision.edit({"amount": "lots", "recipient": "Hanako"}, "alice")
-    outputs = []
+    outputs, refusals = [], []
+    policy = Policy.from_dict({"tools": {"pay": [{"action": "ask", "deadline": 0.5}]}})
     for decision in (edit, bad):
         async with MemoryLedger() as ledger:
-            gate = Gate(ledger, Policy(), approvers=[lambda a, decision=decision: decision])
+            gate = Gate(ledger, policy, approvers=[lambda a, decision=decision: decision])
             outputs.append((await run(paying_agent(paid), gate, user_prompt="pay")).output)
+            refusals += [e.detail["error"] for e in await ledger.audit() if e.action == "approver-failed"]
     assert paid == [{"amount": 5, "recipient": "Hanako"}]
-    assert "the edited arguments do not fit pay" in outputs[1]
+    assert "no decision before the deadline" in outputs[1]
+    assert refusals == ["the edited arguments do not fit pay: amount: 'lots' is not of type 'integer'"]
 
 
 async def test_the_toolset_wraps_one_toolset_explicitly() -> None:

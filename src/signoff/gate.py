@@ -128,9 +128,11 @@ class Gate:
         approvers: Sequence[Approver] | None = None,
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         requester: str = "",
+        schema: dict[str, Any] | None = None,
     ) -> Outcome:
         """`requester` is the principal on whose behalf the call is made (a chat's owner): the approval
-        records it, and its rule may let it decide or not (four eyes).
+        records it, and its rule may let it decide or not (four eyes). `schema` is the tool's JSON Schema
+        for its arguments: an edit must fit it.
 
         `on_pending` hears of the approval before any wait starts, so a transport can show the
         question while the caller blocks on the answer; if it returns an awaitable, the wait starts once
@@ -156,6 +158,7 @@ class Gate:
                 actor=self.actor,
                 requester=requester,
                 authority=ruling.authority,
+                schema=schema,
             )
         elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
             await self._refuse_mismatch(approval, call)
@@ -182,13 +185,14 @@ class Gate:
         approvers: Sequence[Approver] | None = None,
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         requester: str = "",
+        schema: dict[str, Any] | None = None,
     ) -> T | Refused | Pending:
         """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
 
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
         deferred run should end and be resumed later with the same call.
         """
-        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester)
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema)
         if not isinstance(outcome, Allowed):
             return outcome
         if inspect.iscoroutinefunction(fn):
@@ -210,11 +214,12 @@ class Gate:
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         interruptible: bool = True,
         requester: str = "",
+        schema: dict[str, Any] | None = None,
     ) -> Task | Refused | Pending:
         """`run` for a long-running call: once allowed and claimed, `fn(**args)` runs in the background
         as a task (see `signoff.tasks`), and the task comes back at once, pending. A refused call never
         has a task."""
-        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester)
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema)
         if not isinstance(outcome, Allowed):
             return outcome
         allowed = outcome.call
@@ -230,11 +235,13 @@ class Gate:
         approvers: Sequence[Approver] | None,
         on_pending: Callable[[Approval], Awaitable[None] | None] | None,
         requester: str,
+        schema: dict[str, Any] | None,
     ) -> Outcome:
         """Authorize, and take the single-use claim of an approval that allowed the call."""
         outcome = await self.authorize(
-            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending, requester=requester
-        )
+            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending,
+            requester=requester, schema=schema,
+        )  # fmt: skip
         if isinstance(outcome, Allowed) and outcome.approval_id is not None:
             await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)
         return outcome

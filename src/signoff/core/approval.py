@@ -28,6 +28,7 @@ from signoff.core.errors import (
 )
 from signoff.core.principal import Authority
 from signoff.core.proof import decision_holds, prove_decision
+from signoff.core.schema import misfit
 
 OnTimeout = Literal["deny", "allow"]
 TIMEOUT_ACTOR = "signoff:timeout"
@@ -89,6 +90,8 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     authority: Authority = msgspec.field(default_factory=Authority)
     votes: tuple[Vote, ...] = ()
     edited: dict[str, Any] | None = None
+    schema: dict[str, Any] | None = None
+    """The tool's JSON Schema for its arguments, when it declares one: an edit must fit it."""
 
     @property
     def approved_call(self) -> ToolCall:
@@ -137,6 +140,7 @@ def open_approval(
     actor: str = "signoff:gate",
     requester: str = "",
     authority: Authority | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> tuple[Approval, AuditEvent]:
     approval = Approval(
         id=new_approval_id(),
@@ -150,6 +154,7 @@ def open_approval(
         on_timeout=on_timeout,
         requester=requester,
         authority=authority or Authority(),
+        schema=schema,
     )
     detail: dict[str, object] = {
         "chat": chat_id,
@@ -226,6 +231,8 @@ def decide(approval: Approval, decision: Decision, now: float, key: AuditKey) ->
         detail["remember"] = decision.remember
     runs = approval.approved_call
     if decision.args is not None:
+        if (why := misfit(approval.schema, decision.args)) is not None:
+            raise InvalidDecision(f"the edited arguments do not fit {approval.call.tool}: {why}")
         runs = approval.call.with_args(decision.args)
         detail["digest"] = runs.digest
         decision = msgspec.structs.replace(decision, args=runs.args)

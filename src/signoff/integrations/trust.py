@@ -155,23 +155,35 @@ async def _check(
     return approval
 
 
-def accept_outputs(
-    waiting: Mapping[str, str], made: Collection[str], outputs: Sequence[ToolOutput]
+async def accept_outputs(
+    ledger: Ledger,
+    chat_id: str,
+    owner: Principal,
+    waiting: Mapping[str, str],
+    made: Collection[str],
+    asking: Collection[str],
+    outputs: Sequence[ToolOutput],
 ) -> dict[str, ToolOutput]:
     """The outputs that answer frontend calls this chat is waiting on (`waiting`: call id to tool name).
 
-    Outputs of other calls the server `made` are the client echoing history, and are skipped; an output for
-    a call the server never made is refused.
+    Outputs of other calls the server `made` are the client echoing history, and are skipped. An output for
+    a call the server never made, or for one waiting on a person's approval (`asking`), is a claim no
+    browser can make: refused, and audited.
     """
     accepted: dict[str, ToolOutput] = {}
     for output in outputs:
+        why = None
         if output.call_id not in made:
-            raise Untrusted(
-                409, f"output {output.call_id}", f"no call {output.call_id} was made in this chat"
-            )
+            why = f"no call {output.call_id} was made in this chat"
+        elif output.call_id in asking and waiting.get(output.call_id) != output.tool:
+            why = f"call {output.call_id} waits for a person's approval, not for an output"
+        elif waiting.get(output.call_id) == output.tool and output.call_id in accepted:
+            why = f"two outputs for call {output.call_id}"
+        if why is not None:
+            detail = {"why": why, "chat": chat_id, "tool": output.tool}
+            await ledger.record("refuse", output.call_id, owner.id, **detail)
+            raise Untrusted(409, f"output {output.call_id}", why)
         if waiting.get(output.call_id) == output.tool:
-            if output.call_id in accepted:
-                raise Untrusted(409, f"output {output.call_id}", f"two outputs for call {output.call_id}")
             accepted[output.call_id] = output
     return accepted
 

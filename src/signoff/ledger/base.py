@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from signoff.core import approval as machine
 from signoff.core.approval import Approval, OnTimeout, State
@@ -292,10 +292,12 @@ class Ledger(ABC):
         actor: str = "signoff:gate",
         requester: str = "",
         authority: Authority | None = None,
+        schema: dict[str, Any] | None = None,
     ) -> Approval:
         """Open a pending approval for `call`, asked by `requester` (the chat's owner), which `authority`
-        says who may decide. Opening the same chat and call id again returns the first one, as long as the
-        arguments are the same: a retried request never asks twice."""
+        says who may decide; an edit of it must fit the tool's `schema`. Opening the same chat and call id
+        again returns the first one, as long as the arguments are the same: a retried request never asks
+        twice."""
         approval, event = machine.open_approval(
             call,
             chat_id=chat_id,
@@ -307,6 +309,7 @@ class Ledger(ABC):
             actor=actor,
             requester=requester,
             authority=authority,
+            schema=schema,
         )
         stored = await self._insert(approval, event)
         if stored.digest != approval.digest or stored.call.tool != call.tool:

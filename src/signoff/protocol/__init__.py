@@ -34,6 +34,7 @@ from signoff.protocol.chunks import (
     encode,
 )
 from signoff.protocol.request import (
+    MAX_DEPTH,
     ApprovalResponse,
     BadRequest,
     ChatRequest,
@@ -43,12 +44,15 @@ from signoff.protocol.request import (
     Wait,
     parse_chat_id,
     parse_chat_request,
+    parse_json,
 )
 from signoff.protocol.signature import sign, verify
 from signoff.protocol.sse import DONE, HEADERS, KEEP_ALIVE, frame
 from signoff.protocol.version import VERSION_HEADER, ClientVersion, client_version
 
 __all__ = [
+    "MAX_DEPTH",
+    "parse_json",
     "DONE",
     "HEADERS",
     "KEEP_ALIVE",

@@ -47,6 +47,9 @@ MAX_MESSAGES: Final = 10_000
 MAX_PARTS: Final = 10_000
 MAX_TEXT: Final = 256 * 1024
 MAX_ID: Final = 256
+MAX_DEPTH: Final = 64
+"""Levels a body may nest (a chat request's own take five): deeper is a 400 before any of it is used, so
+no code that walks a value (digests, the audit, the tool) meets a structure deep enough to exhaust it."""
 
 # Shapes only a 7.x client produces (see version.py); a request holding one comes from v7.
 _V7_PART_TYPES: Final = frozenset({"custom", "reasoning-file", "steering-message"})
@@ -108,14 +111,33 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 def parse_chat_request(body: bytes) -> ChatRequest:
     """Raises only `BadRequest`, whatever the bytes."""
+    return _chat_request(parse_json(body))
+
+
+def parse_json(body: bytes | str) -> Any:
+    """A JSON document no deeper than `MAX_DEPTH`; raises only `BadRequest`, whatever the bytes."""
     try:
         document = msgspec.json.decode(body)
-    except (ValueError, RecursionError) as exc:  # msgspec.DecodeError and UnicodeDecodeError are ValueErrors
-        raise BadRequest("body", f"is not JSON ({exc})") from None
-    try:
-        return _chat_request(document)
     except RecursionError:
-        raise BadRequest("body", "is nested too deeply") from None
+        raise BadRequest("body", f"is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # msgspec.DecodeError and UnicodeDecodeError are ValueErrors
+        raise BadRequest("body", f"is not JSON ({exc})") from None
+    if too_deep(document):
+        raise BadRequest("body", f"is nested deeper than {MAX_DEPTH} levels")
+    return document
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests more than `limit` levels of objects and arrays; iterative, so it never
+    recurses itself."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            if level > limit:
+                return True
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def parse_chat_id(document: Any) -> str:

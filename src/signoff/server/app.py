@@ -32,7 +32,15 @@ from signoff.gate import Gate, Wait
 from signoff.ledger.base import Ledger
 from signoff.ledger.evidence import append_checkpoint
 from signoff.server.approvals import ApprovalsAPI, principal_json
-from signoff.server.auth import Authenticator, HostLogin, Refused, principal_of, set_session, signed_in
+from signoff.server.auth import (
+    Authenticator,
+    HostLogin,
+    Refused,
+    client_of,
+    principal_of,
+    set_session,
+    signed_in,
+)
 from signoff.server.chat import ChatAPI
 from signoff.server.edge import BODY_TIMEOUT, Edge, Origins
 from signoff.server.feed import ApprovalFeed, TaskFeed
@@ -40,6 +48,7 @@ from signoff.server.http import error, json_response
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
 from signoff.server.oidc import Oidc, OidcSettings
+from signoff.server.refusals import Refusals
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
 
@@ -108,8 +117,10 @@ def create_app(
     agent_chat = chat_for(
         agent, gate, model=model, signing_key=settings.signing_key, frontend_timeout=settings.frontend_timeout
     )
+    refusals = Refusals(ledger)
     auth = Authenticator(
         ledger,
+        refusals,
         settings.token,
         settings.session_key,
         sessions=settings.anonymous,
@@ -136,6 +147,7 @@ def create_app(
             sweeper.cancel()
             if marker is not None:
                 marker.cancel()
+            await refusals.close()
             await streams.close()
             await gate.tasks.close()
             await task_feed.close()
@@ -177,7 +189,7 @@ def create_app(
         exception_handlers={
             LedgerUnavailable: _unavailable,
             Unstorable: _unstorable,
-            Refused: _refuser(ledger),
+            Refused: _refuser(ledger, refusals),
         },
     )
 
@@ -187,16 +199,17 @@ async def _me(request: Request) -> Response:
     return json_response(principal_json(signed_in(request)))
 
 
-def _refuser(ledger: Ledger) -> Callable[[Request, Exception], Awaitable[Response]]:
-    """Answers a route's refusal of who a request is from, and audits it."""
+def _refuser(ledger: Ledger, refusals: Refusals) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """Answers a route's refusal of who a request is from, and audits it: a principal's at once, an
+    unauthenticated source's counted per second."""
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
         principal = principal_of(request)
-        actor = (
-            principal.id if principal else f"client:{request.client.host if request.client else 'unknown'}"
-        )
-        await ledger.record(exc.action, "api", actor, path=request.url.path, why=exc.why)
+        if principal is None:
+            refusals.note(exc.action, "api", client_of(request), exc.why, path=request.url.path)
+        else:
+            await ledger.record(exc.action, "api", principal.id, path=request.url.path, why=exc.why)
         return exc.response
 
     return refused

@@ -31,6 +31,7 @@ from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal
 from signoff.ledger.base import Ledger
 from signoff.server.http import error
 from signoff.server.oidc import Oidc, Unverified
+from signoff.server.refusals import Refusals
 
 HostLogin = Callable[[HTTPConnection], Awaitable[Principal | None] | Principal | None]
 """The host app's own login: the principal of a request, or None when it has no login."""
@@ -62,6 +63,7 @@ class Unauthenticated(Exception):
 @dataclass(frozen=True)
 class Authenticator:
     ledger: Ledger
+    refusals: Refusals
     token: str
     """The bootstrap admin token."""
     session_key: bytes
@@ -102,8 +104,7 @@ class Authenticator:
         raise await self._refuse(conn, "the bearer token is not valid")
 
     async def _refuse(self, conn: HTTPConnection, why: str) -> Unauthenticated:
-        client = conn.client.host if conn.client else "unknown"
-        await self.ledger.record("unauthorized", "api", f"client:{client}", path=conn.url.path, why=why)
+        self.refusals.note("unauthorized", "api", client_of(conn), why, path=conn.url.path)
         return Unauthenticated(why)
 
     # -- anonymous browser sessions -------------------------------------------------------------------------
@@ -122,6 +123,11 @@ class Authenticator:
     def _mac(self, browser_id: str) -> str:
         digest = hmac.new(self.session_key, browser_id.encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def client_of(conn: HTTPConnection) -> str:
+    """An unauthenticated request's source, as the audit names it."""
+    return f"client:{conn.client.host if conn.client else 'unknown'}"
 
 
 def _browser(browser_id: str) -> Principal:

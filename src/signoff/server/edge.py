@@ -31,7 +31,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
-from signoff.server.auth import Authenticator, Unauthenticated, remember
+from signoff.server.auth import Authenticator, Unauthenticated, client_of, remember
 from signoff.server.http import CHAT_BODY, error
 
 log = logging.getLogger("signoff.server")
@@ -160,11 +160,8 @@ class Edge:
         return replay
 
     async def _refuse_site(self, conn: HTTPConnection, why: str) -> None:
-        client = conn.client.host if conn.client else "unknown"
         origin = conn.headers.get("origin", "")
-        await self.auth.ledger.record(
-            "refuse", "site", f"client:{client}", why=why, origin=origin, path=conn.url.path
-        )
+        self.auth.refusals.note("refuse", "site", client_of(conn), why, origin=origin, path=conn.url.path)
 
 
 class _Refused(Exception):

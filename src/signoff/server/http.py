@@ -10,6 +10,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from signoff.protocol import BadRequest, parse_json
+
 T = TypeVar("T")
 
 _encode = msgspec.json.Encoder().encode
@@ -40,16 +42,22 @@ class BadBody(Exception):
 
 
 async def read_body(request: Request, schema: type[T], *, limit: int, what: str) -> T:
-    """The body decoded as `schema`, or `BadBody`: 413 when over `limit` bytes, 422 when it doesn't fit."""
+    """The body decoded as `schema`, or `BadBody`: 413 when over `limit` bytes, 422 when it doesn't fit
+    (or nests deeper than `MAX_DEPTH`)."""
     body = await request.body()
     if len(body) > limit:
         raise BadBody(413, f"the {what} body is over {limit} bytes")
     try:
-        return msgspec.json.decode(body, type=schema)
+        document = parse_json(body)
+        return msgspec.convert(document, type=schema)
+    except BadRequest as exc:
+        raise BadBody(422, f"the {what} {exc.message}") from None
     except msgspec.ValidationError as exc:
         raise BadBody(422, f"invalid {what}: {exc}", _field_of(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise BadBody(422, f"the {what} body is not JSON: {exc}") from None
+
+
+MAX_LIMIT = 10_000
+"""The most records one list answer holds."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +76,8 @@ class ListQuery:
         if state is not None and state not in states:
             raise BadBody(422, f"state must be one of {', '.join(states)}, not {state!r}", "state")
         limit = query.get("limit", "")
-        if limit and not limit.isdigit():
-            raise BadBody(422, f"limit must be a whole number, not {limit!r}", "limit")
+        if limit and not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= MAX_LIMIT):
+            raise BadBody(422, f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}", "limit")
         return cls(query.get("chat"), state, int(limit) if limit else None)
 
 

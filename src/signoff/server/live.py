@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 from typing import Any
 
-import msgspec
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 
@@ -48,6 +47,7 @@ from signoff.protocol import (
     encode,
     parse_chat_id,
     parse_chat_request,
+    parse_json,
 )
 from signoff.server.auth import Refused
 from signoff.server.chat import ChatAPI
@@ -168,7 +168,11 @@ class _Socket:
             return
         if reply is None or reply.browser is None:
             raise _Refused(f"the reply in chat {request.chat_id} takes browser results from its own socket")
-        reply.browser.deliver(accept_outputs(reply.browser.awaited, reply.shown(), request.outputs))
+        accepted = await accept_outputs(
+            chat.gate.ledger, request.chat_id, self.principal, reply.browser.awaited, reply.shown(),
+            reply.asking(), request.outputs,
+        )  # fmt: skip
+        reply.browser.deliver(accepted)
 
     async def _resume(self, chat_id: str) -> None:
         if self._busy():
@@ -210,9 +214,9 @@ class _Socket:
 
 def _document(text: str) -> dict[str, Any]:
     try:
-        document = msgspec.json.decode(text)
-    except (ValueError, RecursionError):
-        raise _Refused("the frame is not JSON") from None
+        document = parse_json(text)
+    except BadRequest as exc:
+        raise _Refused(f"the frame {exc.message}") from None
     if not isinstance(document, dict):
         raise _Refused("the frame must be a JSON object with a type")
     return document

@@ -228,9 +228,10 @@ class AdkChat:
         await accept_responses(
             ledger, chat_id, state.approvals, request.approvals, principal, self.signing_key
         )
-        outputs: dict[str, Any] = {
-            c: _response(o) for c, o in accept_outputs(state.frontend, made, request.outputs).items()
-        }
+        accepted = await accept_outputs(
+            ledger, chat_id, principal, state.frontend, made, state.approvals, request.outputs
+        )
+        outputs: dict[str, Any] = {c: _response(o) for c, o in accepted.items()}
         if state.overdue(ledger.clock()):  # a late output is not used: the deadline is the deadline
             why = await expire_overdue(ledger, chat_id, state.frontend, self.frontend_timeout)
             outputs = {call_id: failure(why) for call_id in state.frontend}

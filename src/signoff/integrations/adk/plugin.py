@@ -149,17 +149,18 @@ class SignoffPlugin(BasePlugin):
             turn.asked(approval)
 
         on_pending = pending if turn else None
-        requester = turn.requester if turn else ""
+        declared = tool._get_declaration()  # the tool's own description of its arguments, as ADK sends it
+        asks: dict[str, Any] = {
+            "chat_id": chat_id, "wait": wait, "on_pending": on_pending,
+            "requester": turn.requester if turn else "",
+            "schema": declared.parameters_json_schema if declared is not None else None,
+        }  # fmt: skip
         result: Any
         try:
             if _long_running(tool):
-                result = await self.gate.start(
-                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
-                )
+                result = await self.gate.start(call, run, **asks)
             else:
-                result = await self.gate.run(
-                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
-                )
+                result = await self.gate.run(call, run, **asks)
         except (AlreadyConsumed, CallMismatch, Unproven) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):

@@ -211,7 +211,9 @@ class AgentChat:
         await accept_responses(
             ledger, request.chat_id, state.approvals, request.approvals, principal, self.signing_key
         )
-        outputs = accept_outputs(state.frontend, made, request.outputs)
+        outputs = await accept_outputs(
+            ledger, request.chat_id, principal, state.frontend, made, state.approvals, request.outputs
+        )
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
             calls={call_id: _result(output) for call_id, output in outputs.items()},

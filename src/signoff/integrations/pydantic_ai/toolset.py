@@ -133,19 +133,17 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
                 await turn.parked(approval, ctx.messages)
 
         on_pending = pending if turn else None
-        requester = turn.requester if turn else ""
+        asks: dict[str, Any] = {
+            "chat_id": chat_id, "wait": wait, "on_pending": on_pending,
+            "requester": turn.requester if turn else "", "schema": tool.tool_def.parameters_json_schema,
+        }  # fmt: skip
         try:
             if name in self._long_running:
                 source = _source(tool)
                 interruptible = not isinstance(source, FunctionToolsetTool) or source.is_async
-                result = await self.gate.start(
-                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending,
-                    interruptible=interruptible, requester=requester,
-                )  # fmt: skip
+                result = await self.gate.start(call, run, interruptible=interruptible, **asks)
             else:
-                result = await self.gate.run(
-                    call, run, chat_id=chat_id, wait=wait, on_pending=on_pending, requester=requester
-                )
+                result = await self.gate.run(call, run, **asks)
         except (AlreadyConsumed, CallMismatch, Unproven) as exc:
             return {"status": "error", "message": str(exc)}
         if isinstance(result, Pending):
