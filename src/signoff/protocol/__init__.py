@@ -34,6 +34,7 @@ from signoff.protocol.chunks import (
     encode,
 )
 from signoff.protocol.request import (
+    CHAT_REQUEST_SCHEMA,
     MAX_DEPTH,
     ApprovalResponse,
     BadRequest,
@@ -51,6 +52,7 @@ from signoff.protocol.sse import DONE, HEADERS, KEEP_ALIVE, frame
 from signoff.protocol.version import VERSION_HEADER, ClientVersion, client_version
 
 __all__ = [
+    "CHAT_REQUEST_SCHEMA",
     "MAX_DEPTH",
     "parse_json",
     "DONE",

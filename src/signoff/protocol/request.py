@@ -51,6 +51,32 @@ MAX_DEPTH: Final = 64
 """Levels a body may nest (a chat request's own take five): deeper is a 400 before any of it is used, so
 no code that walks a value (digests, the audit, the tool) meets a structure deep enough to exhaust it."""
 
+CHAT_REQUEST_SCHEMA: Final = {
+    "type": "object",
+    "description": "What `parse_chat_request` accepts: the DefaultChatTransport body (see the module).",
+    "properties": {
+        "id": {"type": "string", "minLength": 1, "maxLength": MAX_ID},
+        "trigger": {"enum": list(TRIGGERS)},
+        "messageId": {"type": "string"},
+        "wait": {"enum": list(WAITS)},
+        "messages": {
+            "type": "array",
+            "maxItems": MAX_MESSAGES,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "role": {"enum": list(ROLES)},
+                    "parts": {"type": "array", "maxItems": MAX_PARTS, "items": {"type": "object"}},
+                },
+                "required": ["id", "role", "parts"],
+            },
+        },
+    },
+    "required": ["id", "messages"],
+}
+"""The body as JSON Schema, for the OpenAPI description; the parser below is what checks it."""
+
 # Shapes only a 7.x client produces (see version.py); a request holding one comes from v7.
 _V7_PART_TYPES: Final = frozenset({"custom", "reasoning-file", "steering-message"})
 _V7_APPROVAL_KEYS: Final = ("isAutomatic", "requestReason")

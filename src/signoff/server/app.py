@@ -48,6 +48,7 @@ from signoff.server.http import error, json_response
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
 from signoff.server.oidc import Oidc, OidcSettings
+from signoff.server.openapi import openapi
 from signoff.server.refusals import Refusals
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
@@ -173,6 +174,7 @@ def create_app(
             *approvals.routes(),
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
+            Route("/api/openapi.json", _described(), methods=["GET"]),
             *pages,
             static,
         ],
@@ -192,6 +194,15 @@ def create_app(
             Refused: _refuser(ledger, refusals),
         },
     )
+
+
+def _described() -> Callable[[Request], Awaitable[Response]]:
+    document = json_response(openapi()).body
+
+    async def described(request: Request) -> Response:
+        return Response(document, media_type="application/json")
+
+    return described
 
 
 async def _me(request: Request) -> Response:
