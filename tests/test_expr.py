@@ -259,22 +259,87 @@ def test_type_mismatch_message_shows_both_sides() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "args", "expected"),
+    ("text", "args"),
     [
-        ("x == 1", {"x": True}, False),
-        ("x == 0", {"x": False}, False),
-        ("x != 1", {"x": True}, True),
-        ("x == True", {"x": 1}, False),
-        ("x == True", {"x": True}, True),
-        ("x in [1, 2]", {"x": True}, False),
-        ("1 in xs", {"xs": [True]}, False),
-        ("x == [1]", {"x": [True]}, False),
-        ("x == y", {"x": {"a": 1}, "y": {"a": True}}, False),
-        ("x == 1", {"x": 1.0}, True),
+        ("x == 1", {"x": True}),
+        ("x == 0", {"x": False}),
+        ("x != 1", {"x": True}),
+        ("x == True", {"x": 1}),
+        ("x in [1, 2]", {"x": True}),
+        ("1 in xs", {"xs": [True]}),
+        ("x == [1]", {"x": [True]}),
+        ("x == y", {"x": {"a": 1}, "y": {"a": True}}),
+        ('role == "admin"', {"role": ["admin"]}),
+        ('not (role == "admin")', {"role": ["admin"]}),
+        ('recipient in ["Mallory", "Eve"]', {"recipient": 7}),
     ],
 )
-def test_booleans_are_not_numbers(text: str, args: dict[str, Any], expected: bool) -> None:
+def test_values_of_different_kinds_are_never_compared(text: str, args: dict[str, Any]) -> None:
+    """A mismatch read as "not equal" once let `not (role == "admin")` allow: it is an error, which the
+    policy answers by asking a person."""
+    with pytest.raises(EvalError, match="cannot compare"):
+        compile_condition(text)(args)
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        ("x == True", {"x": True}, True),
+        ("x == 1", {"x": 1.0}, True),
+        ("x == None", {"x": 1}, False),
+        ("x != None", {"x": "a"}, True),
+    ],
+)
+def test_values_of_one_kind_compare_and_anything_with_null(
+    text: str, args: dict[str, Any], expected: bool
+) -> None:
     assert compile_condition(text)(args) is expected
+
+
+@pytest.mark.parametrize(
+    "recipient", ["mallory", "Mallory ", "\uff2dallory", "Mallory\u200b", " MALLORY\u2060", "eve"]
+)
+def test_normal_makes_look_alikes_equal(recipient: str) -> None:
+    assert compile_condition('normal(recipient) in ["mallory", "eve"]')({"recipient": recipient}) is True
+    assert compile_condition('recipient in ["Mallory", "Eve"]')({"recipient": recipient}) is False
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        ("casefold(x) == 'straße'.casefold() or true", {"x": "STRASSE"}, None),
+        ("casefold(x) == 'strasse'", {"x": "STRASSE"}, True),
+        ("nfkc(x) == 'A1'", {"x": "\uff21\uff11"}, True),
+        ("strip(x) == 'a b'", {"x": "  a b\n"}, True),
+        ("visible(x) == 'ab'", {"x": "a\u200bb"}, True),
+        ("normal(x) == 'a b'", {"x": "A\u00a0\u00a0B"}, True),
+    ],
+)
+def test_string_helpers(text: str, args: dict[str, Any], expected: bool | None) -> None:
+    if expected is None:
+        with pytest.raises(ExprError):
+            compile_condition(text)
+        return
+    assert compile_condition(text)(args) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "fault"),
+    [
+        ("normal(x)", "expected a condition"),
+        ("normal(x, y) == 'a'", "takes one string"),
+        ("normal(1) == 'a'", "takes a string"),
+        ("upper(x) == 'A'", "function call"),
+    ],
+)
+def test_helpers_are_checked_when_the_policy_loads(text: str, fault: str) -> None:
+    with pytest.raises(ExprError, match=fault):
+        compile_condition(text)
+
+
+def test_a_helper_of_a_non_string_is_an_error() -> None:
+    with pytest.raises(EvalError, match="normal\\(\\) takes a string, but x is number 3"):
+        compile_condition("normal(x) == 'a'")({"x": 3})
 
 
 @pytest.mark.parametrize(

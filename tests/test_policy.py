@@ -651,3 +651,35 @@ def test_evaluate_always_returns_a_ruling(args: dict[str, Any], mode: Any) -> No
     if mode != "interactive":
         assert ruling.action != "ask"
     assert isinstance(ruling.description, str)
+
+
+DENY_LIST = """
+[[tools.process_payment]]
+action = "deny"
+when = 'normal(recipient) in ["mallory", "eve"]'
+
+[[tools.process_payment]]
+action = "allow"
+"""
+
+
+@pytest.mark.parametrize("recipient", ["mallory", "Mallory ", "\uff2dallory", "Mallory\u200b", "EVE"])
+def test_a_normalized_deny_list_catches_look_alikes(recipient: str) -> None:
+    call = ToolCall("c", "process_payment", {"recipient": recipient})
+    assert Policy.from_toml(DENY_LIST).evaluate(call).action == "deny"
+
+
+@pytest.mark.parametrize(
+    ("when", "args"),
+    [
+        ('not (role == "admin")', {"role": ["admin"]}),
+        ('recipient in ["Mallory", "Eve"]', {"recipient": ["Mallory"]}),
+        ("normal(recipient) == 'mallory'", {"recipient": 7}),
+    ],
+)
+def test_a_condition_that_errs_asks_even_before_an_allow(when: str, args: dict[str, object]) -> None:
+    """An error in a condition means ask, never allow, and a deny rule's error too: the allow after it is
+    never reached."""
+    policy = Policy.from_dict({"tools": {"t": [{"action": "deny", "when": when}, {"action": "allow"}]}})
+    ruling = policy.evaluate(ToolCall("c", "t", args))
+    assert ruling.action == "ask" and "condition of t[0] failed" in ruling.reason

@@ -8,21 +8,30 @@ to check completely when the policy loads: `ast.parse` does the parsing, and onl
 gets through; everything else is refused with the construct and the column, so a typo fails at startup and not
 during a payment.
 
-The values are JSON values, so the semantics are JSON's, not Python's: booleans are not numbers (`True == 1`
-is false, `True < 2` is an error), a string is never ordered against a number, and a condition must produce a
-real boolean. Anything that does not fit raises `EvalError` rather than guessing, so the policy can escalate
-the call to a person instead of silently allowing or skipping it.
+The values are JSON values, so the semantics are JSON's, not Python's: booleans are not numbers, and values
+of different kinds are never compared at all (`role == "admin"` when `role` is `["admin"]`, `True == 1`,
+`"a" < 1`): only `null` compares with anything. A condition must produce a real boolean. Anything that does
+not fit raises `EvalError` rather than guessing, so the policy escalates the call to a person instead of
+silently allowing or skipping it: a mismatch read as "not equal" once let `not (role == "admin")` allow.
+
+Text a caller controls can look like a listed value without being equal to it (`mallory`, `"Mallory "`,
+a fullwidth `\\uff2dallory`, `Mallory` with a zero-width space). Conditions get helpers that normalize a
+string before comparing: `casefold(s)`, `nfkc(s)` (Unicode compatibility forms), `strip(s)` (outer
+whitespace), `visible(s)` (drops invisible and format characters) and `normal(s)`, all of them at once,
+with inner runs of whitespace made one space. A deny list reads `normal(recipient) in ["mallory", "eve"]`.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import unicodedata
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from signoff.core.errors import PolicyError, SignoffError
+from signoff.core.visible import hidden
 
 __all__ = ["Condition", "EvalError", "ExprError", "compile_condition"]
 
@@ -92,10 +101,13 @@ def _show(value: Any) -> str:
 
 
 def _eq(a: Any, b: Any) -> bool:
-    """JSON equality: values of different kinds are never equal, which is what keeps `True == 1` false."""
+    """JSON equality. Values of different kinds can't be compared (an error), except with null: a type
+    mismatch read as "not equal" would turn a negated or a deny condition into an allow."""
     kind = _kind(a)
     if kind != _kind(b):
-        return False
+        if "null" in (kind, _kind(b)):
+            return False
+        raise EvalError(f"cannot compare {_show(a)} with {_show(b)}")
     if kind == "array":
         return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b, strict=True))
     if kind == "object":
@@ -124,6 +136,24 @@ def _contains(item: Any, container: Any) -> bool:
             )
         return item in container
     raise EvalError(f"cannot test membership in {_show(container)}")
+
+
+def _visible(text: str) -> str:
+    return "".join(c for c in text if c == " " or not hidden(c) or c.isspace())
+
+
+def _normal(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", _visible(text)).casefold().split())
+
+
+HELPERS: Final[dict[str, Callable[[str], str]]] = {
+    "casefold": str.casefold,
+    "nfkc": lambda text: unicodedata.normalize("NFKC", text),
+    "strip": str.strip,
+    "visible": _visible,
+    "normal": _normal,
+}
+"""The functions a condition may call, each from one string to one string."""
 
 
 _COMPARE: Final[dict[type[ast.cmpop], Callable[[Any, Any], bool]]] = {
@@ -264,6 +294,8 @@ class _Compiler:
             return self.lookup(node)
         if isinstance(node, ast.Constant):
             return self.constant(node, boolean)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in HELPERS:
+            return self.helper(node, depth, boolean)
         if type(node) in _COLLECTION:
             raise self.error(f"a {_COLLECTION[type(node)]} literal is only allowed in a comparison", node)
         raise self.error(f"unsupported expression: {self.construct(node)}", node)
@@ -380,6 +412,30 @@ class _Compiler:
                 )
             items.append(item.value)
         return _Literal(tuple(items))
+
+    def helper(self, node: ast.Call, depth: int, boolean: bool) -> _Literal | _Eval:
+        assert isinstance(node.func, ast.Name)
+        name = node.func.id
+        if boolean:
+            raise self.error(f"expected a condition, found {name}(…), a string", node)
+        if node.keywords or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
+            raise self.error(f"{name}() takes one string", node)
+        function = HELPERS[name]
+        argument = self.compile(node.args[0], depth + 1, boolean=False)
+        what = self.source(node.args[0])
+        if isinstance(argument, _Literal):
+            if not isinstance(argument.value, str):
+                raise self.error(f"{name}() takes a string, not {_show(argument.value)}", node)
+            return _Literal(function(argument.value))
+        inner = argument
+
+        def evaluate(args: Mapping[str, Any]) -> str:
+            value = inner(args)
+            if not isinstance(value, str):
+                raise EvalError(f"{name}() takes a string, but {what} is {_show(value)}")
+            return function(value)
+
+        return evaluate
 
     def constant(self, node: ast.Constant, boolean: bool) -> _Literal:
         value = node.value
