@@ -299,3 +299,20 @@ async def test_a_blocking_browser_call_is_handed_to_the_page_once_approved(site:
     asked = types.index("tool-approval-request")
     assert types[asked + 1 :] == ["tool-input-available", "finish-step", "finish"]
     assert reply[asked + 1] == next(c for c in reply if c["type"] == "tool-input-available")
+
+
+async def test_the_page_learns_the_agents_tools_from_the_server(site: Server) -> None:
+    """The page hard-codes no tool: the server says which ones the browser runs, and how to word a call."""
+    tools = {t["name"]: t for t in (await view(site, "fresh"))["tools"]}
+    assert tools["get_location"]["browser"] is True and "location" in tools["get_location"]["description"]
+    assert tools["change_bgm"] == {
+        "name": "change_bgm",
+        "browser": True,
+        "description": "Play a background music track in the user's browser.",
+        "title": "Play {track}",
+    }
+    assert tools["process_payment"] == {
+        "name": "process_payment",
+        "browser": False,
+        "title": "Pay {amount} {currency} to {recipient}",
+    }

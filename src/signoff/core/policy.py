@@ -354,6 +354,15 @@ class Policy:
     def __repr__(self) -> str:
         return f"Policy(tools={list(self._rules)!r}, mode={self._mode!r})"
 
+    def titles(self) -> dict[str, str]:
+        """Each tool's description template (`Play {track}`), from its first rule that has one: how a page
+        puts any call of it in words, asked or not."""
+        return {
+            tool: next(r.description for r in rules if r.description)
+            for tool, rules in self._rules.items()
+            if any(r.description for r in rules)
+        }
+
     def evaluate(self, call: ToolCall) -> Ruling:
         """The ruling for one call: the first rule whose condition holds, then the mode.
 

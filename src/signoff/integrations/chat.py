@@ -169,12 +169,23 @@ class Reply(Protocol):
     def shown(self) -> set[str]: ...
 
 
+@dataclass(frozen=True)
+class BrowserToolInfo:
+    """A tool the browser runs (seed 001), as the agent declares it: the page runs the ones it knows by
+    name, and answers any other with an error, never a hang."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
 class Chat(Protocol):
     """A framework's agent served as chats."""
 
     gate: Gate
     signing_key: bytes
     frontend_timeout: float
+    browser_tools: tuple[BrowserToolInfo, ...]
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView: ...
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply: ...

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -59,6 +59,22 @@ from signoff.server.streams import Running, Stream, Streams
 from signoff.server.tasks import task_event
 
 log = logging.getLogger("signoff.server")
+
+
+def _tools(chat: Chat) -> list[dict[str, Any]]:
+    """`[{name, browser, description?, title?}]`: the browser tools the agent declares, and every tool the
+    policy words (`title`, a template like `Play {track}` filled from the call's arguments)."""
+    titles = chat.gate.policy.titles()
+    browser = {tool.name: tool for tool in chat.browser_tools}
+    described = []
+    for name in dict.fromkeys([*browser, *titles]):
+        tool: dict[str, Any] = {"name": name, "browser": name in browser}
+        if name in browser and browser[name].description:
+            tool["description"] = browser[name].description
+        if name in titles:
+            tool["title"] = titles[name]
+        described.append(tool)
+    return described
 
 
 class ChatDecision(msgspec.Struct, forbid_unknown_fields=True):
@@ -95,6 +111,8 @@ class ChatAPI:
         """The queues of the pages following each chat's events."""
         self.running: dict[str, Reply] = {}
         """The replies running in this process, by chat."""
+        self.tools = _tools(chat)
+        """What a page needs to know of the agent's tools: which the browser runs, and how to word a call."""
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -191,6 +209,7 @@ class ChatAPI:
                 "continues": continues,
                 "messages": messages,
                 "approvals": [approval_json(a, principal) for a in view.approvals],
+                "tools": self.tools,
             }
         )
 

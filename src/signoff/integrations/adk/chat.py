@@ -42,6 +42,7 @@ from signoff.integrations.adk.messages import calls_of, ui_messages
 from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, End, Translator
 from signoff.integrations.chat import (
+    BrowserToolInfo,
     ChatState,
     ChatView,
     Running,
@@ -89,7 +90,7 @@ class AdkReply(Running):
             turn,
             self.message_id,
             earlier=self.earlier,
-            browser_tools=self.chat.browser_tools,
+            browser_tools=frozenset(tool.name for tool in self.chat.browser_tools),
             signing_key=self.chat.signing_key,
         )
         self.translator = translator
@@ -160,8 +161,10 @@ class AdkChat:
         self.app = App(name=app_name, root_agent=agent, plugins=[SignoffPlugin(gate)])
         sessions = session_service or InMemorySessionService()
         self.runner = Runner(app=self.app, session_service=sessions, auto_create_session=True)
-        self.browser_tools = frozenset(
-            tool.name for tool in getattr(agent, "tools", ()) if isinstance(tool, BrowserTool)
+        self.browser_tools = tuple(
+            BrowserToolInfo(tool.name, tool.description, _parameters(tool))
+            for tool in getattr(agent, "tools", ())
+            if isinstance(tool, BrowserTool)
         )
 
     async def _session(self, chat_id: str) -> Session | None:
@@ -263,6 +266,12 @@ class AdkChat:
             if c in made
         ]
         return AdkReply(self, chat_id, wait, stored, message_id, earlier, message, visible, {}, news)
+
+
+def _parameters(tool: BrowserTool) -> dict[str, Any]:
+    declared = tool._get_declaration()  # ADK's own hook for a tool's declaration
+    schema = declared.parameters_json_schema if declared is not None else None
+    return schema if isinstance(schema, dict) else {"type": "object"}
 
 
 def _response(output: ToolOutput) -> dict[str, Any]:

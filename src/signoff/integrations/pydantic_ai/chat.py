@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model
+from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 
 from signoff.core.approval import Approval
 from signoff.core.errors import SignoffError
@@ -36,6 +37,7 @@ from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.chat import (
     SUPERSEDED,
+    BrowserToolInfo,
     ChatState,
     ChatView,
     Running,
@@ -171,6 +173,7 @@ class AgentChat:
         self.model = model
         self.signing_key = signing_key
         self.frontend_timeout = frontend_timeout
+        self.browser_tools = _browser_tools(agent)
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
         """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
@@ -250,6 +253,22 @@ class AgentChat:
 
     async def _load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
         return await load_state(self.gate.ledger, chat_id, begun=begun)
+
+
+def _browser_tools(agent: AbstractAgent[Any, Any]) -> tuple[BrowserToolInfo, ...]:
+    """The agent's external tools: the ones its run leaves for the client to run, here the browser."""
+    found: list[BrowserToolInfo] = []
+
+    def collect(toolset: AbstractToolset[Any]) -> None:
+        if isinstance(toolset, ExternalToolset):
+            found.extend(
+                BrowserToolInfo(d.name, d.description or "", d.parameters_json_schema)
+                for d in toolset.tool_defs
+            )
+
+    for toolset in getattr(agent, "toolsets", ()):
+        toolset.apply(collect)
+    return tuple(found)
 
 
 def _result(output: ToolOutput) -> Any:
