@@ -12,7 +12,6 @@ from signoff.protocol.chunks import (
     Finish,
     FinishReason,
     FinishStep,
-    MessageMetadata,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
@@ -22,15 +21,12 @@ from signoff.protocol.chunks import (
     TextEnd,
     TextStart,
     ToolApprovalRequest,
-    ToolApprovalResponse,
     ToolInputAvailable,
     ToolInputDelta,
-    ToolInputError,
     ToolInputStart,
     ToolOutputAvailable,
     ToolOutputDenied,
     ToolOutputError,
-    UnsupportedChunk,
     encode,
 )
 from signoff.protocol.request import (
@@ -48,7 +44,7 @@ from signoff.protocol.request import (
     parse_json,
 )
 from signoff.protocol.signature import sign, verify
-from signoff.protocol.sse import DONE, HEADERS, KEEP_ALIVE, frame
+from signoff.protocol.sse import DONE, HEADERS, frame
 from signoff.protocol.version import VERSION_HEADER, ClientVersion, client_version
 
 __all__ = [
@@ -57,7 +53,6 @@ __all__ = [
     "parse_json",
     "DONE",
     "HEADERS",
-    "KEEP_ALIVE",
     "VERSION_HEADER",
     "Abort",
     "ApprovalResponse",
@@ -70,7 +65,6 @@ __all__ = [
     "Finish",
     "FinishReason",
     "FinishStep",
-    "MessageMetadata",
     "ReasoningDelta",
     "ReasoningEnd",
     "ReasoningStart",
@@ -80,17 +74,14 @@ __all__ = [
     "TextEnd",
     "TextStart",
     "ToolApprovalRequest",
-    "ToolApprovalResponse",
     "ToolInputAvailable",
     "ToolInputDelta",
-    "ToolInputError",
     "ToolInputStart",
     "ToolOutput",
     "ToolOutputAvailable",
     "ToolOutputDenied",
     "ToolOutputError",
     "Trigger",
-    "UnsupportedChunk",
     "UserMessage",
     "Wait",
     "client_version",

@@ -43,24 +43,9 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from signoff.core.errors import SignoffError
-
 FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
 ProviderMetadata = dict[str, dict[str, Any]]
 ToolMetadata = dict[str, Any]
-
-
-class UnsupportedChunk(SignoffError, ValueError):
-    """A chunk type the client's version would reject.
-
-    Fields the client does not know are dropped silently, because they only add detail. A whole chunk is
-    never dropped: each one moves the client's message state (a missing `tool-approval-response` leaves the
-    tool part waiting for a decision forever), so the caller must choose what to send that client instead.
-    """
-
-    def __init__(self, chunk_type: str, version: int, since: int) -> None:
-        self.chunk_type = chunk_type
-        super().__init__(f"chunk {chunk_type!r} needs an ai {since}.x client; this one is {version}.x")
 
 
 class _Chunk(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type", rename="camel"):
@@ -71,7 +56,6 @@ class _Chunk(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_
     is sent as JSON null, which the schema accepts.
     """
 
-    since: ClassVar[int] = 6
     v7_fields: ClassVar[tuple[str, ...]] = ()
 
 
@@ -155,20 +139,6 @@ class ToolInputAvailable(_Chunk, tag="tool-input-available", frozen=True):
     tool_metadata: ToolMetadata | None = None
 
 
-class ToolInputError(_Chunk, tag="tool-input-error", frozen=True):
-    v7_fields = ("tool_metadata",)
-
-    tool_call_id: str
-    tool_name: str
-    input: Any
-    error_text: str
-    provider_executed: bool | None = None
-    provider_metadata: ProviderMetadata | None = None
-    dynamic: bool | None = None
-    title: str | None = None
-    tool_metadata: ToolMetadata | None = None
-
-
 class ToolApprovalRequest(_Chunk, tag="tool-approval-request", frozen=True):
     """Asks the person; the tool part named by `tool_call_id` must already be in the streamed message.
 
@@ -182,18 +152,6 @@ class ToolApprovalRequest(_Chunk, tag="tool-approval-request", frozen=True):
     tool_call_id: str
     is_automatic: bool | None = None
     signature: str | None = None
-
-
-class ToolApprovalResponse(_Chunk, tag="tool-approval-response", frozen=True):
-    """Tells a v7 client that a decision made elsewhere (inbox, CLI) answered its pending approval."""
-
-    since = 7
-
-    approval_id: str
-    approved: bool
-    reason: str | None = None
-    provider_executed: bool | None = None
-    provider_metadata: ProviderMetadata | None = None
 
 
 class ToolOutputAvailable(_Chunk, tag="tool-output-available", frozen=True):
@@ -233,10 +191,6 @@ class Abort(_Chunk, tag="abort", frozen=True):
     reason: str | None = None
 
 
-class MessageMetadata(_Chunk, tag="message-metadata", frozen=True):
-    message_metadata: Any
-
-
 class Data(msgspec.Struct, frozen=True, kw_only=True):
     """An app-defined `data-<name>` part; its type is open-ended, so it cannot be a fixed tag."""
 
@@ -271,15 +225,12 @@ Chunk = (
     | ToolInputStart
     | ToolInputDelta
     | ToolInputAvailable
-    | ToolInputError
     | ToolApprovalRequest
-    | ToolApprovalResponse
     | ToolOutputAvailable
     | ToolOutputError
     | ToolOutputDenied
     | Error
     | Abort
-    | MessageMetadata
     | Data
 )
 
@@ -291,8 +242,6 @@ def encode(chunk: Chunk, version: int = 6) -> bytes:
     if isinstance(chunk, Data):
         wire = _DataWire(type="data-" + chunk.name, id=chunk.id, data=chunk.data, transient=chunk.transient)
         return _encoder.encode(wire)
-    if version < chunk.since:
-        raise UnsupportedChunk(str(chunk.__struct_config__.tag), version, chunk.since)
     if version < 7 and any(getattr(chunk, name) is not None for name in chunk.v7_fields):
         chunk = msgspec.structs.replace(chunk, **dict.fromkeys(chunk.v7_fields))
     return _encoder.encode(chunk)

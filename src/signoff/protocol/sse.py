@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 DONE = b"data: [DONE]\n\n"
-KEEP_ALIVE = b": keep-alive\n\n"
-"""A comment line: the client's event parser skips it, while proxies and browsers see the stream is alive."""
+"""The event that ends a reply's stream. (Keep-alive comments are sse-starlette's to send.)"""
 
 HEADERS: Mapping[str, str] = MappingProxyType(
     {
