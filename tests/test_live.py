@@ -13,7 +13,7 @@ import websockets
 from signoff.core.approval import State
 from signoff.demo.runtime import RUNTIMES
 from signoff.demo.walkthrough import demo_policy
-from tests.test_seed_scenarios import Site, decided, responded, serve, user
+from tests.chats import Site, decided, responded, serve_demo, user
 
 Socket = websockets.ClientConnection
 
@@ -25,7 +25,7 @@ def runtime(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def site(runtime: str) -> AsyncIterator[Site]:
-    async for served in serve(runtime, demo_policy()):
+    async for served in serve_demo(runtime, demo_policy()):
         yield served
 
 

@@ -34,9 +34,9 @@ from signoff.integrations.pydantic_ai.toolset import TASK
 from signoff.integrations.turn import Turn, current_turn
 from signoff.ledger import Ledger
 from signoff.server.app import Settings, create_app
+from tests.chats import AUTH, Server, answer, ask, chunks, said, serve, user
 from tests.conftest import SIGNOFF
 from tests.servers import in_loop, signoff_server
-from tests.test_server import AUTH, Server, answer, ask, chunks, said, serve, user
 
 
 @pytest.fixture

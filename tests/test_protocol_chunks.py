@@ -90,12 +90,6 @@ V7_EXTRA: dict[str, set[str]] = {
     "tool-output-error": {"providerMetadata", "toolMetadata"},
     "abort": {"reason"},
 }
-V7_ONLY: dict[str, tuple[set[str], set[str]]] = {
-    "tool-approval-response": (
-        {"approvalId", "approved"},
-        {"reason", "providerExecuted", "providerMetadata"},
-    ),
-}
 FINISH_REASONS = {"stop", "length", "content-filter", "tool-calls", "error", "other"}
 
 PM = {"openai": {"itemId": "x"}}

@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from signoff.ledger import open_ledger
+from tests.chats import answer, chunks, said, user
 from tests.conftest import ROOT, SIGNOFF, drop_url, shared_url
 from tests.servers import signoff_server
-from tests.test_server import answer, chunks, said, user
 
 TOKEN = "scale-" + os.urandom(6).hex()
 AUTH = {"authorization": f"Bearer {TOKEN}"}

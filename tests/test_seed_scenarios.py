@@ -23,26 +23,14 @@ import websockets
 
 from signoff.core.approval import State
 from signoff.core.policy import Policy
-from signoff.demo.runtime import RUNTIMES, demo_agent_for
-from signoff.demo.tools import STARTING_BALANCE, Wallets
+from signoff.demo.runtime import RUNTIMES
+from signoff.demo.tools import STARTING_BALANCE
 from signoff.demo.walkthrough import demo_policy
-from signoff.ledger import Ledger, MemoryLedger
-from signoff.server.app import Settings, create_app
-from tests.servers import in_loop
+from tests.chats import Site, Verdict, decided, responded, serve_demo, tool_part, user
 
 WHERE = {"latitude": 35.68, "longitude": 139.76}
 DEADLINE = 0.5
 """The payment deadline of the timed-out scenario, in seconds."""
-
-Verdict = tuple[bool, str]
-"""Approve or deny, with the reason a person gave."""
-
-
-@dataclass
-class Site:
-    base: str
-    ledger: Ledger
-    wallets: Wallets
 
 
 @pytest.fixture(params=RUNTIMES)
@@ -50,23 +38,9 @@ def runtime(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-async def serve(runtime: str, policy: Policy) -> AsyncIterator[Site]:
-    ledger, wallets = MemoryLedger(), Wallets()
-    await ledger.start()
-    app = create_app(
-        demo_agent_for(runtime, wallets=wallets),
-        ledger,
-        Settings(token="t", anonymous=True, sweep=0.1),
-        policy=policy,
-    )
-    async with in_loop(app) as host:
-        yield Site(host, ledger, wallets)
-    await ledger.close()
-
-
 @pytest.fixture
 async def site(runtime: str) -> AsyncIterator[Site]:
-    async for served in serve(runtime, demo_policy()):
+    async for served in serve_demo(runtime, demo_policy()):
         yield served
 
 
@@ -74,7 +48,7 @@ async def site(runtime: str) -> AsyncIterator[Site]:
 async def hurried(runtime: str) -> AsyncIterator[Site]:
     """Payments expire unanswered after `DEADLINE` seconds."""
     text = f'mode = "interactive"\n[[tools.process_payment]]\naction = "ask"\ndeadline = "{DEADLINE}s"\n'
-    async for served in serve(runtime, Policy.from_toml(text)):
+    async for served in serve_demo(runtime, Policy.from_toml(text)):
         yield served
 
 
@@ -107,26 +81,6 @@ class Transport(Protocol):
     async def run(
         self, site: Site, chat: str, text: str, verdicts: list[Verdict], *, late: bool
     ) -> Turns: ...
-
-
-def user(chat: str, text: str) -> dict[str, Any]:
-    message = {"id": "u-" + chat, "role": "user", "parts": [{"type": "text", "text": text}]}
-    return {"id": chat, "trigger": "submit-message", "messages": [message]}
-
-
-def tool_part(call: dict[str, Any], **state: Any) -> dict[str, Any]:
-    return {
-        "type": f"tool-{call['toolName']}",
-        "toolCallId": call["toolCallId"],
-        "input": call["input"],
-        **state,
-    }
-
-
-def responded(call: dict[str, Any], request: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
-    approved, reason = verdict
-    answer = {"id": request["approvalId"], "approved": approved, "reason": reason}
-    return tool_part(call, state="approval-responded", approval=answer)
 
 
 def located(call: dict[str, Any]) -> dict[str, Any]:
@@ -234,14 +188,6 @@ def calls_asking(calls: int, inputs: dict[str, dict[str, Any]]) -> int:
         if calls
         else 0
     )
-
-
-async def decided(site: Site, approval_id: str) -> None:
-    for _ in range(300):
-        if (await site.ledger.get(approval_id)).state is not State.PENDING:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"approval {approval_id} was never decided")
 
 
 async def expired(site: Site, chat: str, count: int) -> None:
