@@ -649,3 +649,47 @@ async def test_the_seed_example_test_case() -> None:
     )
     assert await run(toolset, ("my_tool", {})) == "done"
     assert "my_tool" in approvals
+
+
+# --- the gate underneath: 0.8.0 code gets signoff's records ----------------------------------------------
+
+
+async def test_a_ledger_records_every_asked_call_as_an_approval_with_its_audit(tmp_path: Any) -> None:
+    """`ledger=` is the one addition: each asked call becomes an approval in a real SQLite ledger, its
+    decision audited and proven, a remembered one a session grant, and `clear()` revokes that grant."""
+    from signoff.ledger import evidence
+    from signoff.ledger.sqlite import SqliteLedger
+
+    async with SqliteLedger(tmp_path / "compat.db") as ledger:
+        files = Files()
+        prompts = Prompts(
+            ApprovalDecision(approved=True, remember="session"),
+            ApprovalDecision(approved=False, note="not that one"),
+        )
+        controller = ApprovalController(approval_callback=prompts.sync, ledger=ledger)
+        toolset = ApprovalToolset(
+            inner=files.toolset, approval_callback=controller.approval_callback, memory=controller.memory
+        )
+        await run(toolset, DELETE)
+        await run(toolset, DELETE)
+        with pytest.raises(PermissionError, match="not that one"):
+            await run(toolset, ("delete_file", {"path": "/etc/passwd"}))
+
+        approvals = await ledger.approvals()
+        assert [(a.call.tool, a.call.args, str(a.state)) for a in approvals] == [
+            ("delete_file", {"path": "/tmp/a"}, "consumed"),
+            ("delete_file", {"path": "/etc/passwd"}, "denied"),
+        ]
+        assert approvals[0].description == "delete_file(path='/tmp/a')"
+        session = controller.memory.session
+        assert {a.chat_id for a in approvals} == {session}
+        [grant] = await ledger.grants(chat_id=session)
+        assert grant.tool == "delete_file"
+
+        controller.clear_session_approvals()
+        await run(toolset, DELETE)
+        assert prompts.tools == ["delete_file", "delete_file", "delete_file"]
+        assert await ledger.grants(chat_id=session) == []
+        proof = await evidence.verify(ledger)
+        assert proof.ok, proof.problems
+        assert proof.count >= 6

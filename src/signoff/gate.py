@@ -129,10 +129,12 @@ class Gate:
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         requester: str = "",
         schema: dict[str, Any] | None = None,
+        describe: str | None = None,
     ) -> Outcome:
         """`requester` is the principal on whose behalf the call is made (a chat's owner): the approval
         records it, and its rule may let it decide or not (four eyes). `schema` is the tool's JSON Schema
-        for its arguments: an edit must fit it.
+        for its arguments: an edit must fit it. `describe` words the call for the person deciding, when
+        the caller knows it better than the policy (a toolset that phrases its own calls).
 
         `on_pending` hears of the approval before any wait starts, so a transport can show the
         question while the caller blocks on the answer; if it returns an awaitable, the wait starts once
@@ -151,7 +153,7 @@ class Gate:
             approval = await self.ledger.open(
                 call,
                 chat_id=chat_id,
-                description=ruling.description,
+                description=describe or ruling.description,
                 rule=ruling.rule,
                 deadline=ruling.deadline,
                 on_timeout=ruling.on_timeout,

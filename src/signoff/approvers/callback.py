@@ -40,6 +40,6 @@ async def call_approver(approver: Approver, approval: Approval) -> Decision | No
     return result
 
 
-def approver_name(approver: Approver) -> str:
+def approver_name(approver: Callable[..., Any]) -> str:
     name = getattr(approver, "__qualname__", None) or type(approver).__qualname__
     return f"approver:{name}"

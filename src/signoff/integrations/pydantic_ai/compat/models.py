@@ -1,35 +1,23 @@
-"""The API of pydantic-ai-blocking-approval 0.8.0, so its users switch by changing one import.
-
-Names, constructor signatures, decisions, session memory and error messages match 0.8.0, because code
-written for it (and the tests around that code) match on them: a denial is still a `PermissionError` whose
-text the agent's caller may parse. What changes is the toolset's place in pydantic-ai: `ApprovalToolset` is
-a `WrapperToolset`, so per-run copies, instructions, `apply` and `visit_and_replace` reach the toolset it
-wraps, where the 0.8.0 class was an opaque leaf.
-
-Callbacks are called inline on the event loop, and their result is awaited when it is awaitable, as in
-0.8.0. `signoff.approvers.call_approver` does not fit: it moves sync callbacks to a worker thread (a 0.8.0
-callback may touch loop-bound objects, and a nested approved call made from it would then run without a
-loop), it wraps the callback's exceptions in `ApproverFailed` where 0.8.0 let them through unchanged, and
-it speaks signoff's `Approval` and `Decision` rather than these models. Only its `is_async` check is
-reused, so that `request_approval_sync` also refuses callables whose `__call__` is async.
-"""
+"""0.8.0's models, session memory and controller (see the package's docstring)."""
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel
 from pydantic_ai import RunContext
-from pydantic_ai.tools import AgentDepsT
-from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
-from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from signoff.approvers.callback import is_async
+from signoff.core.policy import Mode
+from signoff.ledger.base import Ledger
+from signoff.ledger.memory import MemoryLedger
+
+ACTOR = "signoff:compat"
 
 
 @dataclass(frozen=True)
@@ -115,10 +103,15 @@ class ApprovalMemory:
     """Decisions remembered for the session, so a person is not asked the same thing twice.
 
     Two calls are the same when the tool name and the arguments' JSON with sorted keys are equal; values
-    JSON cannot encode are compared by their `str`, so such arguments still get a key.
+    JSON cannot encode are compared by their `str`, so such arguments still get a key. The remembered
+    approvals the toolset records are also session grants of `session`, a chat of this memory's own in
+    `ledger`: 0.8.0's API is synchronous, so the decisions themselves are kept here too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: Ledger | None = None) -> None:
+        self.ledger = ledger if ledger is not None else MemoryLedger()
+        self.session = _new_session()
+        self._cleared: list[str] = []
         self._cache: dict[tuple[str, str], ApprovalDecision] = {}
 
     def lookup(self, tool_name: str, args: dict[str, Any]) -> ApprovalDecision | None:
@@ -130,7 +123,19 @@ class ApprovalMemory:
             self._cache[_memory_key(tool_name, args)] = decision
 
     def clear(self) -> None:
+        """Forget every remembered decision; the session's grants match nothing from now on (the memory
+        moves to a new chat), and are revoked the next time the toolset asks."""
         self._cache.clear()
+        self._cleared.append(self.session)
+        self.session = _new_session()
+
+    async def revoke_cleared(self) -> None:
+        """Revoke the grants of the sessions `clear` left behind."""
+        while self._cleared:
+            session = self._cleared.pop()
+            for grant in await self.ledger.grants(chat_id=session):
+                if grant.chat_id == session:
+                    await self.ledger.revoke_grant(grant.id, ACTOR)
 
     def list_approvals(self) -> list[tuple[str, dict[str, Any], ApprovalDecision]]:
         return [(tool, json.loads(args), decision) for (tool, args), decision in self._cache.items()]
@@ -143,7 +148,11 @@ def _memory_key(tool_name: str, args: dict[str, Any]) -> tuple[str, str]:
     return tool_name, json.dumps(args, sort_keys=True, default=str)
 
 
-async def _ask(callback: ApprovalCallback, request: ApprovalRequest) -> ApprovalDecision:
+def _new_session() -> str:
+    return "compat-" + secrets.token_urlsafe(12)
+
+
+async def ask(callback: ApprovalCallback, request: ApprovalRequest) -> ApprovalDecision:
     result = callback(request)
     if inspect.isawaitable(result):
         return await result
@@ -154,8 +163,15 @@ def _strict_denial(request: ApprovalRequest) -> ApprovalDecision:
     return ApprovalDecision(approved=False, note=f"Strict mode: {request.tool_name} requires approval")
 
 
-def _approve_all(request: ApprovalRequest) -> ApprovalDecision:
-    return ApprovalDecision(approved=True)
+class ModeCallback:
+    """The callback of a controller in `approve_all` or `strict` mode: called, it answers as 0.8.0 did;
+    handed to a toolset, it becomes the mode of the gate's policy, so nobody is asked at all."""
+
+    def __init__(self, mode: Mode) -> None:
+        self.mode = mode
+
+    def __call__(self, request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(approved=True) if self.mode == "approve_all" else _strict_denial(request)
 
 
 _SYNC_CALLBACK_NEEDED = (
@@ -174,10 +190,12 @@ class ApprovalController:
         self,
         mode: Literal["interactive", "approve_all", "strict"] = "interactive",
         approval_callback: ApprovalCallback | None = None,
+        *,
+        ledger: Ledger | None = None,
     ) -> None:
         self.mode = mode
         self._approval_callback = approval_callback
-        self._memory = ApprovalMemory()
+        self._memory = ApprovalMemory(ledger)
 
     @property
     def memory(self) -> ApprovalMemory:
@@ -219,7 +237,7 @@ class ApprovalController:
             return settled
         if self._approval_callback is None:
             raise RuntimeError("No approval_callback provided for interactive mode")
-        return self._remembered(request, await _ask(self._approval_callback, request))
+        return self._remembered(request, await ask(self._approval_callback, request))
 
     @property
     def approval_callback(self) -> ApprovalCallback:
@@ -230,10 +248,8 @@ class ApprovalController:
         """
         if self._approval_callback is not None:
             return self._approval_callback
-        if self.mode == "approve_all":
-            return _approve_all
-        if self.mode == "strict":
-            return _strict_denial
+        if self.mode in ("approve_all", "strict"):
+            return ModeCallback(self.mode)
         raise RuntimeError("No approval_callback set for interactive mode")
 
     def _settled(self, request: ApprovalRequest) -> ApprovalDecision | None:
@@ -250,121 +266,3 @@ class ApprovalController:
         if decision.approved:
             self._memory.store(request.tool_name, request.tool_args, decision)
         return decision
-
-
-@dataclass(init=False, eq=False)
-class ApprovalToolset(WrapperToolset[AgentDepsT]):
-    """Asks before each call of the wrapped toolset runs; secure by default.
-
-    A tool needs approval unless `config` marks it `{"pre_approved": True}`, or unless the wrapped toolset
-    implements `SupportsNeedsApproval`, which then decides instead of `config`. A blocked call and a
-    refused one raise `PermissionError`, which pydantic-ai lets out of the agent run unchanged.
-
-    `memory` is taken as given, even when empty, so that `memory=controller.memory` really shares the
-    controller's memory (0.8.0 replaced an empty one with a fresh memory of its own).
-    """
-
-    _approval_callback: ApprovalCallback
-    _memory: ApprovalMemory
-    config: dict[str, dict[str, Any]]
-
-    def __init__(
-        self,
-        inner: AbstractToolset[AgentDepsT],
-        approval_callback: ApprovalCallback,
-        memory: ApprovalMemory | None = None,
-        config: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
-        super().__init__(inner)
-        self._approval_callback = approval_callback
-        self._memory = memory if memory is not None else ApprovalMemory()
-        self.config = config if config is not None else {}
-
-    # 0.8.0 toolsets were hashable and compared by identity; keep it so they can still key a dict, and so
-    # two toolsets with separate memories around the same inner toolset are never "equal".
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
-
-    @property
-    def inner(self) -> AbstractToolset[AgentDepsT]:
-        return self.wrapped
-
-    @property
-    def _inner(self) -> AbstractToolset[AgentDepsT]:
-        return self.wrapped
-
-    @property
-    def id(self) -> str | None:
-        return self.wrapped.id
-
-    def __getattr__(self, name: str) -> Any:
-        # Reached only for names this toolset lacks. Dunders are not forwarded: copy and pickle probe for
-        # them on the instance and would otherwise rebuild this toolset with the inner one's protocol.
-        # `wrapped` is read from __dict__ so an instance still being rebuilt cannot recurse into itself.
-        wrapped = self.__dict__.get("wrapped")
-        if wrapped is None or (name.startswith("__") and name.endswith("__")):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(wrapped, name)
-
-    async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
-        wrapped = await self.wrapped.for_run(ctx)
-        return self if wrapped is self.wrapped else self._around(wrapped)
-
-    async def for_run_step(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
-        wrapped = await self.wrapped.for_run_step(ctx)
-        return self if wrapped is self.wrapped else self._around(wrapped)
-
-    def visit_and_replace(
-        self, visitor: Callable[[AbstractToolset[AgentDepsT]], AbstractToolset[AgentDepsT]]
-    ) -> AbstractToolset[AgentDepsT]:
-        return self._around(self.wrapped.visit_and_replace(visitor))
-
-    def _around(self, wrapped: AbstractToolset[AgentDepsT]) -> ApprovalToolset[AgentDepsT]:
-        """This toolset around another one, sharing callback, memory and config.
-
-        `WrapperToolset` makes these copies with `dataclasses.replace`, which calls the constructor with
-        `wrapped=`; this constructor keeps 0.8.0's `inner`, and the session memory must remain one object.
-        """
-        twin = copy.copy(self)
-        twin.wrapped = wrapped
-        return twin
-
-    async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
-    ) -> Any:
-        verdict = self._get_approval_result(name, tool_args, ctx)
-        if verdict.is_blocked:
-            raise PermissionError(verdict.block_reason)
-        if verdict.is_needs_approval:
-            await self._prompt_for_approval(name, tool_args, self._get_description(name, tool_args, ctx))
-        return await self.wrapped.call_tool(name, tool_args, ctx, tool)
-
-    # The three hooks below keep 0.8.0's names because subclasses of its toolset override them.
-
-    def _get_approval_result(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT]
-    ) -> ApprovalResult:
-        if isinstance(self.wrapped, SupportsNeedsApproval):
-            return self.wrapped.needs_approval(name, tool_args, ctx)
-        if self.config.get(name, {}).get("pre_approved"):
-            return ApprovalResult.pre_approved()
-        return ApprovalResult.needs_approval()
-
-    def _get_description(self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT]) -> str:
-        if isinstance(self.wrapped, SupportsApprovalDescription):
-            return self.wrapped.get_approval_description(name, tool_args, ctx)
-        return f"{name}({', '.join(f'{key}={value!r}' for key, value in tool_args.items())})"
-
-    async def _prompt_for_approval(self, name: str, tool_args: dict[str, Any], description: str) -> None:
-        """Raise `PermissionError` unless the session memory or the callback approves this call.
-
-        A remembered refusal does not refuse again: the person is asked anew, as in 0.8.0.
-        """
-        cached = self._memory.lookup(name, tool_args)
-        if cached is not None and cached.approved:
-            return
-        request = ApprovalRequest(tool_name=name, tool_args=tool_args, description=description)
-        decision = await _ask(self._approval_callback, request)
-        self._memory.store(name, tool_args, decision)
-        if not decision.approved:
-            raise PermissionError(f"User denied {name}: {decision.note or 'no reason given'}")
