@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from signoff.core.policy import render_description
 from signoff.core.visible import hidden, reveal, script
 from signoff.demo.runtime import RUNTIMES
 from tests.conftest import SIGNOFF
@@ -207,3 +208,88 @@ def test_reveal_is_the_same_as_pythons() -> None:
             theirs.setdefault(typescript, set()).add(python)
     assert {k: v for k, v in ours.items() if len(v) > 1} == {}
     assert {k: v for k, v in theirs.items() if len(v) > 1} == {}
+
+
+# -- the pages' port of render_description -------------------------------------------------------------------
+
+TITLE_SAMPLES: list[tuple[str, dict[str, Any]]] = [
+    ("Pay {amount} {currency} to {recipient}", {"amount": 50, "currency": "USD", "recipient": "Hanako"}),
+    ("Play {track}", {}),
+    (
+        "Ship {order.id} to {order.to.city} ({order.lines})",
+        {"order": {"id": 7, "to": {"city": "Tōkyō"}, "lines": [1, 2.5, None]}},
+    ),
+    ("Send {who.name}", {"who": "alice"}),
+    ("Pay {a} {b} {c}", {"a": "\u202eokanaH", "b": "line\nbreak", "c": "no\u00a0break space"}),
+    ("{ {} {1} {été} {a.} {flag}", {"1": "one", "été": "summer", "flag": True}),
+]
+"""Placeholders that resolve, walk objects or miss; values shown as JSON (non-strings, unprintable text)."""
+TITLE_JS = """
+import { readFileSync } from "node:fs";
+import { transformSync } from "rolldown/utils";
+const { code } = transformSync("title.ts", readFileSync("src/chat/title.ts", "utf8"));
+const title = await import(`data:text/javascript;base64,${Buffer.from(code).toString("base64")}`);
+const samples = JSON.parse(readFileSync(0, "utf8"));
+console.log(JSON.stringify(samples.map(([text, args]) => title.fillTitle(text, args))));
+"""
+
+
+@needs_node
+def test_titles_read_as_pythons_descriptions() -> None:
+    """frontend/src/chat/title.ts fills a tool's title as signoff.core.policy.render_description fills an
+    approval's description, so a card reads the same whether or not the call was asked about."""
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", TITLE_JS],
+        input=json.dumps(TITLE_SAMPLES),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=FRONTEND,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [render_description(text, args) for text, args in TITLE_SAMPLES]
+
+
+# -- browser calls the page does not implement ---------------------------------------------------------------
+
+DISPATCH_JS = """
+import { rolldown } from "rolldown";
+const bundle = await rolldown({ input: "src/chat/browser/dispatch.ts", logLevel: "silent" });
+const { output: [chunk] } = await bundle.generate({ format: "esm" });
+const dispatch = await import(`data:text/javascript;base64,${Buffer.from(chunk.code).toString("base64")}`);
+const call = { type: "tool-take_photo", toolCallId: "call-1", state: "input-available", input: {} };
+const located = async () => ({ output: { latitude: 35.68 } });
+const registry = new Map([["get_location", located]]);
+console.log(JSON.stringify({
+  declared: dispatch.handedOver(new Set(["take_photo"]), call),
+  undeclared: dispatch.handedOver(new Set(["get_location"]), call),
+  unknown: await dispatch.answerBrowserCall(registry, call),
+  known: await dispatch.answerBrowserCall(registry, { ...call, type: "tool-get_location" }),
+}));
+"""
+
+
+@needs_node
+def test_a_browser_tool_the_page_does_not_implement_gets_an_error_at_once() -> None:
+    """A call of a tool the server says the browser runs, which this page has no implementation of, is
+    answered with an error (frontend/src/chat/browser/dispatch.ts) instead of leaving the reply waiting."""
+    assert (FRONTEND / "node_modules" / "rolldown").is_dir(), "scripts/build-frontend installs rolldown"
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", DISPATCH_JS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=FRONTEND,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "declared": True,
+        "undeclared": False,
+        "unknown": {
+            "state": "output-error",
+            "errorText": "this page has no implementation of the browser tool take_photo",
+        },
+        "known": {"state": "output-available", "output": {"latitude": 35.68}},
+    }

@@ -10,6 +10,7 @@ import type { ToolPart } from "./parts";
 import { PendingFoot } from "./PendingFoot";
 import { TaskProgress } from "./TaskProgress";
 import type { TaskView } from "./tasks";
+import type { ToolInfo } from "./tools";
 
 const LABEL: Record<CardState, string> = {
   asking: "asking you",
@@ -25,6 +26,8 @@ const LABEL: Record<CardState, string> = {
 
 interface Props {
   part: ToolPart;
+  /** What the server says of the tool, if anything. */
+  info: ToolInfo | undefined;
   approval: Approval | undefined;
   /** The page's principal id (`browser:<id>`): its decisions and votes read "you". */
   me: string;
@@ -36,9 +39,9 @@ interface Props {
   onCancelTask: (taskId: string) => Promise<void>;
 }
 
-export function ToolCard({ part, approval, me, conflict, onDecide, task, onCancelTask }: Props) {
+export function ToolCard({ part, info, approval, me, conflict, onDecide, task, onCancelTask }: Props) {
   const tool = getToolName(part);
-  const { state, note } = cardState(part, approval, me, task?.state);
+  const { state, note } = cardState(part, approval, me, info?.browser ?? false, task?.state);
   // approved (or, while others still vote, edited) with other arguments: those are the ones that run
   const args = approval?.decision?.args ?? approval?.edited?.args ?? ((part.input ?? {}) as Record<string, unknown>);
   const open = state === "asking" || state === "waiting";
@@ -56,7 +59,7 @@ export function ToolCard({ part, approval, me, conflict, onDecide, task, onCance
         <span className={`badge badge-${state}`} data-testid="badge">
           {LABEL[state]}
         </span>
-        <h3 data-testid="headline">{reveal(headline(tool, args, approval))}</h3>
+        <h3 data-testid="headline">{reveal(headline(tool, args, approval, info?.title))}</h3>
       </header>
       <p className="card-meta">
         <code>{tool}</code>

@@ -7,7 +7,7 @@
 //   step with a refused payment (`output-denied`) next to a browser tool's output would never be sent.
 // So: send when every tool part of the last step is settled on the browser's side and at least one of them
 // changed since the server last saw it. What the server saw is a set of `toolCallId:state` keys, filled from
-// the loaded conversation and from every request sent (see Chat.tsx).
+// the loaded conversation and from every request sent (see useSseChat.ts).
 // A call that started a task (seed 004) is left out: its output is the server's own news, the task goes on
 // in the background, and the chat moves on when the user next speaks.
 import type { UIMessage } from "ai";

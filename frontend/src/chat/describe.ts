@@ -1,9 +1,9 @@
 // Plain words for a tool card: its headline, and its state with the detail a person needs. Names and reasons
 // come from other people, so they are shown with hidden characters spelled out (see visible.ts).
-import { getToolName } from "ai";
 import type { Approval, TaskState } from "../shared/api";
 import { reveal } from "../shared/visible";
-import { BROWSER_TOOLS, type ToolPart } from "./parts";
+import type { ToolPart } from "./parts";
+import { fillTitle } from "./title";
 
 /** `asking`: this page may decide; `waiting`: it is up to others (a rule that names approvers, four eyes). */
 export type CardState =
@@ -28,23 +28,16 @@ const TASK_CARD: Record<TaskState, CardState> = {
 const text = (value: unknown, fallback: string) =>
   typeof value === "string" || typeof value === "number" ? String(value) : fallback;
 
-/** The approval's own description when there is one (unless the call was edited), else a phrase for the tool. */
-export function headline(tool: string, args: Record<string, unknown>, approval: Approval | undefined): string {
+/** The approval's own description when there is one (unless the call was edited), else the tool's title from
+ * the server filled from the arguments, else `Run <tool>`. */
+export function headline(
+  tool: string,
+  args: Record<string, unknown>,
+  approval: Approval | undefined,
+  title: string | undefined,
+): string {
   if (approval?.description && !approval.decision?.args && !approval.edited) return approval.description;
-  switch (tool) {
-    case "process_payment":
-      return ["Pay", text(args.amount, "?"), text(args.currency, ""), "to", text(args.recipient, "?")]
-        .filter(Boolean)
-        .join(" ");
-    case "get_weather":
-      return `Weather in ${text(args.city, "?")}`;
-    case "get_location":
-      return "Share this browser's location";
-    case "change_bgm":
-      return `Play ${text(args.track, "music")}`;
-    default:
-      return `Run ${tool}`;
-  }
+  return title ? fillTitle(title, args) : `Run ${tool}`;
 }
 
 /** "alice", "alice and bob", "alice, bob and carol". */
@@ -54,12 +47,14 @@ const together = (names: string[]): string =>
 const REMEMBERED = { once: "", session: ", remembered for this chat", always: ", remembered for every chat" };
 
 /** The card's state and a line in plain words about it, from the message part and the server's record of its
- * approval. `me` is the page's principal id (`browser:<id>`), whose decisions read "you". A call that
- * started a task takes its state from the task, whose own words the card shows apart (TaskProgress). */
+ * approval. `me` is the page's principal id (`browser:<id>`), whose decisions read "you"; `browser`: the server
+ * said the browser runs the tool. A call that started a task takes its state from the task, whose own words
+ * the card shows apart (TaskProgress). */
 export function cardState(
   part: ToolPart,
   approval: Approval | undefined,
   me: string,
+  browser: boolean,
   task?: TaskState,
 ): { state: CardState; note: string } {
   const decision = approval?.decision;
@@ -93,7 +88,7 @@ export function cardState(
   switch (part.state) {
     case "input-streaming":
     case "input-available":
-      return { state: "running", note: BROWSER_TOOLS.has(getToolName(part)) ? "running in this browser…" : "running…" };
+      return { state: "running", note: browser ? "running in this browser…" : "running…" };
     case "approval-requested":
       if (approval && approval.state !== "pending") return closed();
       return { state: approval?.may_decide === false ? "waiting" : "asking", note: "" };

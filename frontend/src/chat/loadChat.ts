@@ -1,7 +1,21 @@
 // What the page needs before it shows the chat: the chat as the server holds it, and who this page is to the
 // server (its session's principal, `browser:<id>`), whose decisions the cards call "you".
-import { ApiError, fetchMe, requestJson, type Principal } from "../shared/api";
-import type { ChatSnapshot } from "./Chat";
+import type { UIMessage } from "ai";
+import { ApiError, fetchMe, requestJson, type Approval, type Principal, type WaitMode } from "../shared/api";
+import type { ToolInfo } from "./tools";
+
+/** GET /api/chat/{id}. */
+export interface ChatSnapshot {
+  id: string;
+  wait: WaitMode;
+  /** A reply was running when the chat loaded; `messages` are the chat as it began. */
+  running: boolean;
+  /** That reply continues the last assistant message (it opens with results of earlier calls). */
+  continues: boolean;
+  messages: UIMessage[];
+  approvals: Approval[];
+  tools: ToolInfo[];
+}
 
 export interface LoadedChat {
   snapshot: ChatSnapshot;

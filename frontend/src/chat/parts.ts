@@ -3,9 +3,6 @@ import { isToolUIPart, type DynamicToolUIPart, type ToolUIPart, type UIMessage }
 
 export type ToolPart = ToolUIPart | DynamicToolUIPart;
 
-/** The tools the browser runs itself (seed 001); the server runs every other tool. */
-export const BROWSER_TOOLS = new Set(["get_location", "change_bgm"]);
-
 /** The tool parts after the last `step-start` of the last message, if it is the assistant's. */
 export function lastStepTools(messages: UIMessage[]): ToolPart[] {
   const last = messages.at(-1);
