@@ -7,11 +7,15 @@ from collections.abc import AsyncIterator
 
 from signoff.ledger import MemoryLedger
 from signoff.ledger.base import ReplyFrames
+from signoff.protocol import Chunk, Data, TextDelta, ToolApprovalRequest, encode
 from signoff.server.streams import Streams
 from tests.conftest import FakeClock
 
+A, B = TextDelta(id="t", delta="a"), Data(name="task", id="k", data={"state": "running"})
+ASK = ToolApprovalRequest(approval_id="ap", tool_call_id="c", signature="sig")
 
-async def frames(*items: bytes) -> AsyncIterator[bytes]:
+
+async def chunks(*items: Chunk) -> AsyncIterator[Chunk]:
     for item in items:
         await asyncio.sleep(0.01)
         yield item
@@ -23,29 +27,30 @@ async def test_a_reply_is_recorded_whole_and_marked_ended() -> None:
     stream = here.open("c1")
     assert stream is not None
     stream.meta.prompt = {"id": "u1", "role": "user", "parts": []}
-    here.run("c1", stream, frames(b"a", b"b", b"c"))
+    here.run("c1", stream, chunks(A, B, ASK))
     for _ in range(200):
         log = await ledger.reply_log("c1")
         if log is not None and log.done:
             break
         await asyncio.sleep(0.01)
-    assert log is not None and log.done and log.frames == [b"a", b"b", b"c"]
+    # the log keeps typed chunks with every field, not one transport's framing of them
+    assert log is not None and log.done and log.frames == [encode(c, 7) for c in (A, B, ASK)]
     elsewhere = Streams(ledger)
     assert await elsewhere.find("c1") is None  # ended: not running any more
     followed = await elsewhere.find("c1", ended=True)
     assert followed is not None and followed.meta.prompt == stream.meta.prompt
-    assert [frame async for frame in followed.follow()] == [b"a", b"b", b"c"]
+    assert [chunk async for chunk in followed.follow()] == [A, B, ASK]
     await here.close()
 
 
 async def test_a_log_whose_worker_stopped_writing_is_not_followed_forever() -> None:
     ledger = MemoryLedger()
-    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [b"a"], meta=b"")])
+    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [encode(A)], meta=b"")])
     elsewhere = Streams(ledger, heartbeat=0.05, poll=0.01)
     running = await elsewhere.find("c1")
     assert running is not None
     followed = await asyncio.wait_for(asyncio.gather(_collect(running.follow())), 2)
-    assert followed == [[b"a"]]  # then 3 heartbeats passed without a write: its worker is taken as dead
+    assert followed == [[A]]  # then 3 heartbeats passed without a write: its worker is taken as dead
     assert await elsewhere.find("c1") is None
 
 
@@ -62,5 +67,15 @@ async def test_a_stale_log_is_not_running_and_old_logs_are_forgotten() -> None:
     assert await ledger.reply_log("c1") is None
 
 
-async def _collect(source: AsyncIterator[bytes]) -> list[bytes]:
+async def test_a_log_entry_that_is_not_a_chunk_ends_the_follow_instead_of_failing() -> None:
+    """An entry an older version wrote as an SSE frame: the follower stops there, and the page reloads
+    the chat as stored."""
+    ledger = MemoryLedger()
+    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [encode(A), b"data: {}\n\n", encode(B)], meta=b"")])
+    running = await Streams(ledger).find("c1")
+    assert running is not None
+    assert await asyncio.wait_for(_collect(running.follow()), 2) == [A]
+
+
+async def _collect(source: AsyncIterator[Chunk]) -> list[Chunk]:
     return [item async for item in source]

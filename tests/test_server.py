@@ -402,6 +402,19 @@ async def test_regenerate_with_nothing_before_is_refused(site: Server) -> None:
     assert response.status_code == 409 and "no earlier user message" in response.json()["error"]["message"]
 
 
+async def test_a_reply_is_cut_to_each_readers_client_version(site: Server) -> None:
+    """The running reply keeps typed chunks: a v7 client that starts it gets the signature, and a v6 page
+    that reloads and follows the same reply gets the chunks a 6.0.0 client accepts."""
+    first = user("c1", "pay 50 USD to Hanako")
+    started = await site.client.post("/api/chat", json=first, headers={"x-ai-sdk-version": "7"})
+    [signed] = [c for c in chunks(started.text) if c["type"] == "tool-approval-request"]
+    followed = chunks((await site.client.get("/api/chat/c1/stream")).text)
+    [plain] = [c for c in followed if c["type"] == "tool-approval-request"]
+    assert "signature" in signed and plain == {k: v for k, v in signed.items() if k != "signature"}
+    again = chunks((await site.client.get("/api/chat/c1/stream", headers={"x-ai-sdk-version": "7"})).text)
+    assert [c for c in again if c["type"] == "tool-approval-request"] == [signed]
+
+
 async def test_a_v7_client_gets_signed_requests_and_a_bad_signature_is_refused(site: Server) -> None:
     first = user("c1", "pay 50 USD to Hanako")
     response = await site.client.post("/api/chat", json=first, headers={"x-ai-sdk-version": "7"})

@@ -27,6 +27,7 @@ from signoff.protocol.chunks import (
     ToolOutputAvailable,
     ToolOutputDenied,
     ToolOutputError,
+    decode,
     encode,
 )
 from signoff.protocol.request import (
@@ -51,6 +52,7 @@ __all__ = [
     "CHAT_REQUEST_SCHEMA",
     "MAX_DEPTH",
     "parse_json",
+    "decode",
     "DONE",
     "HEADERS",
     "VERSION_HEADER",

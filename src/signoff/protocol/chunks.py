@@ -39,6 +39,7 @@ in the browser, so the shapes here follow the client's source, not its documenta
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import msgspec
@@ -235,6 +236,13 @@ Chunk = (
 )
 
 _encoder = msgspec.json.Encoder()
+_tagged: Callable[[bytes], Chunk] = msgspec.json.Decoder(
+    Start | Finish | StartStep | FinishStep | TextStart | TextDelta | TextEnd | ReasoningStart
+    | ReasoningDelta | ReasoningEnd | ToolInputStart | ToolInputDelta | ToolInputAvailable
+    | ToolApprovalRequest | ToolOutputAvailable | ToolOutputError | ToolOutputDenied | Error | Abort
+).decode  # fmt: skip
+_data = msgspec.json.Decoder(_DataWire).decode
+_DATA_PREFIX = b'{"type":"data-'
 
 
 def encode(chunk: Chunk, version: int = 6) -> bytes:
@@ -245,3 +253,13 @@ def encode(chunk: Chunk, version: int = 6) -> bytes:
     if version < 7 and any(getattr(chunk, name) is not None for name in chunk.v7_fields):
         chunk = msgspec.structs.replace(chunk, **dict.fromkeys(chunk.v7_fields))
     return _encoder.encode(chunk)
+
+
+def decode(data: bytes) -> Chunk:
+    """A chunk from its JSON as `encode` wrote it (a reply log keeps chunks so, each reader framing them
+    for its own transport and client version); raises `msgspec.DecodeError` on anything else."""
+    if data.startswith(_DATA_PREFIX):
+        wire = _data(data)
+        name = wire.type.removeprefix("data-")
+        return Data(name=name, id=wire.id, data=wire.data, transient=wire.transient)
+    return _tagged(data)

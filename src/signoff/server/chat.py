@@ -45,6 +45,7 @@ from signoff.protocol import (
     HEADERS,
     BadRequest,
     ChatRequest,
+    Chunk,
     ClientVersion,
     client_version,
     encode,
@@ -140,18 +141,17 @@ class ChatAPI:
         try:
             parsed = parse_chat_request(body)
             version = client_version(request.headers, parsed.client_hint)
-            stream = await self.begin(parsed, parsed.wait or self.wait, version, principal)
+            stream = await self.begin(parsed, parsed.wait or self.wait, principal)
         except BadRequest as exc:
             return error(400, exc.message, exc.field)
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
-        return self._sse(stream)
+        return self._sse(stream, version)
 
     async def begin(
         self,
         request: ChatRequest,
         wait: Wait,
-        version: ClientVersion,
         principal: Principal,
         *,
         browser: bool = False,
@@ -182,7 +182,7 @@ class ChatAPI:
         if (user := request.user_message) is not None:
             stream.meta.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
         stream.meta.regenerates = request.trigger == "regenerate-message"
-        self._start(reply, stream, version)
+        self._start(reply, stream)
         return stream
 
     async def get(self, request: Request) -> Response:
@@ -222,7 +222,7 @@ class ChatAPI:
         stream = await self.streams.find(chat_id, ended=True)
         if stream is None:
             return Response(status_code=204)
-        return self._sse(stream)
+        return self._sse(stream, client_version(request.headers))
 
     async def events(self, request: Request) -> Response:
         chat_id, principal = request.path_params["id"], self.principal(request)
@@ -319,30 +319,37 @@ class ChatAPI:
             if reply is None:
                 self.streams.release(chat_id, stream)
                 continue
-            self._start(reply, stream, ClientVersion.V6)
+            self._start(reply, stream)
             for queue in self._watchers.get(chat_id, ()):
                 queue.put_nowait(ServerSentEvent("{}", event="reply"))
 
-    def _start(self, reply: Reply, stream: Stream, version: ClientVersion) -> None:
+    def _start(self, reply: Reply, stream: Stream) -> None:
         self._due.pop(reply.chat_id, None)
         self.running[reply.chat_id] = reply
-        self.streams.run(reply.chat_id, stream, self._frames(reply, version))
+        self.streams.run(reply.chat_id, stream, self._chunks(reply))
 
-    async def _frames(self, reply: Reply, version: ClientVersion) -> AsyncIterator[bytes]:
+    async def _chunks(self, reply: Reply) -> AsyncIterator[Chunk]:
         try:
             async for chunk in reply.chunks():
-                yield frame(encode(chunk, version))
-            yield DONE
+                yield chunk
         finally:
             if self.running.get(reply.chat_id) is reply:
                 del self.running[reply.chat_id]
         if reply.frontend_due is not None:
             self._due[reply.chat_id] = reply.frontend_due
 
-    def _sse(self, stream: Running) -> Response:
+    def _sse(self, stream: Running, version: ClientVersion) -> Response:
         return EventSourceResponse(
-            stream.follow(),
+            _framed(stream, version),
             headers={k: v for k, v in HEADERS.items() if k != "content-type"},
             ping=self.keepalive,
             ping_message_factory=lambda: ServerSentEvent(comment="keep-alive"),
         )
+
+
+async def _framed(stream: Running, version: ClientVersion) -> AsyncIterator[bytes]:
+    """The reply as SSE events, cut to the reader's client version; `[DONE]` once it is over for this
+    reader (ended, or no longer written by a worker that died)."""
+    async for chunk in stream.follow():
+        yield frame(encode(chunk, version))
+    yield DONE

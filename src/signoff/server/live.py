@@ -56,7 +56,6 @@ from signoff.server.http import CHAT_BODY
 from signoff.server.streams import Running
 
 DONE = "[DONE]"
-_PREFIX = len(b"data: ")
 
 
 class _Refused(Exception):
@@ -94,6 +93,9 @@ class _Socket:
         self.chat_id: str | None = None
         """The chat whose reply this socket follows, or last followed."""
         self.following: asyncio.Task[None] | None = None
+        self.version = client_version(socket.headers)
+        """The client version the handshake (or the last message's hint) named: the chunks this socket
+        sends are cut to it, whoever started the reply it follows."""
         self._sending = asyncio.Lock()
 
     async def serve(self) -> None:
@@ -147,8 +149,8 @@ class _Socket:
         if self._busy() or await self.chats.streams.find(request.chat_id) is not None:
             await self._answer(request)
             return
-        version = client_version(self.socket.headers, request.client_hint)
-        stream = await self.chats.begin(request, "blocking", version, self.principal, browser=True)
+        self.version = client_version(self.socket.headers, request.client_hint)
+        stream = await self.chats.begin(request, "blocking", self.principal, browser=True)
         self._follow(request.chat_id, stream)
 
     async def _answer(self, request: ChatRequest) -> None:
@@ -193,11 +195,10 @@ class _Socket:
     def _follow(self, chat_id: str, running: Running) -> None:
         async def forward() -> None:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client went away
-                async for frame in running.follow():  # SSE frames: `data: <chunk or [DONE]>\n\n`
-                    text = frame[_PREFIX:-2].decode()
-                    if text == DONE:  # over for this socket: a frame read meanwhile may start the next
-                        self.following = None
-                    await self._send(text)
+                async for chunk in running.follow():
+                    await self._send(encode(chunk, self.version).decode())
+                self.following = None  # over for this socket: a frame read meanwhile may start the next
+                await self._send(DONE)
 
         self.chat_id = chat_id
         self.following = asyncio.get_running_loop().create_task(forward(), name=f"signoff-live-{chat_id}")

@@ -1,11 +1,12 @@
 """Running replies, kept per chat so a reloaded page can pick its stream up again, on any worker.
 
-A reply runs as its own task and writes its SSE frames here; the request that started it is only its first
+A reply runs as its own task and writes its chunks here; the request that started it is only its first
 reader. So a reader that goes away (a reload, a dropped connection) stops nothing: the turn goes on, a
-pending approval stays pending, and `GET /api/chat/{id}/stream` replays the frames so far and follows the
-rest.
+pending approval stays pending, and `GET /api/chat/{id}/stream` replays the chunks so far and follows the
+rest. The chunks are typed: each reader frames them at its own edge (SSE events, the live socket's text
+frames), cut to its own client's version.
 
-The frames are also recorded in the ledger's reply log, every running reply's new frames in one write
+The chunks are also recorded in the ledger's reply log, every running reply's new ones in one write
 every `flush` seconds, so that a reader whose request reaches another worker can follow the reply too: it
 polls the log. The recorder also writes a heartbeat every `heartbeat` seconds while a reply waits (on a
 person, say), so a log that stops moving without ending means its worker died, and readers stop
@@ -27,6 +28,7 @@ from typing import Any, Protocol
 import msgspec
 
 from signoff.ledger.base import Ledger, ReplyFrames, ReplyLog
+from signoff.protocol import Chunk, ClientVersion, decode, encode
 
 log = logging.getLogger("signoff.server")
 
@@ -47,8 +49,9 @@ class Running(Protocol):
 
     meta: Meta
 
-    def follow(self) -> AsyncIterator[bytes]:
-        """Every frame from the first, then each new one as it comes, until the reply ends."""
+    def follow(self) -> AsyncIterator[Chunk]:
+        """Every chunk from the first, then each new one as it comes, until the reply ends (or, on
+        another worker, stops being written)."""
         ...
 
 
@@ -56,14 +59,14 @@ class Stream:
     """A reply running in this process."""
 
     def __init__(self) -> None:
-        self.frames: list[bytes] = []
+        self.chunks: list[Chunk] = []
         self.closed = False
         self.meta = Meta()
         self._changed = asyncio.Condition()
 
-    async def push(self, frame: bytes) -> None:
+    async def push(self, chunk: Chunk) -> None:
         async with self._changed:
-            self.frames.append(frame)
+            self.chunks.append(chunk)
             self._changed.notify_all()
 
     async def close(self) -> None:
@@ -71,25 +74,25 @@ class Stream:
             self.closed = True
             self._changed.notify_all()
 
-    async def after(self, sent: int) -> tuple[list[bytes], bool]:
-        """The frames after the first `sent` once there are any (or the reply ended), and whether the
+    async def after(self, sent: int) -> tuple[list[Chunk], bool]:
+        """The chunks after the first `sent` once there are any (or the reply ended), and whether the
         reply has ended."""
         async with self._changed:
             await self._changed.wait_for(partial(self._beyond, sent))
-            return self.frames[sent:], self.closed
+            return self.chunks[sent:], self.closed
 
-    async def follow(self) -> AsyncIterator[bytes]:
+    async def follow(self) -> AsyncIterator[Chunk]:
         sent = 0
         while True:
             fresh, done = await self.after(sent)
             sent += len(fresh)
-            for frame in fresh:
-                yield frame
-            if done and sent == len(self.frames):
+            for chunk in fresh:
+                yield chunk
+            if done and sent == len(self.chunks):
                 return
 
     def _beyond(self, sent: int) -> bool:
-        return len(self.frames) > sent or self.closed
+        return len(self.chunks) > sent or self.closed
 
 
 @dataclass
@@ -106,11 +109,16 @@ class Logged:
     def __post_init__(self) -> None:
         self.meta = _decode_meta(self.first.meta) if self.first.meta else Meta()
 
-    async def follow(self) -> AsyncIterator[bytes]:
+    async def follow(self) -> AsyncIterator[Chunk]:
         current, sent = self.first, 0
         while True:
-            for frame in current.frames:
-                yield frame
+            for logged in current.frames:
+                try:
+                    chunk = decode(logged)
+                except msgspec.DecodeError:  # written by a version that logged something else
+                    log.warning("chat %s: a reply log entry is not a chunk; not followed", self.chat_id)
+                    return
+                yield chunk
             sent += len(current.frames)
             if current.done or self.ledger.clock() - current.updated_at > self.stale:
                 return  # ended, or its worker died: the page reloads the chat as stored
@@ -188,13 +196,13 @@ class Streams:
         if self._running.get(chat_id) is stream:
             del self._running[chat_id]
 
-    def run(self, chat_id: str, stream: Stream, frames: AsyncIterator[bytes]) -> None:
-        """Write `frames` into the claimed `stream` in the background, to the end, and record them."""
+    def run(self, chat_id: str, stream: Stream, chunks: AsyncIterator[Chunk]) -> None:
+        """Write `chunks` into the claimed `stream` in the background, to the end, and record them."""
 
         async def pump() -> None:
             try:
-                async for frame in frames:
-                    await stream.push(frame)
+                async for chunk in chunks:
+                    await stream.push(chunk)
             except Exception:  # a bug below must not kill the server; readers see the stream end
                 log.exception("the reply in chat %s failed", chat_id)
             finally:
@@ -210,7 +218,8 @@ class Streams:
 
     async def _record(self) -> None:
         """Every `flush` seconds, copy what every running reply added into the ledger's reply logs in one
-        write (one per reply would swamp the ledger with a busy server's many small frames); a reply with
+        write (one per reply would swamp the ledger with a busy server's many small chunks), each chunk
+        with every field any client version takes, so each reader can cut it to its own; a reply with
         nothing new gets a heartbeat every `heartbeat` seconds. A failed write is retried at the next
         flush: the reply goes on here meanwhile, and only readers on other workers fall behind."""
         while self._recordings:
@@ -218,11 +227,12 @@ class Streams:
             now = time.monotonic()
             batch, taken = [], []
             for chat_id, r in self._recordings.items():
-                fresh, done = r.stream.frames[r.sent :], r.stream.closed
+                fresh, done = r.stream.chunks[r.sent :], r.stream.closed
                 if r.begun and not fresh and not done and now - r.written < self.heartbeat:
                     continue
                 meta = None if r.begun else msgspec.json.encode(r.stream.meta)
-                batch.append(ReplyFrames(chat_id, r.reply, r.sent, fresh, done, meta))
+                logged = [encode(chunk, ClientVersion.V7) for chunk in fresh]
+                batch.append(ReplyFrames(chat_id, r.reply, r.sent, logged, done, meta))
                 taken.append((chat_id, r, len(fresh), done))
             try:
                 await self.ledger.log_replies(batch)
