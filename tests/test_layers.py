@@ -1,4 +1,5 @@
-"""Imports point downward only, through the layers in DESIGN.md; the core imports nothing above it."""
+"""Imports point downward only, through the layers in DESIGN.md; the core imports nothing above it; and no
+module or interface grows past what one reader can hold."""
 
 from __future__ import annotations
 
@@ -10,21 +11,28 @@ import pytest
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "src" / "signoff"
-# Lower number = lower layer. A module may import its own layer and anything below it.
+# Lower number = lower layer, as DESIGN.md draws them bottom up. A module may import its own layer and
+# anything below it. `pydantic_ai` and `adk` are the public shortcuts to their integrations.
 LAYERS = {
     "core": 0,
     "ledger": 1,
-    "approvers": 1,
+    "approvers": 2,
     "gate": 2,
     "tasks": 2,
-    "protocol": 2,
-    "integrations": 3,
-    "pydantic_ai": 3,
-    "adk": 3,
-    "server": 4,
-    "demo": 4,
-    "cli": 5,
+    "protocol": 3,
+    "integrations": 4,
+    "pydantic_ai": 4,
+    "adk": 4,
+    "channels": 5,
+    "server": 6,
+    "demo": 6,
+    "cli": 7,
 }
+LEDGER_PARTS = ("approvals", "tasks", "chats", "principals", "parts", "committer", "watcher", "base")
+"""The ledger's rules and machinery, above its backends: they know a backend only by `ledger.stores`."""
+BACKENDS = ("memory", "sqlite", "postgres", "redis")
+MAX_LINES = 400
+MAX_ABSTRACT = 12
 IO_MODULES = {"asyncio", "aiosqlite", "sqlite3", "socket", "subprocess", "os", "pathlib", "io", "threading"}
 
 
@@ -70,3 +78,85 @@ def test_the_protocol_is_pure(path: Path) -> None:
     for module in imports(path):
         assert module.split(".")[0] not in IO_MODULES, f"protocol/{path.name} imports {module}"
         assert layer_of(module) in {None, "core", "protocol"}, f"protocol/{path.name} imports {module}"
+
+
+def ledger_module(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["signoff", "ledger"] and len(parts) > 2 else None
+
+
+@pytest.mark.parametrize("name", LEDGER_PARTS)
+def test_the_ledgers_rules_know_no_backend(name: str) -> None:
+    for module in imports(PACKAGE / "ledger" / f"{name}.py"):
+        assert ledger_module(module) not in BACKENDS, f"ledger/{name}.py imports {module}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p for b in BACKENDS for p in (PACKAGE / "ledger").glob(f"{b}*") if p.suffix == ".py" or p.is_dir()
+    ),
+    ids=lambda p: p.name,
+)
+def test_a_backend_knows_the_rules_only_as_the_ledger_it_makes(path: Path) -> None:
+    """A backend implements `ledger.stores`; only the module that makes its `Ledger` imports `ledger.base`,
+    and no backend imports another."""
+    files = [path] if path.is_file() else sorted(path.glob("*.py"))
+    for file in files:
+        for module in imports(file):
+            found = ledger_module(module)
+            assert found not in set(LEDGER_PARTS) - {"base"}, f"{file.name} imports {module}"
+            assert found not in set(BACKENDS) - {path.stem}, f"{file.name} imports {module}"
+            if found == "base":
+                assert file.name in ("__init__.py", "memory.py"), f"{file.name} imports {module}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_400_lines(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines"
+
+
+def abstract_methods(node: ast.ClassDef) -> list[str]:
+    def abstract(item: ast.stmt) -> bool:
+        decorators = item.decorator_list if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) else []
+        return any(getattr(d, "id", getattr(d, "attr", None)) == "abstractmethod" for d in decorators)
+
+    return [item.name for item in node.body if abstract(item)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_interface_has_more_than_12_abstract_methods(path: Path) -> None:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef):
+            found = abstract_methods(node)
+            assert len(found) <= MAX_ABSTRACT, f"{node.name} has {len(found)} abstract methods: {found}"
+
+
+def test_every_backend_makes_a_whole_store_of_each_interface(tmp_path: Path) -> None:
+    """Counted on the classes as Python builds them, inherited methods included; nothing connects."""
+    from signoff.ledger import stores
+    from signoff.ledger.memory import MemoryBackend
+    from signoff.ledger.postgres.backend import PostgresBackend
+    from signoff.ledger.redis.backend import RedisBackend
+    from signoff.ledger.sqlite.backend import SqliteBackend
+
+    interfaces = {
+        "approvals": stores.ApprovalStore,
+        "tasks": stores.TaskStore,
+        "chats": stores.ChatStore,
+        "principals": stores.PrincipalStore,
+    }
+    for interface in (*interfaces.values(), stores.Backend):
+        assert 0 < len(interface.__abstractmethods__) <= MAX_ABSTRACT, interface.__name__
+    net = {"pool_size": 1, "connect_timeout": 1.0, "pool_timeout": 1.0, "poll_interval": 1.0}
+    backends: list[stores.Backend] = [
+        MemoryBackend(),
+        SqliteBackend(tmp_path / "x.db", synchronous="normal", poll_interval=1.0),
+        PostgresBackend("postgresql://nowhere", schema="s", **net),
+        RedisBackend("redis://nowhere", prefix="p", **net),
+    ]
+    for backend in backends:
+        for attribute, interface in interfaces.items():
+            store = getattr(backend, attribute)
+            assert isinstance(store, interface), f"{type(backend).__name__}.{attribute}"

@@ -29,7 +29,7 @@ from signoff.core.errors import (
     Unstorable,
 )
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
-from signoff.ledger.base import ReplyFrames
+from signoff.ledger.records import ReplyFrames
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
 from signoff.ledger.redis import RedisLedger
 from tests.conftest import POSTGRES, REDIS, FakeClock, drop
@@ -358,10 +358,10 @@ async def busy(ledger: PostgresLedger | RedisLedger, seconds: float = 1.0) -> As
 
     async def hold() -> None:
         if isinstance(ledger, PostgresLedger):
-            async with ledger._connection() as conn:
+            async with ledger.backend.connection() as conn:
                 await conn.execute("SELECT pg_sleep(%s)", (seconds,))
         else:
-            await ledger.redis.blpop([ledger._key("nothing")], timeout=seconds)
+            await ledger.redis.blpop([ledger.backend.key("nothing")], timeout=seconds)
 
     holding = asyncio.ensure_future(hold())
     await asyncio.sleep(0.1)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from signoff.ledger import MemoryLedger
-from signoff.ledger.base import ReplyFrames
+from signoff.ledger.records import ReplyFrames
 from signoff.protocol import Chunk, Data, TextDelta, ToolApprovalRequest, encode
 from signoff.server.streams import Streams
 from tests.conftest import FakeClock

@@ -11,7 +11,7 @@ from signoff.core.call import ToolCall
 from signoff.core.errors import InvalidCall, NotFound, TaskFinished
 from signoff.core.task import NOTE, Task, TaskState, finish, request_cancel, start, valid_progress, with_note
 from signoff.ledger import Ledger
-from signoff.ledger.base import Progress
+from signoff.ledger.records import Progress
 from tests.conftest import FakeClock
 
 CALL = ToolCall("call_1", "export_report", {"name": "q3"})

@@ -34,7 +34,8 @@ from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
 from signoff.core.errors import NotFound, TaskFinished
 from signoff.core.task import Task, TaskState, finish, request_cancel, start, valid_progress
-from signoff.ledger.base import Ledger, Progress
+from signoff.ledger.base import Ledger
+from signoff.ledger.records import Progress
 
 log = logging.getLogger("signoff.tasks")
 

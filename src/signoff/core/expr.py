@@ -8,212 +8,37 @@ to check completely when the policy loads: `ast.parse` does the parsing, and onl
 gets through; everything else is refused with the construct and the column, so a typo fails at startup and not
 during a payment.
 
-The values are JSON values, so the semantics are JSON's, not Python's: booleans are not numbers, and values
-of different kinds are never compared at all (`role == "admin"` when `role` is `["admin"]`, `True == 1`,
-`"a" < 1`): only `null` compares with anything. A condition must produce a real boolean. Anything that does
-not fit raises `EvalError` rather than guessing, so the policy escalates the call to a person instead of
-silently allowing or skipping it: a mismatch read as "not equal" once let `not (role == "admin")` allow.
+The values are JSON values, with JSON's semantics (see `core.values`): a mismatch raises `EvalError` rather
+than guessing, so the policy escalates the call to a person instead of silently allowing or skipping it; a
+mismatch read as "not equal" once let `not (role == "admin")` allow.
 
-Text a caller controls can look like a listed value without being equal to it (`mallory`, `"Mallory "`,
-a fullwidth `\\uff2dallory`, `Mallory` with a zero-width space). Conditions get helpers that normalize a
-string before comparing: `casefold(s)`, `nfkc(s)` (Unicode compatibility forms), `strip(s)` (outer
-whitespace), `visible(s)` (drops invisible and format characters) and `normal(s)`, all of them at once,
-with inner runs of whitespace made one space. A deny list reads `normal(recipient) in ["mallory", "eve"]`.
+A deny list compares normalized text (`normal(recipient) in ["mallory", "eve"]`; see `core.values`).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-import unicodedata
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from signoff.core.errors import PolicyError, SignoffError
-from signoff.core.visible import hidden
+from signoff.core.grammar import BINOP, COLLECTION, MAX_DEPTH, MAX_LENGTH, REJECTED, ExprError
+from signoff.core.values import (
+    COMPARE,
+    HELPERS,
+    MEMBERSHIP,
+    ORDERING,
+    EvalError,
+    kind_of,
+    show,
+    truth,
+)
 
-__all__ = ["Condition", "EvalError", "ExprError", "compile_condition"]
-
-# A condition is a line of TOML, not a program. The caps keep a hostile or broken policy file from turning
-# parsing or evaluation into a recursion or memory problem.
-MAX_LENGTH: Final = 2000
-MAX_DEPTH: Final = 48
+__all__ = ["MAX_DEPTH", "MAX_LENGTH", "Condition", "EvalError", "ExprError", "compile_condition"]
 
 _Eval = Callable[[Mapping[str, Any]], Any]
 _MISSING: Final = object()
-
-
-class ExprError(PolicyError):
-    """A condition that cannot be compiled. The message names the construct and where it is.
-
-    It is a `PolicyError`, so a policy loader can prefix the source and key path and pass it on.
-    """
-
-    def __init__(self, message: str, column: int | None = None, line: int = 1) -> None:
-        self.detail = message
-        self.column = column
-        self.line = line
-        if column is None:
-            where = ""
-        elif line == 1:
-            where = f" at column {column}"
-        else:
-            where = f" at line {line}, column {column}"
-        super().__init__(message + where)
-
-
-class EvalError(SignoffError):
-    """A condition that cannot be decided for these arguments: an argument is missing or has the wrong type.
-
-    It is not a `ValueError` on purpose: the policy catches exactly this and escalates to a person.
-    """
-
-
-# --- runtime: JSON semantics -------------------------------------------------------------------------------
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    raise EvalError(f"{type(value).__name__} is not a JSON value")
-
-
-def _show(value: Any) -> str:
-    """A short description of a value for an error message: the person reading it sees what was there."""
-    kind = _kind(value)
-    if kind in ("array", "object"):
-        return f"an {kind}"
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{kind} {text}" if kind != "null" else "null"
-
-
-def _eq(a: Any, b: Any) -> bool:
-    """JSON equality. Values of different kinds can't be compared (an error), except with null: a type
-    mismatch read as "not equal" would turn a negated or a deny condition into an allow."""
-    kind = _kind(a)
-    if kind != _kind(b):
-        if "null" in (kind, _kind(b)):
-            return False
-        raise EvalError(f"cannot compare {_show(a)} with {_show(b)}")
-    if kind == "array":
-        return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b, strict=True))
-    if kind == "object":
-        return a.keys() == b.keys() and all(_eq(a[key], b[key]) for key in a)
-    return bool(a == b)
-
-
-def _order(symbol: str, test: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    def compare(a: Any, b: Any) -> bool:
-        ka, kb = _kind(a), _kind(b)
-        if ka != kb or ka not in ("number", "string"):
-            raise EvalError(f"cannot compare {_show(a)} {symbol} {_show(b)}")
-        return test(a, b)
-
-    return compare
-
-
-def _contains(item: Any, container: Any) -> bool:
-    kind = _kind(container)
-    if kind == "array":
-        return any(_eq(item, element) for element in container)
-    if kind in ("string", "object"):
-        if not isinstance(item, str):
-            raise EvalError(
-                f"cannot test {_show(item)} in {_show(container)}: only a string can be in a {kind}"
-            )
-        return item in container
-    raise EvalError(f"cannot test membership in {_show(container)}")
-
-
-def _visible(text: str) -> str:
-    return "".join(c for c in text if c == " " or not hidden(c) or c.isspace())
-
-
-def _normal(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", _visible(text)).casefold().split())
-
-
-HELPERS: Final[dict[str, Callable[[str], str]]] = {
-    "casefold": str.casefold,
-    "nfkc": lambda text: unicodedata.normalize("NFKC", text),
-    "strip": str.strip,
-    "visible": _visible,
-    "normal": _normal,
-}
-"""The functions a condition may call, each from one string to one string."""
-
-
-_COMPARE: Final[dict[type[ast.cmpop], Callable[[Any, Any], bool]]] = {
-    ast.Eq: _eq,
-    ast.NotEq: lambda a, b: not _eq(a, b),
-    ast.Lt: _order("<", lambda a, b: a < b),
-    ast.LtE: _order("<=", lambda a, b: a <= b),
-    ast.Gt: _order(">", lambda a, b: a > b),
-    ast.GtE: _order(">=", lambda a, b: a >= b),
-    ast.In: _contains,
-    ast.NotIn: lambda a, b: not _contains(a, b),
-}
-_ORDERING: Final = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-_MEMBERSHIP: Final = (ast.In, ast.NotIn)
-
-
-def _truth(value: Any, what: str) -> bool:
-    """Only a real boolean is a truth value: `"false"` or `0` deciding a payment would be a silent guess."""
-    if isinstance(value, bool):
-        return value
-    raise EvalError(f"{what} is {_show(value)}, not a bool")
-
-
-# --- compile time ------------------------------------------------------------------------------------------
-
-_REJECTED: Final[dict[type[ast.AST], str]] = {
-    ast.Call: "function call",
-    ast.Subscript: "subscript",
-    ast.Slice: "slice",
-    ast.Lambda: "lambda",
-    ast.ListComp: "comprehension",
-    ast.SetComp: "comprehension",
-    ast.DictComp: "comprehension",
-    ast.GeneratorExp: "generator expression",
-    ast.JoinedStr: "f-string",
-    ast.FormattedValue: "f-string",
-    ast.NamedExpr: "assignment expression (:=)",
-    ast.Dict: "dict literal",
-    ast.IfExp: "conditional expression (if/else)",
-    ast.Starred: "starred expression",
-    ast.Await: "await",
-    ast.Yield: "yield",
-    ast.YieldFrom: "yield",
-}
-_BINOP: Final[dict[type[ast.operator], str]] = {
-    ast.Add: "+",
-    ast.Sub: "-",
-    ast.Mult: "*",
-    ast.MatMult: "@",
-    ast.Div: "/",
-    ast.FloorDiv: "//",
-    ast.Mod: "%",
-    ast.Pow: "**",
-    ast.LShift: "<<",
-    ast.RShift: ">>",
-    ast.BitOr: "|",
-    ast.BitXor: "^",
-    ast.BitAnd: "&",
-}
-_COLLECTION: Final[dict[type[ast.AST], str]] = {ast.List: "list", ast.Tuple: "tuple", ast.Set: "set"}
 
 
 class _Literal:
@@ -296,18 +121,18 @@ class _Compiler:
             return self.constant(node, boolean)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in HELPERS:
             return self.helper(node, depth, boolean)
-        if type(node) in _COLLECTION:
-            raise self.error(f"a {_COLLECTION[type(node)]} literal is only allowed in a comparison", node)
+        if type(node) in COLLECTION:
+            raise self.error(f"a {COLLECTION[type(node)]} literal is only allowed in a comparison", node)
         raise self.error(f"unsupported expression: {self.construct(node)}", node)
 
     def construct(self, node: ast.AST) -> str:
         if isinstance(node, ast.BinOp):
-            return f"arithmetic operator {_BINOP.get(type(node.op), type(node.op).__name__)}"
-        return _REJECTED.get(type(node), type(node).__name__)
+            return f"arithmetic operator {BINOP.get(type(node.op), type(node.op).__name__)}"
+        return REJECTED.get(type(node), type(node).__name__)
 
     def check_boolean(self, result: _Literal | _Eval, node: ast.AST) -> None:
         if isinstance(result, _Literal) and not isinstance(result.value, bool):
-            raise self.error(f"expected a condition, found {_show(result.value)}", node)
+            raise self.error(f"expected a condition, found {show(result.value)}", node)
 
     def bool_op(self, node: ast.BoolOp, depth: int) -> _Literal | _Eval:
         is_and = isinstance(node.op, ast.And)
@@ -320,7 +145,7 @@ class _Compiler:
         def evaluate(args: Mapping[str, Any]) -> bool:
             for part, what in parts:
                 value = part.value if isinstance(part, _Literal) else part(args)
-                if _truth(value, what) != is_and:
+                if truth(value, what) != is_and:
                     return not is_and
             return is_and
 
@@ -336,12 +161,12 @@ class _Compiler:
             if isinstance(operand, _Literal):
                 return _Literal(not operand.value)
             inner = operand
-            return lambda args: not _truth(inner(args), what)
+            return lambda args: not truth(inner(args), what)
         symbol = "-" if isinstance(node.op, ast.USub) else "+"
         negate = symbol == "-"
         if isinstance(operand, _Literal):
-            if _kind(operand.value) != "number":
-                raise self.error(f"unary {symbol} needs a number, not {_show(operand.value)}", node)
+            if kind_of(operand.value) != "number":
+                raise self.error(f"unary {symbol} needs a number, not {show(operand.value)}", node)
             result = _Literal(-operand.value if negate else operand.value)
             if boolean:
                 self.check_boolean(result, node)
@@ -351,8 +176,8 @@ class _Compiler:
 
         def evaluate(args: Mapping[str, Any]) -> Any:
             value = inner_number(args)
-            if _kind(value) != "number":
-                raise EvalError(f"unary {symbol} needs a number, but {what} is {_show(value)}")
+            if kind_of(value) != "number":
+                raise EvalError(f"unary {symbol} needs a number, but {what} is {show(value)}")
             return -value if negate else value
 
         return evaluate
@@ -362,26 +187,26 @@ class _Compiler:
         compiled = [self.operand(operand, depth + 1) for operand in operands]
         steps: list[Callable[[Any, Any], bool]] = []
         for index, op in enumerate(node.ops):
-            if type(op) not in _COMPARE:
+            if type(op) not in COMPARE:
                 symbol = "is not" if isinstance(op, ast.IsNot) else "is"
                 raise self.error(f"unsupported expression: operator '{symbol}' (use == or !=)", node)
             left, right = operands[index], operands[index + 1]
             for side, is_right in ((left, False), (right, True)):
-                kind = _COLLECTION.get(type(side))
+                kind = COLLECTION.get(type(side))
                 if kind is None:
                     continue
-                membership_rhs = isinstance(op, _MEMBERSHIP) and is_right
-                if isinstance(op, _ORDERING):
+                membership_rhs = isinstance(op, MEMBERSHIP) and is_right
+                if isinstance(op, ORDERING):
                     raise self.error(f"cannot order a {kind} literal", side)
                 if kind == "set" and not membership_rhs:
                     raise self.error("a set literal is only allowed after in / not in", side)
-            if isinstance(op, _MEMBERSHIP):
+            if isinstance(op, MEMBERSHIP):
                 rhs = compiled[index + 1]
-                if isinstance(rhs, _Literal) and _kind(rhs.value) not in ("array", "string"):
+                if isinstance(rhs, _Literal) and kind_of(rhs.value) not in ("array", "string"):
                     raise self.error(
-                        f"'in' needs a list or a string on the right, not {_show(rhs.value)}", right
+                        f"'in' needs a list or a string on the right, not {show(rhs.value)}", right
                     )
-            steps.append(_COMPARE[type(op)])
+            steps.append(COMPARE[type(op)])
         if all(isinstance(part, _Literal) for part in compiled):
             # Constant comparisons are folded so a fault like `"a" < 1` is reported now, with its column.
             try:
@@ -395,13 +220,13 @@ class _Compiler:
         return evaluate
 
     def operand(self, node: ast.AST, depth: int) -> _Literal | _Eval:
-        kind = _COLLECTION.get(type(node))
+        kind = COLLECTION.get(type(node))
         if kind is None:
             return self.compile(node, depth, boolean=False)
         assert isinstance(node, ast.List | ast.Tuple | ast.Set)
         items: list[Any] = []
         for element in node.elts:
-            if type(element) in _COLLECTION:
+            if type(element) in COLLECTION:
                 raise self.error(
                     f"a {kind} literal may only hold strings, numbers, booleans and None", element
                 )
@@ -425,14 +250,14 @@ class _Compiler:
         what = self.source(node.args[0])
         if isinstance(argument, _Literal):
             if not isinstance(argument.value, str):
-                raise self.error(f"{name}() takes a string, not {_show(argument.value)}", node)
+                raise self.error(f"{name}() takes a string, not {show(argument.value)}", node)
             return _Literal(function(argument.value))
         inner = argument
 
         def evaluate(args: Mapping[str, Any]) -> str:
             value = inner(args)
             if not isinstance(value, str):
-                raise EvalError(f"{name}() takes a string, but {what} is {_show(value)}")
+                raise EvalError(f"{name}() takes a string, but {what} is {show(value)}")
             return function(value)
 
         return evaluate
@@ -472,7 +297,7 @@ class _Compiler:
             value: Any = args
             for index, part in enumerate(parts):
                 if not isinstance(value, Mapping):
-                    raise EvalError(f"{'.'.join(parts[:index])} is {_show(value)}, not an object ({dotted})")
+                    raise EvalError(f"{'.'.join(parts[:index])} is {show(value)}, not an object ({dotted})")
                 value = value.get(part, _MISSING)
                 if value is _MISSING:
                     raise EvalError(f"{'.'.join(parts[: index + 1])} is missing")
@@ -483,8 +308,8 @@ class _Compiler:
     def construct_or_literal(self, node: ast.AST) -> str:
         if isinstance(node, ast.Constant):
             return "a literal"
-        if type(node) in _COLLECTION:
-            return f"a {_COLLECTION[type(node)]} literal"
+        if type(node) in COLLECTION:
+            return f"a {COLLECTION[type(node)]} literal"
         if isinstance(node, ast.Compare | ast.BoolOp | ast.UnaryOp):
             return "an expression"
         return f"a {self.construct(node)}"
@@ -524,7 +349,7 @@ class Condition:
             result = self._evaluate(args)
         except RecursionError:
             raise EvalError("arguments are nested too deeply to compare") from None
-        return _truth(result, self.source.strip())
+        return truth(result, self.source.strip())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Condition) and other.source == self.source

@@ -9,8 +9,6 @@ name the source (`policy.toml`) in every error it reports.
 
 from __future__ import annotations
 
-import math
-import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -18,10 +16,13 @@ from typing import Any, Final, Literal, cast
 
 import msgspec
 
+from signoff.core import settings
 from signoff.core.call import ToolCall
-from signoff.core.errors import InvalidPrincipal, PolicyError
-from signoff.core.expr import Condition, EvalError, ExprError, compile_condition
-from signoff.core.principal import REQUESTER, Authority, check_approvers
+from signoff.core.errors import PolicyError
+from signoff.core.expr import Condition, EvalError, ExprError
+from signoff.core.principal import REQUESTER, Authority
+from signoff.core.settings import Predicate, parse_duration
+from signoff.core.wording import describe_call, render_description
 
 __all__ = [
     "Action",
@@ -41,7 +42,6 @@ Action = Literal["allow", "ask", "deny"]
 Mode = Literal["interactive", "approve_all", "strict"]
 OnTimeout = Literal["deny", "allow"]
 OnAbandon = Literal["keep", "cancel"]
-Predicate = Callable[[Mapping[str, Any]], bool]
 
 ACTIONS: Final[tuple[Action, ...]] = ("allow", "ask", "deny")
 MODES: Final[tuple[Mode, ...]] = ("interactive", "approve_all", "strict")
@@ -58,104 +58,22 @@ _RULE_KEYS: Final = (
     "quorum",
     "requester_may_approve",
 )
-_DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*")
-_UNIT: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PLACEHOLDER: Final = re.compile(r"\{(\w+(?:\.\w+)*)\}")
 
 
-class _Invalid(Exception):
-    """A fault in one value; the caller knows the key path and turns it into a `PolicyError`."""
-
-
-def _one_of(value: Any, choices: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise _Invalid(f"must be one of {', '.join(choices)}, not {value!r}")
-    return value
-
-
-def _duration(value: Any) -> float:
-    if isinstance(value, bool):
-        raise _Invalid(f"must be a number of seconds or a duration like '30s', not {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value) if isinstance(value, float) or abs(value) < 2**53 else math.inf
-    elif isinstance(value, str):
-        match = _DURATION.fullmatch(value)
-        if match is None:
-            wanted = "a number of seconds or a duration like '250ms', '30s', '5m', '1h'"
-            raise _Invalid(f"must be {wanted}, not {value!r}")
-        seconds = float(match[1]) * _UNIT[match[2]]
-    else:
-        raise _Invalid(f"must be a number of seconds or a duration like '30s', not {type(value).__name__}")
-    if not math.isfinite(seconds):
-        raise _Invalid("must be a finite number of seconds")
-    if seconds <= 0:
-        raise _Invalid(f"must be more than 0 seconds, not {value!r}")
-    return seconds
-
-
-def _deadline(value: Any) -> float | None:
-    return None if value is None else _duration(value)
-
-
-def _seconds(value: Any) -> float | None:
-    """A `Rule` holds seconds; durations written as text are parsed by `rule()` and the loaders."""
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return _deadline(value)
-    raise _Invalid(f"must be a number of seconds or None, not {value!r} (rule() parses durations like '30s')")
-
-
-def _when(value: Any, allow_text: bool, allow_callable: bool) -> Condition | Predicate | None:
-    if value is None or isinstance(value, Condition):
-        return value
-    if isinstance(value, str) and allow_text:
-        return compile_condition(value)  # ExprError passes through: the caller adds the key path
-    if callable(value) and allow_callable:
-        return cast(Predicate, value)
-    wanted = "a condition string" if allow_text else "a Condition (see compile_condition)"
-    if allow_callable:
-        wanted += " or a callable"
-    raise _Invalid(f"must be {wanted}, not {type(value).__name__}")
-
-
-def _description(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise _Invalid(f"must be a string, not {type(value).__name__}")
-
-
-def _approvers(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise _Invalid(f'must be a list such as ["role:finance", "alice", "requester"], not {value!r}')
-    try:
-        return check_approvers(value)
-    except InvalidPrincipal as exc:
-        raise _Invalid(str(exc)) from None
-
-
-def _quorum(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
-        raise _Invalid(f"must be a whole number of approvers from 1 to 100, not {value!r}")
-    return value
-
-
-def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"must be true or false, not {value!r}")
-    return value
-
-
-def parse_duration(value: float | str) -> float:
-    """Seconds from a number of seconds or a string with a unit: `"250ms"`, `"30s"`, `"5m"`, `"1h"`.
-
-    A bare numeric string is refused: `"30"` could mean seconds or milliseconds, and a deadline is not a
-    place to guess.
-    """
-    try:
-        return _duration(value)
-    except _Invalid as exc:
-        raise PolicyError(f"duration: {exc}") from None
+def _checks(*, loaded: bool, allow_callable: bool) -> dict[str, Callable[[Any], Any]]:
+    """The check of each rule setting, by key: as a loader reads it (a condition as text, a duration as
+    `'30s'`), or as a built `Rule` holds it (compiled, in seconds)."""
+    return {
+        "action": lambda v: settings.one_of(v, ACTIONS),
+        "when": lambda v: settings.condition(v, allow_text=loaded, allow_callable=allow_callable),
+        "deadline": settings.deadline if loaded else settings.seconds,
+        "on_timeout": lambda v: settings.one_of(v, ON_TIMEOUT),
+        "on_abandon": lambda v: settings.one_of(v, ON_ABANDON),
+        "description": settings.text,
+        "approvers": settings.approver_list,
+        "quorum": settings.quorum,
+        "requester_may_approve": settings.flag,
+    }
 
 
 class Rule(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,21 +98,10 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         # Rules are built in Python as well as loaded from TOML; the same checks keep both paths honest.
-        checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-            ("action", lambda v: _one_of(v, ACTIONS)),
-            ("when", lambda v: _when(v, allow_text=False, allow_callable=True)),
-            ("deadline", _seconds),
-            ("on_timeout", lambda v: _one_of(v, ON_TIMEOUT)),
-            ("on_abandon", lambda v: _one_of(v, ON_ABANDON)),
-            ("description", _description),
-            ("approvers", _approvers),
-            ("quorum", _quorum),
-            ("requester_may_approve", _flag),
-        )
-        for name, check in checks:
+        for name, check in _checks(loaded=False, allow_callable=True).items():
             try:
                 msgspec.structs.force_setattr(self, name, check(getattr(self, name)))
-            except _Invalid as exc:
+            except settings.Invalid as exc:
                 raise PolicyError(f"{name}: {exc}") from None
         if not self.requester_may_approve and self.approvers is not None and REQUESTER in self.approvers:
             raise PolicyError("approvers: names the requester, whom requester_may_approve = false excludes")
@@ -232,14 +139,14 @@ def rule(
     Faults raise `PolicyError` (an `ExprError` for a bad condition) naming the argument, as a loader would.
     """
     try:
-        compiled = _when(when, allow_text=True, allow_callable=True)
+        compiled = settings.condition(when, allow_text=True, allow_callable=True)
     except ExprError as exc:
         raise ExprError(f"when: {exc.detail}", exc.column, exc.line) from None
-    except _Invalid as exc:
+    except settings.Invalid as exc:
         raise PolicyError(f"when: {exc}") from None
     try:
-        seconds = _deadline(deadline)
-    except _Invalid as exc:
+        seconds = settings.deadline(deadline)
+    except settings.Invalid as exc:
         raise PolicyError(f"deadline: {exc}") from None
     return Rule(
         action=action,
@@ -271,49 +178,6 @@ class Ruling(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     authority: Authority = msgspec.field(default_factory=Authority)
 
 
-def _lookup(args: Mapping[str, Any], path: str) -> tuple[bool, Any]:
-    value: Any = args
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
-
-
-def _show(value: Any) -> str:
-    """A value as a person should read it inside a sentence.
-
-    Plain strings appear as they are. Anything else, and strings with control characters (a newline could
-    forge a second line of the approval prompt), appear as JSON, so what the person reads is what was sent.
-    """
-    if isinstance(value, str) and value.isprintable():
-        return value
-    try:
-        return msgspec.json.encode(value).decode()
-    except (TypeError, msgspec.EncodeError):
-        return repr(value)
-
-
-def render_description(template: str, args: Mapping[str, Any]) -> str:
-    """Fill `{name}` and `{a.b}` placeholders from the arguments; anything else is left as written.
-
-    Not `str.format`: a format string can reach attributes and items (`{amount.__class__}`), and the template
-    comes from a policy file. Here a placeholder only walks dict keys, and a miss leaves the text literally,
-    so a typo is visible in the prompt instead of failing the call.
-    """
-
-    def substitute(match: re.Match[str]) -> str:
-        found, value = _lookup(args, match[1])
-        return _show(value) if found else match[0]
-
-    return _PLACEHOLDER.sub(substitute, template)
-
-
-def describe_call(call: ToolCall) -> str:
-    """The default description: `process_payment(amount=50, currency='USD', recipient='Hanako')`."""
-    return f"{call.tool}({', '.join(f'{key}={value!r}' for key, value in call.args.items())})"
-
-
 class Policy:
     """Ordered rules per tool, and a mode. Immutable once built; `evaluate` is pure and cheap.
 
@@ -326,8 +190,8 @@ class Policy:
 
     def __init__(self, rules: Mapping[str, Sequence[Rule]] | None = None, mode: Mode = "interactive") -> None:
         try:
-            self._mode: Mode = cast(Mode, _one_of(mode, MODES))
-        except _Invalid as exc:
+            self._mode: Mode = cast(Mode, settings.one_of(mode, MODES))
+        except settings.Invalid as exc:
             raise PolicyError(f"mode: {exc}") from None
         table: dict[str, tuple[Rule, ...]] = {}
         for tool, tool_rules in (rules or {}).items():
@@ -466,8 +330,8 @@ class Policy:
             if key not in ("mode", "tools"):
                 raise fail(str(key), "unknown key (expected mode, tools)")
         try:
-            mode = cast(Mode, _one_of(data.get("mode", "interactive"), MODES))
-        except _Invalid as exc:
+            mode = cast(Mode, settings.one_of(data.get("mode", "interactive"), MODES))
+        except settings.Invalid as exc:
             raise fail("mode", str(exc)) from None
         tools = data.get("tools", {})
         if not isinstance(tools, Mapping):
@@ -498,17 +362,7 @@ class Policy:
                 raise fail(f"{path}.{key}", f"unknown key (expected {', '.join(_RULE_KEYS)})")
         if "action" not in entry:
             raise fail(f"{path}.action", "is required")
-        checks: dict[str, Callable[[Any], Any]] = {
-            "action": lambda v: _one_of(v, ACTIONS),
-            "when": lambda v: _when(v, allow_text=True, allow_callable=allow_callable),
-            "deadline": _deadline,
-            "on_timeout": lambda v: _one_of(v, ON_TIMEOUT),
-            "on_abandon": lambda v: _one_of(v, ON_ABANDON),
-            "description": _description,
-            "approvers": _approvers,
-            "quorum": _quorum,
-            "requester_may_approve": _flag,
-        }
+        checks = _checks(loaded=True, allow_callable=allow_callable)
         values: dict[str, Any] = {}
         for key, value in entry.items():
             try:
@@ -516,7 +370,7 @@ class Policy:
             except ExprError as exc:
                 # Still an ExprError, so a caller can read the column; the message gains source and path.
                 raise ExprError(f"{fail(f'{path}.{key}', exc.detail)}", exc.column, exc.line) from None
-            except _Invalid as exc:
+            except settings.Invalid as exc:
                 raise fail(f"{path}.{key}", str(exc)) from None
         try:
             return Rule(**values)

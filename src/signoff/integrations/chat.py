@@ -21,7 +21,8 @@ from signoff.integrations.stream import Translator
 from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser
 from signoff.integrations.ui import UIMessage
-from signoff.ledger.base import Ledger, StoredChat
+from signoff.ledger.base import Ledger
+from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, Chunk
 
 SUPERSEDED = "the user sent a new message instead"

@@ -1,214 +1,182 @@
 """The in-memory ledger, for tests and single-process experiments.
 
-Every primitive runs without awaiting between its read and its write, so on one event loop each is atomic
+Its transaction runs without awaiting between its read and its write, so on one event loop each is atomic
 by construction, and a decision wakes its waiters synchronously through the notifier: nothing polls.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import msgspec
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditEvent, Head, Keyring, chain
-from signoff.core.errors import NotFound
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditKey, Keyring, chain
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
-from signoff.ledger.base import (
-    Change,
-    Clock,
-    Ledger,
-    Progress,
-    ReplyFrames,
-    ReplyLog,
-    StoredChat,
-    TaskQuery,
+from signoff.ledger.base import Ledger
+from signoff.ledger.keys import (
+    ApprovalKey,
+    AskedKey,
+    GrantKey,
+    Key,
+    PrincipalKey,
+    StartedKey,
+    Stored,
+    TaskKey,
+)
+from signoff.ledger.records import Change, Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.stores import (
+    Apply,
+    ApprovalStore,
+    Backend,
+    ChatStore,
+    PrincipalStore,
+    TaskStore,
 )
 
 
 class MemoryLedger(Ledger):
     def __init__(self, *, clock: Clock | None = None, keyring: Keyring | None = None) -> None:
-        super().__init__(**({"clock": clock} if clock else {}), keyring=keyring)
-        self._approvals: dict[str, Approval] = {}
-        self._by_call: dict[tuple[str, str], str] = {}
-        self._grant_records: dict[str, Grant] = {}
-        self._log: list[AuditEntry] = []
-        self._chats: dict[str, StoredChat] = {}
-        self._replies: dict[str, ReplyLog] = {}
-        self._tasks: dict[str, Task] = {}
-        self._task_by_call: dict[tuple[str, str], str] = {}
-        self._task_seq = 0
-        self._principal_records: dict[str, Registered] = {}
+        super().__init__(MemoryBackend(), clock=clock, keyring=keyring)
 
-    def _default_keyring(self) -> Keyring:
-        """Nobody else ever reads this ledger: a key that lives as long as it does."""
-        return Keyring.ephemeral()
 
-    def _head(self) -> Head:
-        return self._log[-1].head if self._log else GENESIS_HEAD
+class MemoryBackend(Backend):
+    group_commit: ClassVar[bool] = False
+    shared: ClassVar[bool] = False
 
-    def _commit(self, change: Change) -> Change:
-        """Store `change` whole or not at all: its entries are chained, which can fail, before anything is
-        stored."""
-        head, entries = self._head(), []
-        for event in change.events:
-            entries.append(chain(event, head, self.keyring.current))
-            head = entries[-1].head
-        if change.approval is not None:
-            self._approvals[change.approval.id] = change.approval
-        if change.grant is not None:
-            self._grant_records[change.grant.id] = change.grant
-        if change.task is not None:
-            change = dataclasses.replace(change, task=self._store_task(change.task))
-        if change.principal is not None:
-            self._principal_records[change.principal.id] = change.principal
-        self._log += entries
-        return change
+    def __init__(self) -> None:
+        self.approval_records: dict[str, Approval] = {}
+        self.asked: dict[tuple[str, str], str] = {}
+        self.grant_records: dict[str, Grant] = {}
+        self.log: list[AuditEntry] = []
+        self.task_records: dict[str, Task] = {}
+        self.started: dict[tuple[str, str], str] = {}
+        self.task_seq = 0
+        self.principal_records: dict[str, Registered] = {}
+        self.approvals = _Approvals(self)
+        self.tasks = _Tasks(self)
+        self.chats = _Chats()
+        self.principals = _Principals(self)
 
-    async def _insert(self, approval: Approval, event: AuditEvent) -> Approval:
-        key = (approval.chat_id, approval.call.call_id)
-        if key in self._by_call:
-            return self._approvals[self._by_call[key]]
-        self._by_call[key] = approval.id
-        self._commit(Change(approval=approval, events=(event,)))
-        return approval
+    async def transact(self, keys: Sequence[Key], apply: Apply, key: AuditKey) -> list[Change]:
+        """No await between the load and the store: atomic on the event loop. The entries are chained,
+        which can fail, before anything is stored."""
+        stored = {k: Stored(record, 0) for k in keys if (record := self._load(k)) is not None}
+        writes = apply(stored)
+        head, entries = self.log[-1].head if self.log else GENESIS_HEAD, []
+        for write in writes:
+            for event in write.change.events:
+                entries.append(chain(event, head, key))
+                head = entries[-1].head
+        changes = []
+        for write in writes:
+            change = write.change
+            if (a := change.approval) is not None:
+                self.approval_records[a.id] = a
+                self.asked.setdefault((a.chat_id, a.call.call_id), a.id)
+            if (g := change.grant) is not None:
+                self.grant_records[g.id] = g
+            if change.task is not None:
+                t = self.store_task(change.task)
+                self.started.setdefault((t.chat_id, t.call.call_id), t.id)
+                change = dataclasses.replace(change, task=t)
+            if (p := change.principal) is not None:
+                self.principal_records[p.id] = p
+            changes.append(change)
+        self.log += entries
+        return changes
 
-    async def _load(self, approval_id: str) -> Approval | None:
-        return self._approvals.get(approval_id)
+    def _load(self, key: Key) -> Approval | Grant | Task | Registered | None:
+        match key:
+            case ApprovalKey(id):
+                return self.approval_records.get(id)
+            case GrantKey(id):
+                return self.grant_records.get(id)
+            case TaskKey(id):
+                return self.task_records.get(id)
+            case PrincipalKey(id):
+                return self.principal_records.get(id)
+            case AskedKey(chat_id, call_id):
+                found = self.asked.get((chat_id, call_id))
+                return None if found is None else self.approval_records[found]
+            case StartedKey(chat_id, call_id):
+                found = self.started.get((chat_id, call_id))
+                return None if found is None else self.task_records[found]
 
-    async def _find(self, chat_id: str, call_id: str) -> Approval | None:
-        approval_id = self._by_call.get((chat_id, call_id))
-        return None if approval_id is None else self._approvals[approval_id]
+    def store_task(self, task: Task) -> Task:
+        self.task_seq += 1
+        stored = msgspec.structs.replace(task, seq=self.task_seq)
+        self.task_records[task.id] = stored
+        return stored
 
-    async def _query(
+
+@dataclasses.dataclass
+class _Approvals(ApprovalStore):
+    db: MemoryBackend
+
+    async def load(self, approval_id: str) -> Approval | None:
+        return self.db.approval_records.get(approval_id)
+
+    async def find(self, chat_id: str, call_id: str) -> Approval | None:
+        found = self.db.asked.get((chat_id, call_id))
+        return None if found is None else self.db.approval_records[found]
+
+    async def query(
         self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
     ) -> list[Approval]:
         found = [
             a
-            for a in self._approvals.values()
+            for a in self.db.approval_records.values()
             if (chat_id is None or a.chat_id == chat_id)
             and (state is None or a.state is state)
             and (due_by is None or (a.deadline is not None and a.deadline <= due_by))
         ]
         return found[:limit]
 
-    async def _mutate(self, approval_id: str, step: Callable[[Approval], Change]) -> Change:
-        approval = self._approvals.get(approval_id)
-        if approval is None:
-            raise NotFound(f"no approval {approval_id}")
-        return self._commit(step(approval))
+    async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
+        found = (self.db.approval_records.get(i) for i in approval_ids)
+        return [a for a in found if a is not None and a.state is not State.PENDING]
 
-    async def _mutate_grant(self, grant_id: str, step: Callable[[Grant], Change]) -> Change:
-        grant = self._grant_records.get(grant_id)
-        if grant is None:
-            raise NotFound(f"no grant {grant_id}")
-        return self._commit(step(grant))
-
-    async def _mutate_principal(
-        self, principal_id: str, step: Callable[[Registered | None], Change]
-    ) -> Change:
-        return self._commit(step(self._principal_records.get(principal_id)))
-
-    async def _load_principal(self, principal_id: str) -> Registered | None:
-        return self._principal_records.get(principal_id)
-
-    async def _principal_by_token(self, token_hash: str) -> Registered | None:
-        return next((p for p in self._principal_records.values() if p.token_hash == token_hash), None)
-
-    async def _principals(self) -> list[Registered]:
-        return list(self._principal_records.values())
-
-    async def _append(self, events: Sequence[AuditEvent]) -> None:
-        self._commit(Change(events=tuple(events)))
-
-    async def _grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
+    async def grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
         return [
             g
-            for g in self._grant_records.values()
+            for g in self.db.grant_records.values()
             if (tool is None or g.tool == tool)
             and (chat_id is None or g.chat_id is None or g.chat_id == chat_id)
             and (not active or g.active)
         ]
 
-    async def _audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
-        return self._log[after_seq : after_seq + limit]
+    async def audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
+        return self.db.log[after_seq : after_seq + limit]
 
-    async def _last_seq(self) -> int:
-        return len(self._log)
+    async def last_seq(self) -> int:
+        return len(self.db.log)
 
-    async def _load_chat(self, chat_id: str) -> StoredChat | None:
-        return self._chats.get(chat_id)
 
-    async def _save_chat(self, chat: StoredChat) -> bool:
-        current = self._chats.get(chat.chat_id)
-        if (0 if current is None else current.version) != chat.version - 1:
-            return False
-        self._chats[chat.chat_id] = (
-            chat if current is None else dataclasses.replace(chat, owner=current.owner)
-        )
-        return True
+@dataclasses.dataclass
+class _Tasks(TaskStore):
+    db: MemoryBackend
 
-    async def _log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
-        for entry in batch:
-            if entry.meta is not None:
-                self._replies[entry.chat_id] = ReplyLog(entry.reply, entry.meta, False, now, [])
-            log = self._replies.get(entry.chat_id)
-            if log is not None and log.reply == entry.reply:
-                kept = [*log.frames, *entry.frames[len(log.frames) - entry.start :]]
-                self._replies[entry.chat_id] = ReplyLog(
-                    log.reply, log.meta, log.done or entry.done, now, kept
-                )
+    async def load(self, task_id: str) -> Task | None:
+        return self.db.task_records.get(task_id)
 
-    async def _reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
-        log = self._replies.get(chat_id)
-        return None if log is None else dataclasses.replace(log, frames=log.frames[after:])
+    async def query(self, query: TaskQuery) -> list[Task]:
+        return query.select(self.db.task_records.values())
 
-    async def _forget_replies(self, before: float) -> int:
-        old = [chat_id for chat_id, log in self._replies.items() if log.updated_at < before]
-        for chat_id in old:
-            del self._replies[chat_id]
-        return len(old)
+    async def last_seq(self) -> int:
+        return self.db.task_seq
 
-    def _store_task(self, task: Task) -> Task:
-        self._task_seq += 1
-        stored = msgspec.structs.replace(task, seq=self._task_seq)
-        self._tasks[task.id] = stored
-        return stored
-
-    async def _insert_task(self, task: Task, event: AuditEvent) -> Task:
-        key = (task.chat_id, task.call.call_id)
-        if key in self._task_by_call:
-            return self._tasks[self._task_by_call[key]]
-        self._task_by_call[key] = task.id
-        stored = self._commit(Change(task=task, events=(event,))).task
-        assert stored is not None
-        return stored
-
-    async def _mutate_task(self, task_id: str, step: Callable[[Task], Change]) -> Change:
-        task = self._tasks.get(task_id)
-        if task is None:
-            raise NotFound(f"no task {task_id}")
-        return self._commit(step(task))
-
-    async def _load_task(self, task_id: str) -> Task | None:
-        return self._tasks.get(task_id)
-
-    async def _query_tasks(self, query: TaskQuery) -> list[Task]:
-        return query.select(self._tasks.values())
-
-    async def _last_task_seq(self) -> int:
-        return self._task_seq
-
-    async def _report(self, reports: Sequence[Progress], now: float) -> list[str]:
+    async def report(self, reports: Sequence[Progress], now: float) -> list[str]:
         cancelled = []
         for report in reports:
-            task = self._tasks.get(report.task_id)
+            task = self.db.task_records.get(report.task_id)
             if task is None or task.state is not TaskState.RUNNING:
                 continue
-            self._store_task(
+            self.db.store_task(
                 msgspec.structs.replace(
                     task, progress=report.progress, message=report.message, updated_at=now, heartbeat=now
                 )
@@ -217,11 +185,60 @@ class MemoryLedger(Ledger):
                 cancelled.append(task.id)
         return cancelled
 
-    async def _beat(self, worker: str, now: float) -> list[str]:
+    async def beat(self, worker: str, now: float) -> list[str]:
         cancelled = []
-        for task in list(self._tasks.values()):
+        for task in list(self.db.task_records.values()):
             if task.worker == worker and not task.state.finished:
-                self._tasks[task.id] = msgspec.structs.replace(task, heartbeat=now)
+                self.db.task_records[task.id] = msgspec.structs.replace(task, heartbeat=now)
                 if task.cancel_by and task.state is TaskState.RUNNING:
                     cancelled.append(task.id)
         return cancelled
+
+
+class _Chats(ChatStore):
+    def __init__(self) -> None:
+        self.saved: dict[str, StoredChat] = {}
+        self.replies: dict[str, ReplyLog] = {}
+
+    async def load(self, chat_id: str) -> StoredChat | None:
+        return self.saved.get(chat_id)
+
+    async def save(self, chat: StoredChat) -> bool:
+        current = self.saved.get(chat.chat_id)
+        if (0 if current is None else current.version) != chat.version - 1:
+            return False
+        self.saved[chat.chat_id] = chat if current is None else dataclasses.replace(chat, owner=current.owner)
+        return True
+
+    async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        for entry in batch:
+            if entry.meta is not None:
+                self.replies[entry.chat_id] = ReplyLog(entry.reply, entry.meta, False, now, [])
+            log = self.replies.get(entry.chat_id)
+            if log is not None and log.reply == entry.reply:
+                kept = [*log.frames, *entry.frames[len(log.frames) - entry.start :]]
+                self.replies[entry.chat_id] = ReplyLog(log.reply, log.meta, log.done or entry.done, now, kept)
+
+    async def reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        log = self.replies.get(chat_id)
+        return None if log is None else dataclasses.replace(log, frames=log.frames[after:])
+
+    async def forget_replies(self, before: float) -> int:
+        old = [chat_id for chat_id, log in self.replies.items() if log.updated_at < before]
+        for chat_id in old:
+            del self.replies[chat_id]
+        return len(old)
+
+
+@dataclasses.dataclass
+class _Principals(PrincipalStore):
+    db: MemoryBackend
+
+    async def load(self, principal_id: str) -> Registered | None:
+        return self.db.principal_records.get(principal_id)
+
+    async def by_token(self, token_hash: str) -> Registered | None:
+        return next((p for p in self.db.principal_records.values() if p.token_hash == token_hash), None)
+
+    async def all(self) -> list[Registered]:
+        return list(self.db.principal_records.values())

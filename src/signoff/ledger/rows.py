@@ -13,9 +13,12 @@ from typing import Any
 
 import msgspec
 
+from signoff.core.approval import Approval
 from signoff.core.audit import AuditEntry, AuditKey, Head, chain
+from signoff.core.grant import Grant
+from signoff.core.principal import Registered
 from signoff.core.task import Task
-from signoff.ledger.base import Change, Progress, ReplyFrames, TaskQuery
+from signoff.ledger.records import Change, Progress, ReplyFrames, StoredChat, TaskQuery
 
 AUDIT_COLUMNS = "seq, at, actor, action, subject, before, after, detail, prev, hash"
 AUDIT_HEAD = "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
@@ -38,6 +41,9 @@ class Dialect:
 SQLITE = Dialect(mark="?", order="rowid", unlimited=-1)
 POSTGRES = Dialect(mark="%s", order="seq", unlimited=None)
 encode = msgspec.json.Encoder().encode
+approval_record = msgspec.json.Decoder(Approval).decode
+grant_record = msgspec.json.Decoder(Grant).decode
+principal_record = msgspec.json.Decoder(Registered).decode
 _detail = msgspec.json.Decoder(dict[str, Any]).decode
 
 
@@ -106,6 +112,22 @@ def writes(
         statements.append((insert, (*row, entry.before, entry.after, detail, entry.prev, entry.hash)))
         head = entry.head
     return statements, head
+
+
+def save_chat(dialect: Dialect, chat: StoredChat) -> Statement:
+    """Insert a new chat (version 1) unless it exists, or replace the version that was read: a concurrent
+    save loses cleanly, changing no row."""
+    m = dialect.mark
+    if chat.version == 1:
+        insert = (
+            f"INSERT INTO chats (chat_id, version, state, updated_at, owner) VALUES ({_marks(m, 5)})"
+            " ON CONFLICT (chat_id) DO NOTHING"
+        )
+        return insert, (chat.chat_id, chat.version, chat.state, chat.updated_at, chat.owner)
+    update = (
+        f"UPDATE chats SET version = {m}, state = {m}, updated_at = {m} WHERE chat_id = {m} AND version = {m}"
+    )
+    return update, (chat.version, chat.state, chat.updated_at, chat.chat_id, chat.version - 1)
 
 
 PRINCIPALS = "SELECT record FROM principals"

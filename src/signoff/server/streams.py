@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from signoff.ledger.base import Ledger, ReplyFrames, ReplyLog
+from signoff.ledger.base import Ledger
+from signoff.ledger.records import ReplyFrames, ReplyLog
 from signoff.protocol import Chunk, ClientVersion, decode, encode
 
 log = logging.getLogger("signoff.server")

@@ -57,7 +57,7 @@ from signoff.integrations.chat import (
 from signoff.integrations.stream import translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.integrations.turn import Browser, Turn
-from signoff.ledger.base import StoredChat
+from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
 INTERRUPTED = "the user interrupted the reply"

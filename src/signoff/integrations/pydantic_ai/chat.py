@@ -55,7 +55,7 @@ from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.stream import translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.integrations.turn import Browser, Turn
-from signoff.ledger.base import StoredChat
+from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
 

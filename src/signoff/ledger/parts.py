@@ -1,0 +1,51 @@
+"""What every part of a ledger works with: its backend, its clock and key, its waiters and its writer.
+
+A `Ledger` is its parts for approvals, tasks, chats and principals together (see `ledger.base`); each part
+holds the rules of its concept and reads through its store, and all of them write through one committer.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+
+from signoff.core.audit import Keyring
+from signoff.ledger.committer import Committer
+from signoff.ledger.notifier import Notifier
+from signoff.ledger.records import Clock
+from signoff.ledger.stores import Backend
+from signoff.ledger.watcher import Watcher
+
+
+class Parts:
+    sweep_lease = 5.0
+    """Seconds one process's sweepers hold their leases: if it dies, another takes over after this."""
+
+    def __init__(
+        self, backend: Backend, *, clock: Clock | None = None, keyring: Keyring | None = None
+    ) -> None:
+        self.backend = backend
+        self.clock = clock or time.time
+        self.keyring = keyring or _default_keyring(backend)
+        """The audit key the chain, decisions and grants are proven with, and older ones they may carry."""
+        self.notifier = Notifier()
+        self.committer = Committer(backend, self.keyring)
+        self.watcher = Watcher(backend, self.notifier)
+        self._holder = secrets.token_hex(8)
+        self._task_listeners: set[Callable[[], None]] = set()
+
+    async def _lease(self, name: str) -> bool:
+        """Whether this process holds the sweeper lease `name` now (taking or renewing it)."""
+        return await self.backend.lease(name, self._holder, self.clock(), self.sweep_lease)
+
+
+def _default_keyring(backend: Backend) -> Keyring:
+    """The key every process using this ledger shares: `SIGNOFF_AUDIT_KEY_FILE`, or the one in the user's
+    data directory, made on first use (see `ledger.keyfile`). A ledger nobody else reads gets a key that
+    lives as long as it does."""
+    if not backend.shared:
+        return Keyring.ephemeral()
+    from signoff.ledger.keyfile import load_keyring
+
+    return load_keyring().keyring

@@ -1,0 +1,141 @@
+"""The PostgreSQL ledger's stores: plain reads from the pool, and the writes nothing audits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from signoff.core.approval import Approval, State
+from signoff.core.audit import AuditEntry
+from signoff.core.grant import Grant
+from signoff.core.principal import Registered
+from signoff.core.task import Task
+from signoff.ledger import rows
+from signoff.ledger.records import Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.rows import AUDIT_COLUMNS, POSTGRES, approval_record, grant_record, principal_record
+from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
+
+if TYPE_CHECKING:  # the backend makes these stores, over its pool
+    from signoff.ledger.postgres.backend import PostgresBackend
+
+
+@dataclass
+class PostgresApprovals(ApprovalStore):
+    db: PostgresBackend
+
+    async def load(self, approval_id: str) -> Approval | None:
+        found = await self.db.select("SELECT record FROM approvals WHERE id = %s", (approval_id,))
+        return approval_record(found[0][0]) if found else None
+
+    async def find(self, chat_id: str, call_id: str) -> Approval | None:
+        query = "SELECT record FROM approvals WHERE chat_id = %s AND call_id = %s"
+        found = await self.db.select(query, (chat_id, call_id))
+        return approval_record(found[0][0]) if found else None
+
+    async def query(
+        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
+    ) -> list[Approval]:
+        state_name = None if state is None else str(state)
+        query = rows.approvals_query(POSTGRES, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
+        return [approval_record(record) for (record,) in await self.db.select(*query)]
+
+    async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
+        query = "SELECT record FROM approvals WHERE state != 'pending' AND id = ANY(%s)"
+        return [approval_record(record) for (record,) in await self.db.select(query, (list(approval_ids),))]
+
+    async def grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
+        query = rows.grants_query(POSTGRES, chat_id=chat_id, tool=tool, active=active)
+        return [grant_record(record) for (record,) in await self.db.select(*query)]
+
+    async def audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
+        query = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > %s ORDER BY seq LIMIT %s"
+        return [rows.audit_entry(row) for row in await self.db.select(query, (after_seq, limit))]
+
+    async def last_seq(self) -> int:
+        return int((await self.db.select("SELECT coalesce(max(seq), 0) FROM audit"))[0][0])
+
+
+@dataclass
+class PostgresTasks(TaskStore):
+    db: PostgresBackend
+
+    async def load(self, task_id: str) -> Task | None:
+        found = await self.db.select(*rows.task_by(POSTGRES, "id", task_id))
+        return rows.task_from_row(found[0]) if found else None
+
+    async def query(self, query: TaskQuery) -> list[Task]:
+        return [rows.task_from_row(row) for row in await self.db.select(*rows.tasks_query(POSTGRES, query))]
+
+    async def last_seq(self) -> int:
+        return int((await self.db.select(rows.TASK_SEQ))[0][0])
+
+    async def report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        async with self.db.task_write() as (conn, seq):
+            statement, runs = rows.report_tasks(POSTGRES, reports, now, seq)
+            async with conn.cursor() as cursor:
+                await cursor.executemany(statement.encode(), runs)
+            ids = [r.task_id for r in reports]
+            query = "SELECT id FROM tasks WHERE id = ANY(%s) AND state = 'running' AND cancel_by != ''"
+            return [task_id for (task_id,) in await (await conn.execute(query, (ids,))).fetchall()]
+
+    async def beat(self, worker: str, now: float) -> list[str]:
+        (renew, renew_params), (cancelling, cancelling_params) = rows.beat(POSTGRES, worker, now)
+        async with self.db.task_write() as (conn, _):  # the lock orders it with reports: no deadlock
+            await conn.execute(renew.encode(), renew_params)
+            found = await conn.execute(cancelling.encode(), cancelling_params)
+            return [task_id for (task_id,) in await found.fetchall()]
+
+
+@dataclass
+class PostgresChats(ChatStore):
+    db: PostgresBackend
+
+    async def load(self, chat_id: str) -> StoredChat | None:
+        query = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = %s"
+        found = await self.db.select(query, (chat_id,))
+        if not found:
+            return None
+        chat_id, version, state, updated_at, owner = found[0]
+        return StoredChat(chat_id, version, bytes(state), updated_at, owner)
+
+    async def save(self, chat: StoredChat) -> bool:
+        statement, params = rows.save_chat(POSTGRES, chat)
+        async with self.db.connection() as conn:
+            return (await conn.execute(statement.encode(), params)).rowcount == 1
+
+    async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        async with self.db.connection() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cursor:
+            for statement, runs in rows.log_replies(POSTGRES, batch, now):
+                if runs:
+                    await cursor.executemany(statement.encode(), runs)
+
+    async def reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        (head, head_params), (frames, frames_params) = rows.reply_log_queries(POSTGRES, chat_id, after)
+        found = await self.db.select(head, head_params)
+        if not found:
+            return None
+        reply, meta, done, updated_at = found[0]
+        logged = [bytes(frame) for (frame,) in await self.db.select(frames, frames_params)]
+        return ReplyLog(reply, bytes(meta), done, updated_at, logged)
+
+    async def forget_replies(self, before: float) -> int:
+        return await self.db.execute(rows.forget_replies(POSTGRES, before))
+
+
+@dataclass
+class PostgresPrincipals(PrincipalStore):
+    db: PostgresBackend
+
+    async def load(self, principal_id: str) -> Registered | None:
+        found = await self.db.select(f"{rows.PRINCIPALS} WHERE id = %s", (principal_id,))
+        return principal_record(found[0][0]) if found else None
+
+    async def by_token(self, token_hash: str) -> Registered | None:
+        found = await self.db.select(f"{rows.PRINCIPALS} WHERE token_hash = %s", (token_hash,))
+        return principal_record(found[0][0]) if found else None
+
+    async def all(self) -> list[Registered]:
+        return [
+            principal_record(record) for (record,) in await self.db.select(f"{rows.PRINCIPALS} ORDER BY seq")
+        ]

@@ -1,0 +1,379 @@
+"""The Redis ledger: approvals in hashes, changes as Lua compare-and-set, the audit log as a stream.
+
+Writes are group-committed (`ledger/committer.py`) the same way as in PostgreSQL: load the records, apply the
+core's pure steps in Python, then store the results and their chained audit entries. Redis has no
+transaction that can span the Python steps, so the store is one Lua script (atomic on the server) that
+checks first and writes only if nothing moved since the load:
+
+- every record's `rev` (a task's change number) must be the one that was loaded, and no new approval's or
+  task's call may have been asked meanwhile, or the script answers `stale` and the batch runs again on
+  fresh records. This is where a second decision from another process loses: its rerun sees a decided
+  approval.
+- the audit head must be the one the entries were chained after, or the script answers with the real
+  head and the entries are chained again. The steps do not run again: no record changed.
+
+A process has one committer, which reads the head with the records, so only a write from another
+process landing between that read and the script costs a retry.
+
+Keys live under one prefix (`signoff` by default):
+
+    {p}:a:{id}            hash   record, state, rev          one approval
+    {p}:calls             hash   [chat, call] → id           one approval per chat and call id
+    {p}:order             zset   id by insertion number      every approval, oldest first
+    {p}:chat:{chat}       zset   id by insertion number      a chat's approvals
+    {p}:state:{state}     zset   id by insertion number      approvals in one state
+    {p}:due               zset   id by deadline              pending approvals that have one
+    {p}:g:{id}            hash   record, rev                 one grant
+    {p}:grants[:{tool}]   zset   id by insertion number      grants, all and by tool
+    {p}:chat-state:{chat} hash   version, state, updated_at, owner  a chat's server-side state
+    {p}:audit             stream entry JSON at id {seq}-1    the hash-chained audit log
+    {p}:head              hash   seq, hash                   the audit log's newest entry
+    {p}:lease:{name}      string the holder, with a TTL      the deadline sweeper's lease
+    {p}:reply:{chat}      hash   reply, meta, done, updated_at  a chat's latest reply log
+    {p}:frames:{chat}     list   its frames, in order
+    {p}:replies           zset   chat by updated_at          reply logs, to forget old ones
+    {p}:t:{id}            hash   record, progress, …, seq    one task (see `ledger/rows.py` on its fields)
+    {p}:tcalls            hash   [chat, call] → id           one task per chat and call id
+    {p}:tseq              string the newest task change number
+    {p}:tchanges          zset   id by change number         every task, last changed last
+    {p}:tall, :tchat:{c}  zset   id by creation time         every task, and a chat's
+    {p}:tlive             zset   id by heartbeat             unfinished tasks, for the sweeper
+    {p}:tworker:{w}       set    ids                         a worker's unfinished tasks
+    {p}:p:{id}            hash   record, rev                 one registered principal
+    {p}:tokens            hash   token hash → id             principals by their token's hash
+    {p}:principals        zset   id by insertion number      every principal, oldest first
+
+A decision is published on `{p}:decided` from inside the script, so only a committed one is heard; the
+message is the decided record, so a waiter in another process resumes without reading it back. A
+process's watcher subscribes while anyone there waits, and also reads the state of every approval it
+waits on each `poll_interval`: pub/sub drops messages while a connection is down, so that sweep is what
+makes a missed message only a delay. A single Redis server (with replicas if you like) is supported, not
+Redis Cluster: the scripts touch keys they compute themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+from redis import asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError
+
+from signoff.core.approval import Approval, State
+from signoff.core.audit import GENESIS_HEAD, AuditKey, Head, chain
+from signoff.core.errors import LedgerUnavailable
+from signoff.core.task import Task
+from signoff.ledger.keys import (
+    ApprovalKey,
+    AskedKey,
+    GrantKey,
+    Key,
+    PrincipalKey,
+    StartedKey,
+    Stored,
+    TaskKey,
+    Write,
+)
+from signoff.ledger.records import Change
+from signoff.ledger.redis import scripts
+from signoff.ledger.redis.stores import RedisApprovals, RedisChats, RedisPrincipals, RedisTasks, task_of
+from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record
+from signoff.ledger.stores import Apply, Backend, Heard
+
+encode = msgspec.json.Encoder().encode
+_HASHES: dict[type[Key], tuple[str, Callable[[bytes], Any]]] = {
+    ApprovalKey: ("a", approval_record),
+    GrantKey: ("g", grant_record),
+    PrincipalKey: ("p", principal_record),
+}
+"""The hash each keyed record lives in, by the prefix of its key, and how to read its `record` field."""
+
+
+class _Stale(Exception):
+    """A record moved between the load and the script: run the batch again on fresh records."""
+
+
+class RedisBackend(Backend):
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str,
+        pool_size: int,
+        connect_timeout: float,
+        pool_timeout: float,
+        poll_interval: float,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.pool_size = pool_size
+        self.connect_timeout = connect_timeout
+        self.pool_timeout = pool_timeout
+        self.poll_interval = poll_interval
+        self.approvals = RedisApprovals(self)
+        self.tasks = RedisTasks(self)
+        self.chats = RedisChats(self)
+        self.principals = RedisPrincipals(self)
+        self._redis: aioredis.Redis | None = None
+        self._scripts: dict[str, Any] = {}
+        self._head: Head = GENESIS_HEAD
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    async def start(self) -> None:
+        pool = aioredis.BlockingConnectionPool.from_url(  # callers beyond the pool wait their turn
+            self.url,
+            max_connections=self.pool_size,
+            timeout=self.pool_timeout,
+            socket_connect_timeout=self.connect_timeout,
+            socket_timeout=30.0,
+            health_check_interval=30,
+            # A pooled connection is dead after the server restarts: try a fresh one before giving up. A
+            # write whose reply was lost and is sent again finds its own change and loses its CAS, so a
+            # retry can report "already decided" for a decision that landed, never apply one twice.
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=6),
+        )
+        client = aioredis.Redis.from_pool(pool)
+        try:
+            await client.ping()
+            await self._migrate(client)
+        except RedisError as exc:
+            await client.aclose()
+            raise LedgerUnavailable(f"cannot reach Redis ledger {_safe(self.url)}: {exc}") from exc
+        except BaseException:
+            await client.aclose()
+            raise
+        self._redis = client
+        self._scripts = {
+            name.lower(): client.register_script(getattr(scripts, name))
+            for name in ("COMMIT", "SAVE_CHAT", "LEASE", "BEGIN_REPLY", "LOG_FRAMES", "FORGET_REPLIES",
+                         "REPORT_TASKS", "BEAT")
+        }  # fmt: skip
+
+    async def _migrate(self, client: aioredis.Redis) -> int:
+        """Apply the migrations after the recorded version, each in the script that records it; a newer
+        schema is refused. The version before."""
+        schema = self.key("schema")
+        before = int(await client.get(schema) or 0)
+        if before > scripts.SCHEMA_VERSION:
+            raise LedgerUnavailable(
+                f"Redis ledger {_safe(self.url)} (prefix {self.prefix!r}) has ledger schema {before},"
+                f" newer than this signoff's {scripts.SCHEMA_VERSION}"
+            )
+        for version in range(before + 1, scripts.SCHEMA_VERSION + 1):
+            migration = scripts.MIGRATE % scripts.MIGRATIONS[version - 1]
+            await client.eval(migration, 1, schema, self.prefix, version)
+        return before
+
+    async def upgrade(self) -> tuple[int, int]:
+        client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.connect_timeout)
+        try:
+            return await self._migrate(client), scripts.SCHEMA_VERSION
+        except RedisError as exc:
+            raise LedgerUnavailable(f"cannot reach Redis ledger {_safe(self.url)}: {exc}") from exc
+        finally:
+            await client.aclose()
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise RuntimeError(
+                "the Redis ledger is not started: use `async with ledger:` or `await ledger.start()`"
+            )
+        return self._redis
+
+    async def call(self, fn: Callable[[aioredis.Redis], Any]) -> Any:
+        """Run one command or pipeline; a connection failure is `LedgerUnavailable`, naming the server."""
+        try:
+            return await fn(self.redis)
+        except RedisError as exc:
+            raise LedgerUnavailable(f"the Redis ledger {_safe(self.url)} failed: {exc}") from exc
+
+    async def script(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        """Run one of the ledger's scripts; with `client`, queue it on that pipeline instead."""
+        if client is not None:
+            return await self._scripts[name](keys=keys, args=args, client=client)
+        return await self.call(lambda r: self._scripts[name](keys=keys, args=args, client=r))
+
+    async def records(self, keys: Sequence[str]) -> list[bytes]:
+        """The `record` field of each hash, in order, skipping any that vanished."""
+
+        async def fetch(redis: aioredis.Redis) -> list[bytes | None]:
+            pipe = redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.hget(key, "record")
+            return list(await pipe.execute())
+
+        return [record for record in await self.call(fetch) if record is not None] if keys else []
+
+    async def lease(self, name: str, holder: str, now: float, ttl: float) -> bool:
+        keys, args = [self.key("lease", name)], [holder, max(1, int(ttl * 1000))]
+        return bool(await self.script("lease", keys, args))
+
+    @contextlib.asynccontextmanager
+    async def listen(self) -> AsyncIterator[Heard]:
+        """A subscription to `{p}:decided`, whose messages are the decided records."""
+        try:
+            async with self.redis.pubsub() as pubsub:
+                await pubsub.subscribe(self.key("decided"))
+
+                async def heard(seconds: float) -> list[Approval | str]:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=seconds)
+                    return [] if message is None else [approval_record(message["data"])]
+
+                yield heard
+        except (RedisError, OSError) as exc:
+            raise LedgerUnavailable(f"the Redis ledger's watcher failed: {exc}") from exc
+
+    # -- the one transaction: load, run the steps, compare-and-set ------------------------------------------
+
+    async def transact(self, keys: Sequence[Key], apply: Apply, key: AuditKey) -> list[Change]:
+        while True:
+            writes = apply(await self._load(keys))
+            if not writes:
+                return []
+            try:
+                return await self._store(writes, key)
+            except _Stale:
+                continue
+
+    async def _load(self, keys: Sequence[Key]) -> dict[Key, Stored]:
+        """The records, and the audit head, in one round trip: reading the head here rather than trusting
+        the one this process last wrote saves a second script call whenever another process wrote since."""
+        hashed = [key for key in keys if isinstance(key, ApprovalKey | GrantKey | PrincipalKey)]
+        tasks = [key for key in keys if isinstance(key, TaskKey)]
+        calls = [key for key in keys if isinstance(key, AskedKey | StartedKey)]
+
+        async def fetch(redis: aioredis.Redis) -> list[Any]:
+            pipe = redis.pipeline(transaction=False)
+            pipe.hmget(self.key("head"), "seq", "hash")
+            for key in hashed:
+                pipe.hmget(self.key(_HASHES[type(key)][0], key.id), "record", "rev")
+            for task in tasks:
+                pipe.hmget(self.key("t", task.id), *TASK_COLUMNS.split(", "))
+            for call in calls:
+                index = "calls" if isinstance(call, AskedKey) else "tcalls"
+                pipe.hget(self.key(index), encode([call.chat_id, call.call_id]))
+            return list(await pipe.execute())
+
+        (seq, head), *replies = await self.call(fetch)
+        self._head = (int(seq), head.decode()) if seq is not None else GENESIS_HEAD
+        stored: dict[Key, Stored] = {}
+        for key, (record, rev) in zip(hashed, replies, strict=False):
+            if record is not None:
+                stored[key] = Stored(_HASHES[type(key)][1](record), int(rev))
+        for task_key, row in zip(tasks, replies[len(hashed) :], strict=False):
+            if (task := task_of(row)) is not None:
+                stored[task_key] = Stored(task, task.seq)
+        asked: list[tuple[Key, Key]] = [
+            (call, ApprovalKey(i.decode()) if isinstance(call, AskedKey) else TaskKey(i.decode()))
+            for call, i in zip(calls, replies[len(hashed) + len(tasks) :], strict=True)
+            if i
+        ]
+        if asked:
+            found = await self._load([record for _, record in asked])
+            for call, record in asked:
+                if record in found:
+                    stored[call] = found[record]
+        return stored
+
+    async def _store(self, batch: Sequence[Write], key: AuditKey) -> list[Change]:
+        """One `COMMIT` script, which checks before it writes (see the module docstring)."""
+        revs: dict[Key, list[object]] = {}
+        calls, approvals, grants, principals, created = [], [], [], [], set[str]()
+        tasks, tcalls, tseqs = [], [], dict[str, str]()
+        for write in batch:
+            change = write.change
+            if (t := change.task) is not None:
+                call = encode([t.chat_id, t.call.call_id]).decode() if write.new else None
+                if call is not None:
+                    tcalls.append(call)
+                    created.add(t.id)
+                elif t.id not in created and write.rev is not None:
+                    tseqs.setdefault(t.id, str(write.rev))
+                tasks.append(_task_fields(t, call))
+            elif (r := change.principal) is not None:  # a new one must still be new: its rev is 0
+                revs.setdefault(PrincipalKey(r.id), ["p", r.id, write.rev or 0])
+                principals.append({"id": r.id, "record": encode(r).decode(), "hash": r.token_hash})
+            elif write.new and (a := change.approval) is not None:
+                calls.append(encode([a.chat_id, a.call.call_id]).decode())
+                created.add(a.id)
+            elif isinstance(write.key, ApprovalKey | GrantKey) and write.key.id not in created:
+                assert write.rev is not None
+                revs.setdefault(write.key, [_HASHES[type(write.key)][0], write.key.id, write.rev])
+            if (a := change.approval) is not None:
+                approval = _present(
+                    id=a.id, record=encode(a).decode(), state=str(a.state),
+                    call=calls[-1] if write.new else None, chat=a.chat_id,
+                    deadline=a.deadline if write.new and a.state is State.PENDING else None,
+                )  # fmt: skip
+                approvals.append(approval)
+            if (g := change.grant) is not None:
+                grants.append({"id": g.id, "record": encode(g).decode(), "tool": g.tool})
+        events = [event for write in batch for event in write.change.events]
+        payload = {
+            "revs": list(revs.values()), "calls": calls, "approvals": approvals, "grants": grants,
+            "tasks": tasks, "tcalls": tcalls, "tseqs": [list(pair) for pair in tseqs.items()],
+            "principals": principals,
+        }  # fmt: skip
+        while True:
+            entries, head = [], self._head
+            for event in events:
+                entry = chain(event, head, key)
+                entries.append([entry.seq, encode(entry).decode()])
+                head = entry.head
+            payload.update(head=self._head[0], entries=entries, hash=head[1])
+            reply = await self.script("commit", [], [self.prefix, encode(payload)])
+            outcome = reply[0].decode()
+            if outcome == "stale":
+                raise _Stale
+            if outcome == "head":  # another process wrote since: chain after its entries instead
+                self._head = (int(reply[1]), reply[2].decode() if reply[2] else GENESIS_HEAD[1])
+                continue
+            self._head = head
+            seqs = iter(reply[1])
+            return [_numbered(write.change, seqs) for write in batch]
+
+
+def _task_fields(task: Task, call: str | None) -> dict[str, object]:
+    """A task as `COMMIT` stores it; `call` for a new one."""
+    return _present(
+        id=task.id, call=call, chat=task.chat_id, created=repr(task.created_at),
+        record=encode(task).decode(), state=str(task.state), worker=task.worker, cancel_by=task.cancel_by,
+        progress=task.progress, message=task.message, updated_at=repr(task.updated_at),
+        heartbeat=repr(task.heartbeat),
+    )  # fmt: skip
+
+
+def _numbered(change: Change, seqs: Iterator[Any]) -> Change:
+    """The change with its task's change number, the next of `seqs`, if it has a task."""
+    if change.task is None:
+        return change
+    return dataclasses.replace(change, task=msgspec.structs.replace(change.task, seq=int(next(seqs))))
+
+
+def _present(**fields: object) -> dict[str, object]:
+    """The fields that have a value: Lua's cjson turns JSON null into a value that is true."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

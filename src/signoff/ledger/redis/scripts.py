@@ -1,0 +1,183 @@
+"""The Redis ledger's Lua scripts, each atomic on the server, and its schema's migrations."""
+
+COMMIT = """
+local p, c = ARGV[1], cjson.decode(ARGV[2])
+for _, r in ipairs(c.revs) do
+  local rev = tonumber(redis.call('HGET', p .. ':' .. r[1] .. ':' .. r[2], 'rev')) or 0
+  if rev ~= r[3] then return {'stale'} end
+end
+for _, call in ipairs(c.calls) do
+  if redis.call('HEXISTS', p .. ':calls', call) == 1 then return {'stale'} end
+end
+for _, t in ipairs(c.tseqs) do
+  if redis.call('HGET', p .. ':t:' .. t[1], 'seq') ~= t[2] then return {'stale'} end
+end
+for _, call in ipairs(c.tcalls) do
+  if redis.call('HEXISTS', p .. ':tcalls', call) == 1 then return {'stale'} end
+end
+local head = redis.call('HMGET', p .. ':head', 'seq', 'hash')
+local seq = tonumber(head[1]) or 0
+if seq ~= c.head then return {'head', seq, head[2]} end
+for _, a in ipairs(c.approvals) do
+  local key = p .. ':a:' .. a.id
+  if a.call then
+    local n = redis.call('INCR', p .. ':n')
+    redis.call('HSET', key, 'record', a.record, 'state', a.state, 'rev', 1)
+    redis.call('HSET', p .. ':calls', a.call, a.id)
+    redis.call('ZADD', p .. ':order', n, a.id)
+    redis.call('ZADD', p .. ':chat:' .. a.chat, n, a.id)
+    redis.call('ZADD', p .. ':state:' .. a.state, n, a.id)
+    if a.deadline then redis.call('ZADD', p .. ':due', a.deadline, a.id) end
+  else
+    local was = redis.call('HGET', key, 'state')
+    redis.call('HSET', key, 'record', a.record, 'state', a.state)
+    redis.call('HINCRBY', key, 'rev', 1)
+    if was ~= a.state then
+      local n = redis.call('ZSCORE', p .. ':order', a.id)
+      redis.call('ZREM', p .. ':state:' .. was, a.id)
+      redis.call('ZADD', p .. ':state:' .. a.state, n, a.id)
+      redis.call('ZREM', p .. ':due', a.id)
+      if a.state ~= 'pending' then redis.call('PUBLISH', p .. ':decided', a.record) end
+    end
+  end
+end
+for _, g in ipairs(c.grants) do
+  local key = p .. ':g:' .. g.id
+  redis.call('HSET', key, 'record', g.record)
+  if redis.call('HINCRBY', key, 'rev', 1) == 1 then
+    local n = redis.call('INCR', p .. ':n')
+    redis.call('ZADD', p .. ':grants', n, g.id)
+    redis.call('ZADD', p .. ':grants:' .. g.tool, n, g.id)
+  end
+end
+local seqs = {}
+for _, t in ipairs(c.tasks) do
+  local key = p .. ':t:' .. t.id
+  if t.call then
+    redis.call('HSET', p .. ':tcalls', t.call, t.id)
+    redis.call('ZADD', p .. ':tchat:' .. t.chat, t.created, t.id)
+    redis.call('ZADD', p .. ':tall', t.created, t.id)
+  end
+  local was = redis.call('HGET', key, 'worker')
+  if was then redis.call('SREM', p .. ':tworker:' .. was, t.id) end
+  local seq = redis.call('INCR', p .. ':tseq')
+  redis.call('HSET', key, 'record', t.record, 'state', t.state, 'worker', t.worker,
+    'cancel_by', t.cancel_by, 'progress', t.progress, 'message', t.message,
+    'updated_at', t.updated_at, 'heartbeat', t.heartbeat, 'seq', seq)
+  redis.call('ZADD', p .. ':tchanges', seq, t.id)
+  if t.state == 'pending' or t.state == 'running' then
+    redis.call('ZADD', p .. ':tlive', t.heartbeat, t.id)
+    redis.call('SADD', p .. ':tworker:' .. t.worker, t.id)
+  else
+    redis.call('ZREM', p .. ':tlive', t.id)
+  end
+  table.insert(seqs, seq)
+end
+for _, r in ipairs(c.principals) do
+  local key = p .. ':p:' .. r.id
+  redis.call('HSET', key, 'record', r.record)
+  if redis.call('HINCRBY', key, 'rev', 1) == 1 then
+    redis.call('HSET', p .. ':tokens', r.hash, r.id)
+    redis.call('ZADD', p .. ':principals', redis.call('INCR', p .. ':n'), r.id)
+  end
+end
+for _, e in ipairs(c.entries) do redis.call('XADD', p .. ':audit', e[1] .. '-1', 'e', e[2]) end
+if #c.entries > 0 then redis.call('HSET', p .. ':head', 'seq', c.entries[#c.entries][1], 'hash', c.hash) end
+return {'ok', seqs}
+"""
+"""Store a batch of writes (see `RedisBackend.store`) if nothing it was computed from moved: every record's
+`rev`, every task's change number and every new approval's or task's call (`stale`), and the audit head
+(`head`, with the real one). A task's times come as strings: Lua would print a number with 14 digits.
+Answers with the change number each task got."""
+
+SAVE_CHAT = """
+local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
+if version ~= tonumber(ARGV[1]) - 1 then return 0 end
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'state', ARGV[2], 'updated_at', ARGV[3])
+if version == 0 and ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'owner', ARGV[4]) end
+return 1
+"""
+
+LOG_FRAMES = """
+if redis.call('HGET', KEYS[1], 'reply') ~= ARGV[1] then return 0 end
+local have, start = redis.call('LLEN', KEYS[2]), tonumber(ARGV[2])
+for i = 6, #ARGV do
+  if start + i - 5 > have then redis.call('RPUSH', KEYS[2], ARGV[i]) end
+end
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'done', 1) end
+redis.call('HSET', KEYS[1], 'updated_at', ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
+return 1
+"""
+"""Append frames to the chat's reply log if it is still this reply's; a frame already there (a retry)
+is not appended twice."""
+
+BEGIN_REPLY = """
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'reply', ARGV[1], 'meta', ARGV[2], 'done', 0, 'updated_at', ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+return 1
+"""
+
+FORGET_REPLIES = """
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
+for _, chat in ipairs(old) do
+  redis.call('DEL', ARGV[1] .. ':reply:' .. chat, ARGV[1] .. ':frames:' .. chat)
+  redis.call('ZREM', KEYS[1], chat)
+end
+return #old
+"""
+
+REPORT_TASKS = """
+local p, now, cancelling = ARGV[1], ARGV[2], {}
+for i = 3, #ARGV, 3 do
+  local id = ARGV[i]
+  local key = p .. ':t:' .. id
+  if redis.call('HGET', key, 'state') == 'running' then
+    local seq = redis.call('INCR', p .. ':tseq')
+    redis.call('HSET', key, 'progress', ARGV[i + 1], 'message', ARGV[i + 2], 'updated_at', now,
+      'heartbeat', now, 'seq', seq)
+    redis.call('ZADD', p .. ':tchanges', seq, id)
+    redis.call('ZADD', p .. ':tlive', now, id)
+    if redis.call('HGET', key, 'cancel_by') ~= '' then table.insert(cancelling, id) end
+  end
+end
+return cancelling
+"""
+
+BEAT = """
+local p, now, cancelling = ARGV[1], ARGV[3], {}
+for _, id in ipairs(redis.call('SMEMBERS', p .. ':tworker:' .. ARGV[2])) do
+  local key = p .. ':t:' .. id
+  redis.call('HSET', key, 'heartbeat', now)
+  redis.call('ZADD', p .. ':tlive', now, id)
+  local state, by = unpack(redis.call('HMGET', key, 'state', 'cancel_by'))
+  if state == 'running' and by ~= '' then table.insert(cancelling, id) end
+end
+return cancelling
+"""
+
+LEASE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    "",  # version 1: every key is made as its record is first written; nothing to move
+)
+"""The schema, one migration per version: version N is the keys after MIGRATIONS[N - 1], a Lua body that
+may use `prefix`. Append only."""
+SCHEMA_VERSION = len(MIGRATIONS)
+
+MIGRATE = """
+local have = tonumber(redis.call('GET', KEYS[1]) or '0')
+if have ~= tonumber(ARGV[2]) - 1 then return have end
+local prefix = ARGV[1]
+%s
+redis.call('SET', KEYS[1], ARGV[2])
+return tonumber(ARGV[2])
+"""
+"""Run one migration if the schema is at the version before it, and record it in the same script: of
+several workers migrating at once, exactly one applies it."""

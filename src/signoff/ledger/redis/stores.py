@@ -1,0 +1,211 @@
+"""The Redis ledger's stores: reads of its hashes and indexes (see the backend's docstring for the keys),
+and the writes nothing audits, each one script."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from redis import asyncio as aioredis
+
+from signoff.core.approval import Approval, State
+from signoff.core.audit import AuditEntry
+from signoff.core.grant import Grant
+from signoff.core.principal import Registered
+from signoff.core.task import Task
+from signoff.ledger.records import Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record, task_from_row
+from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
+
+if TYPE_CHECKING:  # the backend makes these stores, over its client
+    from signoff.ledger.redis.backend import RedisBackend
+
+_entry = msgspec.json.Decoder(AuditEntry).decode
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class RedisApprovals(ApprovalStore):
+    db: RedisBackend
+
+    async def load(self, approval_id: str) -> Approval | None:
+        records = await self.db.records([self.db.key("a", approval_id)])
+        return approval_record(records[0]) if records else None
+
+    async def find(self, chat_id: str, call_id: str) -> Approval | None:
+        field = _encode([chat_id, call_id])
+        approval_id = await self.db.call(lambda r: r.hget(self.db.key("calls"), field))
+        return None if approval_id is None else await self.load(approval_id.decode())
+
+    async def query(
+        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
+    ) -> list[Approval]:
+        key = self.db.key
+        if due_by is not None:
+            index, low, high = key("due"), "-inf", str(due_by)
+        elif chat_id is not None:
+            index, low, high = key("chat", chat_id), "-inf", "+inf"
+        elif state is not None:
+            index, low, high = key("state", str(state)), "-inf", "+inf"
+        else:
+            index, low, high = key("order"), "-inf", "+inf"
+        ids = await self.db.call(lambda r: r.zrangebyscore(index, low, high))
+        found = [approval_record(r) for r in await self.db.records([key("a", i.decode()) for i in ids])]
+        found = [
+            a
+            for a in found
+            if (chat_id is None or a.chat_id == chat_id) and (state is None or a.state is state)
+        ]
+        if due_by is not None:
+            found.sort(key=lambda a: a.created_at)
+        return found[:limit]
+
+    async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
+        found = await self.db.records([self.db.key("a", i) for i in approval_ids])
+        return [a for a in map(approval_record, found) if a.state is not State.PENDING]
+
+    async def grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
+        index = self.db.key("grants") if tool is None else self.db.key("grants", tool)
+        ids = await self.db.call(lambda r: r.zrange(index, 0, -1))
+        grants = [grant_record(r) for r in await self.db.records([self.db.key("g", i.decode()) for i in ids])]
+        return [
+            g
+            for g in grants
+            if (chat_id is None or g.chat_id is None or g.chat_id == chat_id) and (not active or g.active)
+        ]
+
+    async def audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
+        start = f"({after_seq}-1" if after_seq else "-"
+        found = await self.db.call(lambda r: r.xrange(self.db.key("audit"), start, "+", count=limit))
+        return [_entry(fields[b"e"]) for _, fields in found]
+
+    async def last_seq(self) -> int:
+        return int(await self.db.call(lambda r: r.hget(self.db.key("head"), "seq")) or 0)
+
+
+@dataclass
+class RedisTasks(TaskStore):
+    db: RedisBackend
+
+    async def load(self, task_id: str) -> Task | None:
+        found = await self._load([task_id])
+        return found[0] if found else None
+
+    async def _load(self, ids: Sequence[str]) -> list[Task]:
+        async def fetch(redis: aioredis.Redis) -> list[Any]:
+            pipe = redis.pipeline(transaction=False)
+            for task_id in ids:
+                pipe.hmget(self.db.key("t", task_id), *TASK_COLUMNS.split(", "))
+            return list(await pipe.execute())
+
+        found = await self.db.call(fetch) if ids else []
+        return [task for row in found if (task := task_of(row)) is not None]
+
+    async def query(self, query: TaskQuery) -> list[Task]:
+        key = self.db.key
+        if query.after_seq is not None:
+            index, low, high = key("tchanges"), f"({query.after_seq}", "+inf"
+        elif query.beat_before is not None:
+            index, low, high = key("tlive"), "-inf", f"({query.beat_before!r}"
+        elif query.chat_id is not None:
+            index, low, high = key("tchat", query.chat_id), "-inf", "+inf"
+        else:
+            index, low, high = key("tall"), "-inf", "+inf"
+        ids = await self.db.call(lambda r: r.zrangebyscore(index, low, high))
+        return query.select(await self._load([i.decode() for i in ids]))
+
+    async def last_seq(self) -> int:
+        return int(await self.db.call(lambda r: r.get(self.db.key("tseq"))) or 0)
+
+    async def report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        cancelling = []
+        for start in range(0, len(reports), 1000):  # one script call holds the server for the whole batch
+            args: list[Any] = [self.db.prefix, repr(now)]
+            for r in reports[start : start + 1000]:
+                args += [r.task_id, r.progress, r.message]
+            cancelling += [i.decode() for i in await self.db.script("report_tasks", [], args)]
+        return cancelling
+
+    async def beat(self, worker: str, now: float) -> list[str]:
+        return [i.decode() for i in await self.db.script("beat", [], [self.db.prefix, worker, repr(now)])]
+
+
+@dataclass
+class RedisChats(ChatStore):
+    db: RedisBackend
+
+    async def load(self, chat_id: str) -> StoredChat | None:
+        key = self.db.key("chat-state", chat_id)
+        fields = ("version", "state", "updated_at", "owner")
+        version, state, updated_at, owner = await self.db.call(lambda r: r.hmget(key, *fields))
+        if version is None:
+            return None
+        return StoredChat(chat_id, int(version), bytes(state), float(updated_at), owner and owner.decode())
+
+    async def save(self, chat: StoredChat) -> bool:
+        keys = [self.db.key("chat-state", chat.chat_id)]
+        args = [chat.version, chat.state, repr(chat.updated_at), chat.owner or ""]
+        return bool(await self.db.script("save_chat", keys, args))
+
+    async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        """One pipeline of scripts, each atomic: a log that begins starts over, then takes its entries."""
+
+        async def log(redis: aioredis.Redis) -> None:
+            pipe = redis.pipeline(transaction=False)
+            for e in batch:
+                keys = self._keys(e.chat_id)
+                if e.meta is not None:
+                    await self.db.script("begin_reply", keys, [e.reply, e.meta, repr(now), e.chat_id], pipe)
+                args = [e.reply, e.start, int(e.done), repr(now), e.chat_id, *e.frames]
+                await self.db.script("log_frames", keys, args, pipe)  # queued, not sent
+            await pipe.execute()
+
+        await self.db.call(log)
+
+    def _keys(self, chat_id: str) -> list[str]:
+        return [self.db.key("reply", chat_id), self.db.key("frames", chat_id), self.db.key("replies")]
+
+    async def reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        async def read(redis: aioredis.Redis) -> list[Any]:
+            async with redis.pipeline(transaction=True) as pipe:
+                pipe.hmget(self.db.key("reply", chat_id), "reply", "meta", "done", "updated_at")
+                pipe.lrange(self.db.key("frames", chat_id), after, -1)
+                return list(await pipe.execute())
+
+        (reply, meta, done, updated_at), frames = await self.db.call(read)
+        if reply is None:
+            return None
+        return ReplyLog(reply.decode(), bytes(meta), done == b"1", float(updated_at), list(frames))
+
+    async def forget_replies(self, before: float) -> int:
+        keys, args = [self.db.key("replies")], [self.db.prefix, repr(before)]
+        return int(await self.db.script("forget_replies", keys, args))
+
+
+@dataclass
+class RedisPrincipals(PrincipalStore):
+    db: RedisBackend
+
+    async def load(self, principal_id: str) -> Registered | None:
+        records = await self.db.records([self.db.key("p", principal_id)])
+        return principal_record(records[0]) if records else None
+
+    async def by_token(self, token_hash: str) -> Registered | None:
+        principal_id = await self.db.call(lambda r: r.hget(self.db.key("tokens"), token_hash))
+        return None if principal_id is None else await self.load(principal_id.decode())
+
+    async def all(self) -> list[Registered]:
+        ids = await self.db.call(lambda r: r.zrange(self.db.key("principals"), 0, -1))
+        return [
+            principal_record(r) for r in await self.db.records([self.db.key("p", i.decode()) for i in ids])
+        ]
+
+
+def task_of(row: Sequence[Any]) -> Task | None:
+    """A task from its hash's `TASK_COLUMNS`; None if it has none."""
+    record, progress, message, at, beat, seq = row
+    if record is None:
+        return None
+    return task_from_row((record, int(progress), message.decode(), float(at), float(beat), int(seq)))

@@ -1,0 +1,153 @@
+"""The SQLite ledger's stores: each read is one function on the ledger's thread (see `backend`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from signoff.core.approval import Approval, State
+from signoff.core.audit import AuditEntry
+from signoff.core.grant import Grant
+from signoff.core.principal import Registered
+from signoff.core.task import Task
+from signoff.ledger import rows
+from signoff.ledger.records import Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.rows import AUDIT_COLUMNS, SQLITE, approval_record, grant_record, principal_record
+from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
+
+if TYPE_CHECKING:  # the backend makes these stores, over its connection
+    from signoff.ledger.sqlite.backend import SqliteBackend
+
+
+@dataclass
+class SqliteApprovals(ApprovalStore):
+    db: SqliteBackend
+
+    async def load(self, approval_id: str) -> Approval | None:
+        found = await self.db.run(self.db.select, "SELECT record FROM approvals WHERE id = ?", (approval_id,))
+        return approval_record(found[0][0]) if found else None
+
+    async def find(self, chat_id: str, call_id: str) -> Approval | None:
+        sql = "SELECT record FROM approvals WHERE chat_id = ? AND call_id = ?"
+        found = await self.db.run(self.db.select, sql, (chat_id, call_id))
+        return approval_record(found[0][0]) if found else None
+
+    async def query(
+        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
+    ) -> list[Approval]:
+        state_name = None if state is None else str(state)
+        query = rows.approvals_query(SQLITE, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
+        return [approval_record(record) for (record,) in await self.db.run(self.db.select, *query)]
+
+    async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
+        marks = ",".join("?" * len(approval_ids))
+        sql = f"SELECT record FROM approvals WHERE state != 'pending' AND id IN ({marks})"
+        return [approval_record(record) for (record,) in await self.db.run(self.db.select, sql, approval_ids)]
+
+    async def grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
+        query = rows.grants_query(SQLITE, chat_id=chat_id, tool=tool, active=active)
+        return [grant_record(record) for (record,) in await self.db.run(self.db.select, *query)]
+
+    async def audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
+        sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
+        return [rows.audit_entry(row) for row in await self.db.run(self.db.select, sql, (after_seq, limit))]
+
+    async def last_seq(self) -> int:
+        return int((await self.db.run(self.db.select, "SELECT coalesce(max(seq), 0) FROM audit"))[0][0])
+
+
+@dataclass
+class SqliteTasks(TaskStore):
+    """Each write numbers its changes under the write lock, so numbers follow commit order."""
+
+    db: SqliteBackend
+
+    async def load(self, task_id: str) -> Task | None:
+        found = await self.db.run(self.db.select, *rows.task_by(SQLITE, "id", task_id))
+        return rows.task_from_row(found[0]) if found else None
+
+    async def query(self, query: TaskQuery) -> list[Task]:
+        found = await self.db.run(self.db.select, *rows.tasks_query(SQLITE, query))
+        return [rows.task_from_row(row) for row in found]
+
+    async def last_seq(self) -> int:
+        return int((await self.db.run(self.db.select, rows.TASK_SEQ))[0][0])
+
+    async def report(self, reports: Sequence[Progress], now: float) -> list[str]:
+        def report() -> list[str]:
+            with self.db.transaction() as db:
+                (seq,) = db.execute(rows.TASK_SEQ).fetchone()
+                db.executemany(*rows.report_tasks(SQLITE, reports, now, seq))
+                ids = [r.task_id for r in reports]
+                return [
+                    task_id
+                    for start in range(0, len(ids), 500)
+                    for (task_id,) in db.execute(*rows.cancelling(SQLITE, ids[start : start + 500]))
+                ]
+
+        return await self.db.run(report)
+
+    async def beat(self, worker: str, now: float) -> list[str]:
+        renew, cancelling = rows.beat(SQLITE, worker, now)
+
+        def beat() -> list[str]:
+            with self.db.transaction() as db:
+                db.execute(*renew)
+                return [task_id for (task_id,) in db.execute(*cancelling)]
+
+        return await self.db.run(beat)
+
+
+@dataclass
+class SqliteChats(ChatStore):
+    db: SqliteBackend
+
+    async def load(self, chat_id: str) -> StoredChat | None:
+        sql = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = ?"
+        found = await self.db.run(self.db.select, sql, (chat_id,))
+        return StoredChat(*found[0]) if found else None
+
+    async def save(self, chat: StoredChat) -> bool:
+        return await self.db.run(self.db.execute, [rows.save_chat(SQLITE, chat)]) == 1
+
+    async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
+        def log() -> None:
+            with self.db.transaction() as db:
+                for statement, runs in rows.log_replies(SQLITE, batch, now):
+                    db.executemany(statement, runs)
+
+        await self.db.run(log)
+
+    async def reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
+        (head, head_params), (frames, frames_params) = rows.reply_log_queries(SQLITE, chat_id, after)
+
+        def read() -> ReplyLog | None:
+            found = self.db.select(head, head_params)
+            if not found:
+                return None
+            reply, meta, done, updated_at = found[0]
+            logged = [frame for (frame,) in self.db.select(frames, frames_params)]
+            return ReplyLog(reply, meta, bool(done), updated_at, logged)
+
+        return await self.db.run(read)
+
+    async def forget_replies(self, before: float) -> int:
+        return await self.db.run(self.db.execute, rows.forget_replies(SQLITE, before))
+
+
+@dataclass
+class SqlitePrincipals(PrincipalStore):
+    db: SqliteBackend
+
+    async def load(self, principal_id: str) -> Registered | None:
+        found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,))
+        return principal_record(found[0][0]) if found else None
+
+    async def by_token(self, token_hash: str) -> Registered | None:
+        found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} WHERE token_hash = ?", (token_hash,))
+        return principal_record(found[0][0]) if found else None
+
+    async def all(self) -> list[Registered]:
+        found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} ORDER BY created_at, rowid")
+        return [principal_record(record) for (record,) in found]
