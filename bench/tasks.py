@@ -71,8 +71,8 @@ from psycopg import sql
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, TaskState
 from signoff.ledger import Ledger, SqliteLedger
-from signoff.ledger.records import Progress
 from signoff.ledger.postgres import PostgresLedger
+from signoff.ledger.records import Progress
 from signoff.server.feed import TaskFeed
 from signoff.tasks import Tasks, progress
 

@@ -29,8 +29,8 @@ from signoff.core.errors import (
     Unstorable,
 )
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
-from signoff.ledger.records import ReplyFrames
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
+from signoff.ledger.records import ReplyFrames
 from signoff.ledger.redis import RedisLedger
 from tests.conftest import POSTGRES, REDIS, FakeClock, drop
 
