@@ -65,6 +65,7 @@ from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
 from signoff.integrations.pydantic_ai.chat import AgentChat
 from signoff.ledger import open_ledger
+from signoff.core.principal import Principal
 from signoff.protocol import encode, frame, parse_chat_request
 
 PROMPT = "pay 50 USD to Hanako"
@@ -576,9 +577,13 @@ async def bare_flow(agent: PeerAgent) -> None:
         raise FlowFailed(f"run 2 replied {answered.output!r}")
 
 
+BENCH_USER = Principal(id="browser:bench", via="session")
+"""Who sends the floor's requests: one browser, as the server's default auth would name it."""
+
+
 async def signoff_reply(chat: AgentChat, body: bytes) -> list[protocol.Chunk]:
     """One request as the server handles it (parse, prepare, run, encode each chunk), minus HTTP and SSE."""
-    reply = await chat.prepare(parse_chat_request(body), "deferred")
+    reply = await chat.prepare(parse_chat_request(body), "deferred", BENCH_USER)
     chunks = []
     async for chunk in reply.chunks():
         frame(encode(chunk))

@@ -103,6 +103,13 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.call
 
     @property
+    def approved_digest(self) -> str:
+        """`approved_call`'s digest, without hashing the call again when it is the one asked for (a
+        stored digest that disagrees with the call makes every proof over it fail to verify)."""
+        runs = self.approved_call
+        return self.digest if runs is self.call else runs.digest
+
+    @property
     def tally(self) -> str:
         """How far the quorum got, in words: `1 of 2: alice`."""
         names = ", ".join(v.decision.name or v.decision.by for v in self.votes)
@@ -229,14 +236,14 @@ def decide(approval: Approval, decision: Decision, now: float, key: AuditKey) ->
     detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason, "via": decision.via}
     if decision.remember != "once":
         detail["remember"] = decision.remember
-    runs = approval.approved_call
+    digest = approval.approved_digest
     if decision.args is not None:
         if (why := misfit(approval.schema, decision.args)) is not None:
             raise InvalidDecision(f"the edited arguments do not fit {approval.call.tool}: {why}")
         runs = approval.call.with_args(decision.args)
-        detail["digest"] = runs.digest
+        digest = detail["digest"] = runs.digest
         decision = msgspec.structs.replace(decision, args=runs.args)
-    decision = prove_decision(key, approval, decision, runs.digest, now)
+    decision = prove_decision(key, approval, decision, digest, now)
     if not decision.approved:
         changes: dict[str, object] = {"decision": decision, "decided_at": now}
         return _move(approval, State.DENIED, "deny", decision.by, now, detail, **changes)
@@ -307,7 +314,7 @@ def expire(approval: Approval, now: float, key: AuditKey) -> tuple[Approval, Aud
     reason = "no decision before the deadline"
     if approval.on_timeout == "allow":
         decision = Decision.approve(by=TIMEOUT_ACTOR, reason=f"{reason}; the policy allows on timeout")
-        decision = prove_decision(key, approval, decision, approval.approved_call.digest, now)
+        decision = prove_decision(key, approval, decision, approval.approved_digest, now)
         return _move(
             approval,
             State.APPROVED,

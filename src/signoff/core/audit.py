@@ -20,6 +20,7 @@ verifier serves them all.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -33,6 +34,12 @@ from signoff.core.call import normalize
 GENESIS = "0" * 64
 
 
+@functools.lru_cache(maxsize=64)
+def _key_id(secret: bytes) -> str:
+    """Cached: every MAC carries it, and a ledger has a handful of keys."""
+    return hashlib.sha256(b"signoff audit key id\n" + secret).hexdigest()[:12]
+
+
 class AuditKey(msgspec.Struct, frozen=True):
     """One secret, and the short id its MACs carry so a verifier knows which key made them."""
 
@@ -44,11 +51,11 @@ class AuditKey(msgspec.Struct, frozen=True):
 
     @property
     def id(self) -> str:
-        return hashlib.sha256(b"signoff audit key id\n" + self.secret).hexdigest()[:12]
+        return _key_id(self.secret)
 
     def mac(self, body: bytes) -> str:
         """`<kid>:<hex HMAC-SHA256>` of `body`."""
-        return f"{self.id}:{hmac.new(self.secret, body, hashlib.sha256).hexdigest()}"
+        return f"{self.id}:{hmac.digest(self.secret, body, 'sha256').hex()}"
 
     @classmethod
     def generate(cls) -> AuditKey:

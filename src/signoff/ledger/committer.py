@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from signoff.core.audit import Keyring
-from signoff.core.errors import LedgerUnavailable, NotFound
-from signoff.ledger.keys import INSERTS, MUST_EXIST, Key, Stored, Write, own_key, written
+from signoff.core.errors import LedgerUnavailable
+from signoff.ledger.keys import Key, Stored, Write, own_key, written
 from signoff.ledger.records import Change
 from signoff.ledger.stores import Backend
 
@@ -45,6 +45,7 @@ class Committer:
         self.keyring = keyring
         self._queue: list[_Job] = []
         self._task: asyncio.Task[None] | None = None
+        self._inline = False
 
     async def write(self, key: Key | None, step: Step) -> Change:
         """Run `step` on the record `key` names (None where an insert key finds none yet, or a principal
@@ -52,15 +53,24 @@ class Committer:
         nothing of it is stored."""
         job = _Job(key, step)
         if not self.backend.group_commit:
-            [outcome] = await self._commit([job])
-            if isinstance(outcome, Exception):
-                raise outcome
-            return outcome
+            return await self._commit_one(job)
+        if not self._inline and (self._task is None or self._task.done()):
+            return await self._lead(job)
         job.done = asyncio.get_running_loop().create_future()
         self._queue.append(job)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._commit_queued())
         return await job.done
+
+    async def _lead(self, job: _Job) -> Change:
+        """With no commit in flight, a writer commits its own write: a batch of one, at a plain write's
+        cost, with no task to start. Writers arriving meanwhile queue, and a committer task takes them
+        when this write is done, even if its caller was cancelled (its write stands)."""
+        self._inline = True
+        try:
+            return await self._commit_one(job)
+        finally:
+            self._inline = False
+            if self._queue:
+                self._task = asyncio.get_running_loop().create_task(self._commit_queued())
 
     async def drain(self) -> None:
         """Wait for writes still queued, so closing never drops an acknowledged-to-be write."""
@@ -81,6 +91,21 @@ class Committer:
                     except Exception as exc:  # the caller gets it, whatever it is
                         _settle([job], [exc])
 
+    async def _commit_one(self, job: _Job) -> Change:
+        """`_commit` of one job, without a batch's bookkeeping."""
+        outcome: Change | Exception | None = None
+
+        def apply(stored: dict[Key, Stored]) -> list[Write]:
+            nonlocal outcome
+            outcome, write = _step(job, stored)
+            return [] if write is None else [write]
+
+        changes = await self.backend.transact(() if job.key is None else (job.key,), apply, self.keyring.current)
+        if isinstance(outcome, Exception):
+            raise outcome
+        assert outcome is not None
+        return changes[0] if changes else outcome
+
     async def _commit(self, jobs: Sequence[_Job]) -> list[Change | Exception]:
         outcomes: list[Change | Exception] = []
         written_by: list[int] = []
@@ -98,38 +123,44 @@ class Committer:
 
 
 def _run(
-    jobs: Iterable[_Job], stored: dict[Key, Stored]
+    jobs: Iterable[_Job], current: dict[Key, Stored]
 ) -> tuple[list[Change | Exception], list[Write], list[int]]:
-    """Apply each job's step to the records as the jobs before it left them (pure: no I/O): each job's
-    outcome, the writes to store, and the job each write is the outcome of."""
-    current = dict(stored)
+    """Apply each job's step to the records as the jobs before it left them: each job's outcome, the
+    writes to store, and the job each write is the outcome of."""
     outcomes: list[Change | Exception] = []
     writes: list[Write] = []
     written_by: list[int] = []
     for index, job in enumerate(jobs):
-        key = job.key
-        found = current.get(key) if key is not None else None
-        if isinstance(key, INSERTS) and found is not None:  # as this batch left it, if it changed it
-            found = current.get(own_key(key, found.record), found)
-        try:
-            if isinstance(key, MUST_EXIST) and found is None:
-                raise NotFound(f"no {type(key).__name__.removesuffix('Key').lower()} {key.id}")
-            change = job.step(found.record if found else None)
-        except Exception as exc:  # a refusal (AlreadyDecided, …) is its caller's
-            outcomes.append(exc)
-            continue
-        outcomes.append(change)
-        if isinstance(key, INSERTS) and found is not None:
-            continue  # asked before: nothing to write
-        writes.append(Write(change, key, found.rev if found else None))
-        written_by.append(index)
-        if key is not None:
-            rev = found.rev + 1 if found else 1
-            record = written(key, change)
-            current[key] = Stored(record, rev)
-            if isinstance(key, INSERTS):
-                current[own_key(key, record)] = Stored(record, rev)
+        outcome, write = _step(job, current)
+        outcomes.append(outcome)
+        if write is not None:
+            writes.append(write)
+            written_by.append(index)
     return outcomes, writes, written_by
+
+
+def _step(job: _Job, current: dict[Key, Stored]) -> tuple[Change | Exception, Write | None]:
+    """Run one job's step on its record as `current` holds it (no I/O), and update `current` with what it
+    writes: its outcome, and the write to store if any."""
+    key = job.key
+    found = None if key is None else current.get(key)
+    if key is not None and key.inserts and found is not None:  # as this batch left it, if it changed it
+        found = current.get(own_key(key, found.record), found)
+    try:
+        if found is None and key is not None and key.must_exist:
+            raise key.missing()
+        change = job.step(None if found is None else found.record)
+    except Exception as exc:  # a refusal (AlreadyDecided, …) is its caller's
+        return exc, None
+    if key is None:
+        return change, Write(change)
+    if key.inserts and found is not None:
+        return change, None  # asked before: nothing to write
+    stored = Stored(written(key, change), found.rev + 1 if found else 1)
+    current[key] = stored
+    if key.inserts:
+        current[own_key(key, stored.record)] = stored
+    return change, Write(change, key, None if found is None else found.rev)
 
 
 def _settle(jobs: Sequence[_Job], outcomes: Sequence[Change | BaseException]) -> None:

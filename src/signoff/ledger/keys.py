@@ -8,76 +8,98 @@ stores the `Write`s, all or nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from signoff.core.approval import Approval
+from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.records import Change
 
 
+Field = Literal["approval", "grant", "task", "principal"]
+
+
 @dataclass(frozen=True, slots=True)
-class ApprovalKey:
+class _Key:
+    """What the committer needs to know of a key, as class attributes: it asks them of every write, and an
+    attribute costs less than a match."""
+
+    field: ClassVar[Field]
+    """The `Change` field that holds the record a step under this key writes (a decision's change may hold
+    a grant too, beside it)."""
+    must_exist: ClassVar[bool] = False
+    """A step changes the record: a missing one is `NotFound`, and the step never runs."""
+    inserts: ClassVar[bool] = False
+    """A step inserts the record unless one is found (the call was asked or started before)."""
+
+    def missing(self) -> NotFound:
+        return NotFound(f"no {self.field} {getattr(self, 'id', '')}")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalKey(_Key):
+    field = "approval"
+    must_exist = True
     id: str
 
 
 @dataclass(frozen=True, slots=True)
-class GrantKey:
+class GrantKey(_Key):
+    field = "grant"
+    must_exist = True
     id: str
 
 
 @dataclass(frozen=True, slots=True)
-class TaskKey:
+class TaskKey(_Key):
+    field = "task"
+    must_exist = True
     id: str
 
 
 @dataclass(frozen=True, slots=True)
-class PrincipalKey:
+class PrincipalKey(_Key):
     """A principal may be missing: the step that registers one gets None."""
 
+    field = "principal"
     id: str
 
 
 @dataclass(frozen=True, slots=True)
-class AskedKey:
+class AskedKey(_Key):
     """The approval asked for a call, if any: opening one inserts it unless the call was asked before."""
 
+    field = "approval"
+    inserts = True
     chat_id: str
     call_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class StartedKey:
+class StartedKey(_Key):
     """The task started for a call, if any: starting one inserts it unless the call started one before."""
 
+    field = "task"
+    inserts = True
     chat_id: str
     call_id: str
 
 
 Key = ApprovalKey | GrantKey | TaskKey | PrincipalKey | AskedKey | StartedKey
 Record = Approval | Grant | Task | Registered
-MUST_EXIST = (ApprovalKey, GrantKey, TaskKey)
-"""Keys whose record a step changes: a missing one is `NotFound`, and the step never runs."""
-INSERTS = (AskedKey, StartedKey)
 
 
 def written(key: Key, change: Change) -> Record | None:
-    """The record a step under `key` writes (a decision's change may hold a grant too, beside it)."""
-    match key:
-        case GrantKey():
-            return change.grant
-        case PrincipalKey():
-            return change.principal
-        case TaskKey() | StartedKey():
-            return change.task
-        case _:
-            return change.approval
+    """The record a step under `key` writes."""
+    record: Record | None = getattr(change, key.field)
+    return record
 
 
-def own_key(key: AskedKey | StartedKey, record: Any) -> Key:
+def own_key(key: Key, record: Any) -> Key:
     """The key by the record's own id of what an insert key found or wrote."""
-    return ApprovalKey(record.id) if isinstance(key, AskedKey) else TaskKey(record.id)
+    return ApprovalKey(record.id) if key.field == "approval" else TaskKey(record.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,4 +123,4 @@ class Write:
 
     @property
     def new(self) -> bool:
-        return isinstance(self.key, INSERTS)
+        return self.key is not None and self.key.inserts

@@ -27,6 +27,7 @@ from signoff.ledger.keys import (
     StartedKey,
     Stored,
     TaskKey,
+    Write,
 )
 from signoff.ledger.records import Change, Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.stores import (
@@ -65,30 +66,37 @@ class MemoryBackend(Backend):
     async def transact(self, keys: Sequence[Key], apply: Apply, key: AuditKey) -> list[Change]:
         """No await between the load and the store: atomic on the event loop. The entries are chained,
         which can fail, before anything is stored."""
-        stored = {k: Stored(record, 0) for k in keys if (record := self._load(k)) is not None}
+        stored = {}
+        for k in keys:
+            if (record := self._load(k)) is not None:
+                stored[k] = Stored(record, 0)
         writes = apply(stored)
         head, entries = self.log[-1].head if self.log else GENESIS_HEAD, []
         for write in writes:
             for event in write.change.events:
-                entries.append(chain(event, head, key))
-                head = entries[-1].head
-        changes = []
-        for write in writes:
-            change = write.change
-            if (a := change.approval) is not None:
-                self.approval_records[a.id] = a
-                self.asked.setdefault((a.chat_id, a.call.call_id), a.id)
-            if (g := change.grant) is not None:
-                self.grant_records[g.id] = g
-            if change.task is not None:
-                t = self.store_task(change.task)
-                self.started.setdefault((t.chat_id, t.call.call_id), t.id)
-                change = dataclasses.replace(change, task=t)
-            if (p := change.principal) is not None:
-                self.principal_records[p.id] = p
-            changes.append(change)
+                entry = chain(event, head, key)
+                entries.append(entry)
+                head = entry.head
+        changes = [self._store(write) for write in writes]
         self.log += entries
         return changes
+
+    def _store(self, write: Write) -> Change:
+        change = write.change
+        if (a := change.approval) is not None:
+            self.approval_records[a.id] = a
+            if write.new:
+                self.asked.setdefault((a.chat_id, a.call.call_id), a.id)
+        if (g := change.grant) is not None:
+            self.grant_records[g.id] = g
+        if change.task is not None:
+            t = self.store_task(change.task)
+            if write.new:
+                self.started.setdefault((t.chat_id, t.call.call_id), t.id)
+            change = dataclasses.replace(change, task=t)
+        if (p := change.principal) is not None:
+            self.principal_records[p.id] = p
+        return change
 
     def _load(self, key: Key) -> Approval | Grant | Task | Registered | None:
         match key:
