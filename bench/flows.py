@@ -58,6 +58,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from signoff import protocol
+from signoff.core.principal import Principal
 from signoff.demo.agent import BROWSER_TOOLS, INSTRUCTIONS, demo_agent
 from signoff.demo.model import scripted_model
 from signoff.demo.tools import Wallets, get_weather
@@ -65,7 +66,6 @@ from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
 from signoff.integrations.pydantic_ai.chat import AgentChat
 from signoff.ledger import open_ledger
-from signoff.core.principal import Principal
 from signoff.protocol import encode, frame, parse_chat_request
 
 PROMPT = "pay 50 USD to Hanako"

@@ -100,7 +100,8 @@ class Committer:
             outcome, write = _step(job, stored)
             return [] if write is None else [write]
 
-        changes = await self.backend.transact(() if job.key is None else (job.key,), apply, self.keyring.current)
+        keys = () if job.key is None else (job.key,)
+        changes = await self.backend.transact(keys, apply, self.keyring.current)
         if isinstance(outcome, Exception):
             raise outcome
         assert outcome is not None

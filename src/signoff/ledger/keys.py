@@ -17,7 +17,6 @@ from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.records import Change
 
-
 Field = Literal["approval", "grant", "task", "principal"]
 
 
