@@ -31,7 +31,7 @@ from signoff.demo.walkthrough import demo_policy
 from signoff.integrations.adk import SignoffPlugin, long_running_tool
 from signoff.integrations.pydantic_ai import Signoff
 from signoff.integrations.pydantic_ai.toolset import TASK
-from signoff.integrations.turn import Turn, current_turn
+from signoff.integrations.turn import Discard, Turn, current_turn
 from signoff.ledger import Ledger
 from signoff.server.app import Settings, create_app
 from tests.chats import AUTH, Server, answer, ask, chunks, said, serve, user
@@ -395,7 +395,7 @@ async def test_the_turn_marks_long_running_calls_and_ends_only_when_every_call_i
     gate = Gate(
         ledger, Policy.from_dict({"tools": {t: [{"action": "allow"}] for t in ("export_report", "quick")}})
     )
-    turn = Turn(chat_id="c1", wait="deferred")
+    turn = Turn(chat_id="c1", wait="deferred", sink=Discard())
     token = current_turn.set(turn)
     try:
         first = await agent.run("go", capabilities=[Signoff(gate)])

@@ -13,8 +13,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from signoff import Decision, Gate, MemoryLedger, Policy, ToolCall
 from signoff.integrations.pydantic_ai.stream import Translator
-from signoff.integrations.stream import translate
-from signoff.integrations.turn import Turn
+from signoff.integrations.stream import Relay, translate
+from signoff.integrations.turn import Asked, Discard, Turn
 from signoff.pydantic_ai import Signoff, SignoffToolset
 
 PAY = {"amount": 50, "recipient": "Hanako"}
@@ -127,12 +127,14 @@ async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait
         gate = Gate(
             ledger, Policy(), approvers=[lambda a: Decision.approve("alice")] if wait == "blocking" else []
         )
-        turn = Turn(chat_id="c1", wait=wait)  # type: ignore[arg-type]
+        relay = Relay()
+        turn = Turn(chat_id="c1", wait=wait, sink=relay)  # type: ignore[arg-type]
 
         def events() -> Any:
             return _events(agent, gate, user_prompt="pay")
 
-        kinds = [type(c).__name__ for c in [c async for c in translate(events, Translator(turn, "m1"))]]
+        chunks = [c async for c in translate(events, Translator(turn, "m1"), relay)]
+        kinds = [type(c).__name__ for c in chunks]
     asked = ["StartStep", "ToolInputStart", "ToolInputAvailable", "ToolApprovalRequest"]
     if wait == "deferred":
         assert kinds == [*asked, "FinishStep", "Finish"]
@@ -142,12 +144,12 @@ async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait
 
 
 async def test_the_driver_sends_nothing_for_calls_outside_the_streamed_message() -> None:
-    translator = Translator(Turn(chat_id="c1", wait="deferred"), "m1", visible=["call_1"])
+    translator = Translator(Turn(chat_id="c1", wait="deferred", sink=Discard()), "m1", visible=["call_1"])
     async with MemoryLedger() as ledger:
         elsewhere = await ledger.open(ToolCall("call_2", "pay", PAY), chat_id="c1", description="", rule="r")
         here = await ledger.open(ToolCall("call_1", "pay", PAY), chat_id="c1", description="", rule="r")
-    assert translator.feed(elsewhere) == []
-    assert [type(c).__name__ for c in translator.feed(here)] == ["ToolApprovalRequest"]
+    assert translator.feed(Asked(elsewhere)) == []
+    assert [type(c).__name__ for c in translator.feed(Asked(here))] == ["ToolApprovalRequest"]
 
 
 async def _events(agent: Agent[None, Any], gate: Gate, **kwargs: Any) -> AsyncIterator[Any]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.task import Task
-from signoff.integrations.turn import Turn, current_turn
+from signoff.integrations.turn import Asked, GateEvent, Handed, Progressed, Turn, current_turn
 from signoff.integrations.ui import Outcome
 from signoff.protocol import (
     Abort,
@@ -34,9 +34,9 @@ from signoff.protocol import (
 
 
 class Translator:
-    """Turns a framework's events, and the `Approval`s and handed-over `ToolCall`s of its turn, into
-    chunks; sans-I/O. This part is what every framework shares: the gate's news, and the steps (a step
-    opens at the first part of a model response and closes before the next one or at the end)."""
+    """Turns a framework's events, and the gate's events of its turn, into chunks; sans-I/O. This part
+    is what every framework shares: the gate's news, and the steps (a step opens at the first part of a
+    model response and closes before the next one or at the end)."""
 
     def __init__(
         self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
@@ -58,13 +58,15 @@ class Translator:
 
     def feed(self, item: Any) -> list[Chunk]:
         match item:
-            case Approval() if item.call.call_id in self.visible:
-                self.asked[item.call.call_id] = item.id
-                return [ask(item, self.signing_key)]
-            case ToolCall() if item.call_id in self.visible:
-                return handed(item)
-            case Task():
-                return self.task(item)
+            case Asked(approval):
+                if approval.call.call_id not in self.visible:
+                    return []
+                self.asked[approval.call.call_id] = approval.id
+                return [ask(approval, self.signing_key)]
+            case Handed(call):
+                return handed(call) if call.call_id in self.visible else []
+            case Progressed(task):
+                return self.task(task)
         return self.translate(item)
 
     def task(self, task: Task) -> list[Chunk]:
@@ -129,18 +131,35 @@ def handed(call: ToolCall) -> list[Chunk]:
 _END, _STOP = object(), object()
 
 
-async def translate(events: Callable[[], AsyncIterator[Any]], translator: Translator) -> AsyncIterator[Chunk]:
-    """Run the framework's event stream under the translator's turn and yield chunks as items arrive.
+class Relay:
+    """The sink of a streamed reply: the gate's news joins the framework's events in the reply's one
+    queue, in the order both happen (a blocked tool stops the framework's stream, so its news can't
+    travel inside it). Parking is the chat's: `park` saves it, when the framework can resume from its
+    history."""
+
+    def __init__(self, park: Callable[[Approval, Sequence[object]], Awaitable[None]] | None = None) -> None:
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self._park = park
+
+    def emit(self, event: GateEvent) -> None:
+        self.queue.put_nowait(event)
+
+    async def park(self, approval: Approval, history: Sequence[object]) -> None:
+        if self._park is not None:
+            await self._park(approval, history)
+
+
+async def translate(
+    events: Callable[[], AsyncIterator[Any]], translator: Translator, relay: Relay
+) -> AsyncIterator[Chunk]:
+    """Run the framework's event stream under the translator's turn and yield chunks as items arrive
+    from it and from `relay`, the turn's sink.
 
     `events` is called inside a task that carries the turn, so every tool the run calls sees it. The
     translator's `interrupt` stops the run where it is, and the reply ends with `abort`.
     """
-    queue: asyncio.Queue[object] = asyncio.Queue()
-    translator.turn.asked = queue.put_nowait
-    translator.turn.news = queue.put_nowait
+    queue = relay.queue
     translator.interrupt = lambda: queue.put_nowait(_STOP)
-    if translator.turn.browser is not None:
-        translator.turn.browser.handed = queue.put_nowait
 
     async def produce() -> None:
         try:

@@ -1,4 +1,4 @@
-"""What one chat request shares with the tools it runs: the chat, the wait mode, and a way to report back.
+"""What one chat request shares with the tools it runs: the chat, the wait mode, and where news goes.
 
 An agent framework calls tools deep inside its own loop, with no handle on the HTTP request that started
 the run. A context variable carries the request's `Turn` down to them: it is copied into every task the run
@@ -8,9 +8,10 @@ spawns, and two concurrent runs never see each other's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
@@ -24,6 +25,53 @@ class BrowserTimeout(Exception):
     """The browser returned no result for a call it was handed in time."""
 
 
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A call of the turn waits for a person: the transport shows the question."""
+
+    approval: Approval
+
+
+@dataclass(frozen=True, slots=True)
+class Handed:
+    """An allowed browser call was handed to the connected browser: the transport tells it to run it."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Progressed:
+    """A task a call of the turn started changed."""
+
+    task: Task
+
+
+GateEvent = Asked | Handed | Progressed
+
+
+class Sink(Protocol):
+    """Where the gate's news of a turn goes: the one channel from the tools, deep in a framework's loop,
+    to the transport streaming the turn."""
+
+    def emit(self, event: GateEvent) -> None:
+        """Take one event, in the order it happened; never blocks."""
+
+    async def park(self, approval: Approval, history: Sequence[object]) -> None:
+        """Save the chat as waiting on `approval`, with the framework's history so far, before a
+        blocking wait starts: if this process dies during the wait, any worker can resume the chat as a
+        deferred one."""
+
+
+class Discard:
+    """The sink of a turn nobody streams (a tool called outside a transport): its news goes nowhere."""
+
+    def emit(self, event: GateEvent) -> None:
+        pass
+
+    async def park(self, approval: Approval, history: Sequence[object]) -> None:
+        pass
+
+
 @dataclass
 class Browser:
     """The browser of a turn that stays connected while the turn runs (the live socket): a browser tool
@@ -34,19 +82,18 @@ class Browser:
     """
 
     timeout: float
-    handed: Callable[[ToolCall], None] = lambda call: None
-    """Called when a call is handed over: the transport tells the browser to run it."""
     awaited: dict[str, str] = field(default_factory=dict)
     """Calls handed over and not answered yet: call id to tool name."""
     _results: dict[str, asyncio.Future[ToolOutput]] = field(default_factory=dict)
 
-    async def run(self, call: ToolCall) -> ToolOutput:
-        """Hand `call` over and await its result; raises `BrowserTimeout` after `timeout` seconds."""
+    async def run(self, call: ToolCall, sink: Sink) -> ToolOutput:
+        """Hand `call` over through `sink` and await its result; raises `BrowserTimeout` after `timeout`
+        seconds."""
         result: asyncio.Future[ToolOutput] = asyncio.get_running_loop().create_future()
         self._results[call.call_id] = result
         self.awaited[call.call_id] = call.tool
         try:
-            self.handed(call)
+            sink.emit(Handed(call))
             async with asyncio.timeout(self.timeout):
                 return await result
         except TimeoutError:
@@ -65,19 +112,13 @@ class Browser:
 class Turn:
     chat_id: str
     wait: Wait
+    sink: Sink
+    """Where the gate's news of this turn goes."""
     requester: str = ""
     """The chat's owner: the principal on whose behalf this turn's calls are made."""
-    asked: Callable[[Approval], None] = lambda approval: None
-    """Called when a call of this turn waits for a person, before the wait starts."""
-    parked: Callable[[Approval, Sequence[object]], Awaitable[None]] | None = None
-    """Awaited before a blocking wait starts, with the framework's message history so far: the chat saves
-    itself as waiting on that approval, so if this process dies during the wait, any worker can resume
-    the chat as a deferred one."""
     browser: Browser | None = None
     """Set when the browser answers within the turn; otherwise a browser tool ends the turn and its
     result comes with the next request."""
-    news: Callable[[Task], None] = lambda task: None
-    """Called with each change of a task this turn's calls started, while the turn runs."""
     long_running: dict[str, str] = field(default_factory=dict)
     """The calls of this turn that started a task: call id to task id (seed 004's long-running ids)."""
     _unwatch: list[Callable[[], None]] = field(default_factory=list)
@@ -86,8 +127,8 @@ class Turn:
         """A call of this turn started `task`: mark the call long-running, and follow the task while the
         turn runs."""
         self.long_running[task.call.call_id] = task.id
-        self.news(task)
-        self._unwatch.append(tasks.watch(task.id, self.news))
+        self.sink.emit(Progressed(task))
+        self._unwatch.append(tasks.watch(task.id, lambda changed: self.sink.emit(Progressed(changed))))
 
     def stop_following(self) -> None:
         for unwatch in self._unwatch:
@@ -107,7 +148,7 @@ async def in_browser(gate: Gate, call: ToolCall) -> ToolOutput | None:
     if turn is None or turn.browser is None:
         return None
     try:
-        return await turn.browser.run(call)
+        return await turn.browser.run(call, turn.sink)
     except BrowserTimeout as exc:
         why = str(exc)
         await gate.ledger.record(

@@ -54,7 +54,7 @@ from signoff.integrations.chat import (
     task_news,
     withdraw,
 )
-from signoff.integrations.stream import translate
+from signoff.integrations.stream import Relay, translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
@@ -83,8 +83,13 @@ class AdkReply(Running):
     frontend_due: float | None = None
 
     async def chunks(self) -> AsyncIterator[Chunk]:
+        relay = Relay()  # ADK can't resume a run from its history: a blocked call never parks the chat
         turn = Turn(
-            chat_id=self.chat_id, wait=self.wait, requester=self.stored.owner or "", browser=self.browser
+            chat_id=self.chat_id,
+            wait=self.wait,
+            sink=relay,
+            requester=self.stored.owner or "",
+            browser=self.browser,
         )
         translator = Translator(
             turn,
@@ -96,7 +101,7 @@ class AdkReply(Running):
         self.translator = translator
         yield Start(message_id=self.message_id)
         try:
-            async for chunk in translate(self._events, translator):
+            async for chunk in translate(self._events, translator, relay):
                 yield chunk
             if translator.ended:
                 await self._save(translator)

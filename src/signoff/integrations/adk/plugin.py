@@ -33,12 +33,11 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
-from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
-from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task, with_note
-from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import Turn, current_turn, in_browser
+from signoff.gate import Gate, Wait
+from signoff.integrations.gated import GatedCall, Held, Ran, Rejected, Started, Withheld, gated_call
+from signoff.integrations.turn import current_turn, in_browser
 from signoff.tasks import is_long_running, long_running
 
 MARK = "signoff"
@@ -133,53 +132,40 @@ class SignoffPlugin(BasePlugin):
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
-        turn = current_turn.get()
-        chat_id, wait = (turn.chat_id, turn.wait) if turn else (self.chat_id, self.wait)
         if isinstance(tool, FunctionTool) and tool.func is check_task:  # signoff's own read: not gated
+            turn = current_turn.get()
+            chat_id = turn.chat_id if turn else self.chat_id
             return await self.gate.tasks.check(str(tool_args.get("task_id", "")), chat_id)
         call = ToolCall(tool_context.function_call_id or "", tool.name, to_jsonable_python(tool_args))
 
-        async def run(**args: Any) -> Any:
+        async def run(args: dict[str, Any]) -> Any:
             if isinstance(tool, BrowserTool):
                 return await _in_browser(self.gate, ToolCall(call.call_id, tool.name, args))
             return await tool.run_async(args=args, tool_context=tool_context)
 
-        async def pending(approval: Approval) -> None:
-            assert turn is not None
-            turn.asked(approval)
-
-        on_pending = pending if turn else None
         declared = tool._get_declaration()  # the tool's own description of its arguments, as ADK sends it
-        asks: dict[str, Any] = {
-            "chat_id": chat_id, "wait": wait, "on_pending": on_pending,
-            "requester": turn.requester if turn else "",
-            "schema": declared.parameters_json_schema if declared is not None else None,
-        }  # fmt: skip
-        result: Any
-        try:
-            if _long_running(tool):
-                result = await self.gate.start(call, run, **asks)
-            else:
-                result = await self.gate.run(call, run, **asks)
-        except (AlreadyConsumed, CallMismatch, Unproven) as exc:
-            return {"status": "error", "message": str(exc)}
-        if isinstance(result, Pending):
-            approval = result.approval
-            tool_context.request_confirmation(hint=approval.description, payload={"approval_id": approval.id})
-            return _placeholder(tool_context, "pending", approval_id=approval.id)
-        if isinstance(result, Refused):
-            return {**result.to_result(), MARK: "refused"}
-        if result is _LEAVE:
-            return _placeholder(tool_context, "browser")
-        if isinstance(result, Task):
-            return self._started(result, tool_context, turn)
-        return result if isinstance(result, dict) else {"result": result}
+        schema = declared.parameters_json_schema if declared is not None else None
+        gated = GatedCall(call, run, schema=schema, long_running=_long_running(tool))
+        match await gated_call(self.gate, gated, chat_id=self.chat_id, wait=self.wait):
+            case Ran(value) if value is _LEAVE:
+                return _placeholder(tool_context, "browser")
+            case Ran(value):
+                return value if isinstance(value, dict) else {"result": value}
+            case Held(approval):
+                tool_context.request_confirmation(
+                    hint=approval.description, payload={"approval_id": approval.id}
+                )
+                return _placeholder(tool_context, "pending", approval_id=approval.id)
+            case Withheld(refusal):
+                return {**refusal.to_result(), MARK: "refused"}
+            case Rejected(reason):
+                return {"status": "error", "message": reason}
+            case Started(task):
+                return self._started(task, tool_context)
 
-    def _started(self, task: Task, tool_context: ToolContext, turn: Turn | None) -> dict[str, Any]:
+    def _started(self, task: Task, tool_context: ToolContext) -> dict[str, Any]:
         """The first result is the task's pending status; when every call of the step is long-running,
         the run ends after their results, without another model call."""
-        if turn is not None:
-            turn.started(self.gate.tasks, task)
         made = (event.get_function_calls() for event in reversed(tool_context.session.events))
         # the model's step that made this call (on resume, ADK's confirmation calls come after it)
         step = next((calls for calls in made if any(c.id == task.call.call_id for c in calls)), [])

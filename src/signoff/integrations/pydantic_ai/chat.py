@@ -52,7 +52,7 @@ from signoff.integrations.chat import (
 from signoff.integrations.pydantic_ai.messages import ui_messages
 from signoff.integrations.pydantic_ai.stream import Translator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
-from signoff.integrations.stream import translate
+from signoff.integrations.stream import Relay, translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
@@ -83,18 +83,19 @@ class Reply(Running):
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
+        relay = Relay(park=self._park)
         turn = Turn(
             chat_id=self.chat_id,
             wait=self.wait,
+            sink=relay,
             requester=self.stored.owner or "",
-            parked=self._park,
             browser=self.browser,
         )
         translator = Translator(turn, self.message_id, self.visible, signing_key=self.chat.signing_key)
         self.translator = translator
         yield Start(message_id=self.message_id)
         try:
-            async for chunk in translate(lambda: _events(self.chat, self.run), translator):
+            async for chunk in translate(lambda: _events(self.chat, self.run), translator, relay):
                 yield chunk
             if translator.result is not None:  # None: interrupted, and the chat stays as it was saved
                 await self._save(translator.result.all_messages(), translator.result.output)

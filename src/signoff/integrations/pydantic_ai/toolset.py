@@ -1,4 +1,5 @@
-"""The native toolset: every call of the wrapped toolset goes through the gate.
+"""The native toolset: every call of the wrapped toolset goes through the gate, over two small wrappers
+that make browser tools and long-running tools what signoff expects (each usable, and tested, alone).
 
 A refusal never raises into the agent loop: the model gets a typed result with the reason (see
 `Refused.to_result`), so it can tell the person what happened and carry on. A deferred wait raises
@@ -19,12 +20,11 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from pydantic_ai.toolsets.function import FunctionToolsetTool
 from pydantic_core import ValidationError, to_jsonable_python
 
-from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
-from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task, with_note
-from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import Turn, current_turn, in_browser
+from signoff.gate import Gate, Wait
+from signoff.integrations.gated import GatedCall, Held, Ran, Rejected, Started, Withheld, gated_call
+from signoff.integrations.turn import current_turn, in_browser
 from signoff.tasks import is_long_running
 
 _EXTERNAL = "signoff_external"
@@ -39,7 +39,7 @@ live or rebuilding a chat later, shows the call as denied rather than as the too
 
 
 def _is_long_running(name: str, tool: ToolsetTool[Any]) -> bool:
-    if (tool.tool_def.metadata or {}).get("signoff") == LONG_RUNNING["signoff"]:
+    if _marked_long_running(tool):
         return True
     source = _source(tool)
     if isinstance(source, FunctionToolsetTool) and isinstance(source.toolset, FunctionToolset):
@@ -63,9 +63,90 @@ def _external(tool: ToolsetTool[Any]) -> dict[str, Any]:
     return {**(tool.tool_def.metadata or {}), _EXTERNAL: True}
 
 
+def _is_browser(tool: ToolsetTool[Any]) -> bool:
+    return bool((tool.tool_def.metadata or {}).get(_EXTERNAL))
+
+
+def _marked_long_running(tool: ToolsetTool[Any]) -> bool:
+    return (tool.tool_def.metadata or {}).get("signoff") == LONG_RUNNING["signoff"]
+
+
+@dataclass
+class BrowserToolset(WrapperToolset[AgentDepsT]):
+    """Browser tools (pydantic-ai's external tools) run in the browser of the turn.
+
+    pydantic-ai hands an external tool out without calling any toolset, so here it looks like an ordinary
+    one; once allowed, its call runs in the connected browser, or the run ends with the call open
+    (`CallDeferred`) for the browser to answer in the next request."""
+
+    gate: Gate = field(kw_only=True)
+
+    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        return {
+            name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_external(tool)))
+            if tool.tool_def.kind == "external"
+            else tool
+            for name, tool in (await super().get_tools(ctx)).items()
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        if not _is_browser(tool):
+            return await super().call_tool(name, tool_args, ctx, tool)
+        output = await in_browser(self.gate, ToolCall(ctx.tool_call_id or "", name, tool_args))
+        if output is None:
+            raise CallDeferred()
+        if output.error_text is not None:
+            raise ToolFailed(output.error_text)
+        return output.output
+
+
+@dataclass
+class LongRunningToolset(WrapperToolset[AgentDepsT]):
+    """Long-running tools (seed 004) are marked, their descriptions get the seed's NOTE, and the agent
+    gets `check_task`, answered from the ledger for the turn's chat."""
+
+    gate: Gate = field(kw_only=True)
+    chat_id: str = field(default="default", kw_only=True)
+
+    def __post_init__(self) -> None:
+        self._checker = FunctionToolset[AgentDepsT]([Tool(self._check_task, name="check_task")])
+
+    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        tools = await super().get_tools(ctx)
+        marked = {name for name, tool in tools.items() if _is_long_running(name, tool)}
+        for name in marked:
+            tool = tools[name]
+            metadata = {**(tool.tool_def.metadata or {}), **LONG_RUNNING}
+            described = with_note(tool.tool_def.description)
+            tools[name] = replace(
+                tool, tool_def=replace(tool.tool_def, description=described, metadata=metadata)
+            )
+        if marked:
+            tools.update(await self._checker.get_tools(ctx))
+        return tools
+
+    def answers(self, tool: ToolsetTool[Any]) -> bool:
+        """`tool` is this toolset's own `check_task`."""
+        return tool.toolset is self._checker
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        if self.answers(tool):
+            return await self._checker.call_tool(name, tool_args, ctx, tool)
+        return await super().call_tool(name, tool_args, ctx, tool)
+
+    async def _check_task(self, task_id: str) -> dict[str, Any]:
+        """Check a long-running call's task: its status and progress, or its result once it has ended."""
+        turn = current_turn.get()
+        return await self.gate.tasks.check(task_id, turn.chat_id if turn else self.chat_id)
+
+
 @dataclass
 class SignoffToolset(WrapperToolset[AgentDepsT]):
-    """Wrap any toolset so the gate rules on each call.
+    """Wrap any toolset so the gate rules on each call, over the browser and long-running wrappers.
 
     Outside a signoff server the chat id and wait mode come from here; inside one, the request's turn
     supplies them.
@@ -76,104 +157,62 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
     wait: Wait = field(default="blocking", kw_only=True)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.wrapped, LongRunningToolset):  # pydantic-ai's replace() keeps ours
+            browser = BrowserToolset(self.wrapped, gate=self.gate)
+            self.wrapped = LongRunningToolset(browser, gate=self.gate, chat_id=self.chat_id)
         self._long_running: set[str] = set()
-        self._checker = FunctionToolset[AgentDepsT]([Tool(self._check_task, name="check_task")])
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
-        """External tools (run by the browser) look like ordinary ones to pydantic-ai, which would otherwise
-        hand them out without calling this toolset; `call_tool` defers them once the gate allows.
-
-        A long-running tool's description gets seed 004's NOTE, and the agent gets `check_task`."""
         tools = await super().get_tools(ctx)
-        self._long_running = {name for name, tool in tools.items() if _is_long_running(name, tool)}
-        shown = {
-            name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_external(tool)))
-            if tool.tool_def.kind == "external"
-            else tool
-            for name, tool in tools.items()
-        }
-        for name in self._long_running:
-            tool = shown[name]
-            shown[name] = replace(
-                tool, tool_def=replace(tool.tool_def, description=with_note(tool.tool_def.description))
-            )
-        if self._long_running:
-            shown.update(await self._checker.get_tools(ctx))
-        return shown
-
-    async def _check_task(self, task_id: str) -> dict[str, Any]:
-        """Check a long-running call's task: its status and progress, or its result once it has ended."""
-        turn = current_turn.get()
-        return await self.gate.tasks.check(task_id, turn.chat_id if turn else self.chat_id)
+        self._long_running = {name for name, tool in tools.items() if _marked_long_running(tool)}
+        return tools
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
-        if tool.toolset is self._checker:  # signoff's own read of this chat's tasks: nothing to gate
-            return await self._checker.call_tool(name, tool_args, ctx, tool)
-        turn = current_turn.get()
-        chat_id, wait = (turn.chat_id, turn.wait) if turn else (self.chat_id, self.wait)
+        if isinstance(self.wrapped, LongRunningToolset) and self.wrapped.answers(tool):
+            return await super().call_tool(name, tool_args, ctx, tool)  # signoff's own read: not gated
         call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
 
-        async def run(**args: Any) -> Any:
-            if (tool.tool_def.metadata or {}).get(_EXTERNAL):
-                return await self._in_browser(ToolCall(call.call_id, name, args))
+        async def run(args: dict[str, Any]) -> Any:
             if args == call.args:
-                return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+                return await super(SignoffToolset, self).call_tool(name, tool_args, ctx, tool)
             try:  # a person edited the arguments: they must fit the tool's schema too
                 edited = tool.args_validator.validate_python(args)
             except ValidationError as exc:
                 return {"status": "error", "message": f"the edited arguments do not fit {name}: {exc}"}
-            return await self.wrapped.call_tool(name, edited, ctx, tool)
+            return await super(SignoffToolset, self).call_tool(name, edited, ctx, tool)
 
-        async def pending(approval: Approval) -> None:
-            assert turn is not None
-            turn.asked(approval)
-            if wait == "blocking" and turn.parked is not None:
-                await turn.parked(approval, ctx.messages)
+        source = _source(tool)
+        gated = GatedCall(
+            call,
+            run,
+            schema=tool.tool_def.parameters_json_schema,
+            long_running=name in self._long_running,
+            interruptible=not isinstance(source, FunctionToolsetTool) or source.is_async,
+            history=ctx.messages,
+        )
+        match await gated_call(self.gate, gated, chat_id=self.chat_id, wait=self.wait):
+            case Ran(value):
+                return value
+            case Held(approval):
+                raise ApprovalRequired(metadata={"approval_id": approval.id})
+            case Withheld(refusal):
+                return ToolReturn(return_value=refusal.to_result(), metadata=REFUSED)
+            case Rejected(reason):
+                return {"status": "error", "message": reason}
+            case Started(task):
+                return self._started(task, ctx)
 
-        on_pending = pending if turn else None
-        asks: dict[str, Any] = {
-            "chat_id": chat_id, "wait": wait, "on_pending": on_pending,
-            "requester": turn.requester if turn else "", "schema": tool.tool_def.parameters_json_schema,
-        }  # fmt: skip
-        try:
-            if name in self._long_running:
-                source = _source(tool)
-                interruptible = not isinstance(source, FunctionToolsetTool) or source.is_async
-                result = await self.gate.start(call, run, interruptible=interruptible, **asks)
-            else:
-                result = await self.gate.run(call, run, **asks)
-        except (AlreadyConsumed, CallMismatch, Unproven) as exc:
-            return {"status": "error", "message": str(exc)}
-        if isinstance(result, Pending):
-            raise ApprovalRequired(metadata={"approval_id": result.approval.id})
-        if isinstance(result, Refused):
-            return ToolReturn(return_value=result.to_result(), metadata=REFUSED)
-        if isinstance(result, Task):
-            return self._started(result, ctx, turn)
-        return result
-
-    def _started(self, task: Task, ctx: RunContext[AgentDepsT], turn: Turn | None) -> Any:
+    def _started(self, task: Task, ctx: RunContext[AgentDepsT]) -> Any:
         """The first result of a long-running call is its pending status. When every call of the step is
         long-running, the run ends here instead (pydantic-ai's deferred call: the work goes on outside the
         agent), and the next request gives the model the task's status then, its result if it has ended."""
-        if turn is not None:
-            turn.started(self.gate.tasks, task)
         step = next((m for m in reversed(ctx.messages) if isinstance(m, ModelResponse)), None)
         names = [p.tool_name for p in step.parts if isinstance(p, ToolCallPart)] if step else []
         if names and all(n in self._long_running for n in names):
             raise CallDeferred(metadata={TASK: task.id})
         return task.status()
-
-    async def _in_browser(self, call: ToolCall) -> Any:
-        """Allowed: the browser runs it, within the turn or after it ends."""
-        output = await in_browser(self.gate, call)
-        if output is None:
-            raise CallDeferred()
-        if output.error_text is not None:
-            raise ToolFailed(output.error_text)
-        return output.output
 
 
 @dataclass

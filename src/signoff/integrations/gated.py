@@ -1,0 +1,115 @@
+"""One path for every gated tool call of every framework: the turn, the gate, and what came of it.
+
+A framework adapter (pydantic-ai's toolset, ADK's plugin) describes the call and how to run it, and gets
+back a tagged result it maps to its own idiom: a value to return, an exception that ends the run, a
+placeholder. Everything between is here once: finding the turn, asking through its sink (and parking the
+chat before a blocking wait), the single-use claim, starting long-running calls as tasks and following
+them, and turning a claim that can't hold into a message for the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
+from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
+from signoff.core.task import Task
+from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.integrations.turn import Asked, current_turn
+
+
+@dataclass(frozen=True, slots=True)
+class GatedCall:
+    call: ToolCall
+    run: Callable[[dict[str, Any]], Awaitable[Any]]
+    """Runs the tool with the arguments that may run: the model's, or those a person edited."""
+    schema: dict[str, Any] | None = None
+    """The tool's JSON Schema for its arguments, which an edit must fit."""
+    long_running: bool = False
+    """The call starts a task once allowed (seed 004), and its first result is the task's status."""
+    interruptible: bool = True
+    """A long-running call's body can be cancelled where it awaits."""
+    history: Sequence[object] | None = None
+    """The framework's messages so far, when it can resume a run from them: a blocking wait then parks
+    the chat first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """Allowed, claimed and run: the tool's own result."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A person decides later: the run ends, and resuming it with the same call picks the decision up."""
+
+    approval: Approval
+
+
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """Refused: the model gets the reason, and the tool never runs."""
+
+    refusal: Refused
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """Allowed once, but this claim can't hold (run already, another call, no valid proof): never run."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A long-running call's task, started and pending."""
+
+    task: Task
+
+
+GatedResult = Ran | Held | Withheld | Rejected | Started
+
+
+async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) -> GatedResult:
+    """Rule on `gated.call` and run it if allowed. Inside a chat request the turn supplies the chat, the
+    wait mode and the requester; outside one, `chat_id` and `wait` do."""
+    turn = current_turn.get()
+    if turn is not None:
+        chat_id, wait = turn.chat_id, turn.wait
+
+    async def pending(approval: Approval) -> None:
+        assert turn is not None
+        turn.sink.emit(Asked(approval))
+        if wait == "blocking" and gated.history is not None:
+            await turn.sink.park(approval, gated.history)
+
+    async def run(**args: Any) -> Any:
+        return await gated.run(args)
+
+    asks: dict[str, Any] = {
+        "chat_id": chat_id, "wait": wait, "on_pending": pending if turn else None,
+        "requester": turn.requester if turn else "", "schema": gated.schema,
+    }  # fmt: skip
+    result: Any
+    try:
+        if gated.long_running:
+            result = await gate.start(gated.call, run, interruptible=gated.interruptible, **asks)
+        else:
+            result = await gate.run(gated.call, run, **asks)
+    except (AlreadyConsumed, CallMismatch, Unproven) as exc:
+        return Rejected(str(exc))
+    if isinstance(result, Pending):
+        return Held(result.approval)
+    if isinstance(result, Refused):
+        return Withheld(result)
+    if gated.long_running:
+        assert isinstance(result, Task)
+        if turn is not None:
+            turn.started(gate.tasks, result)
+        return Started(result)
+    return Ran(result)

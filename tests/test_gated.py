@@ -1,0 +1,228 @@
+"""The one gated-call path every framework adapter maps from, and the sink a turn's news goes through."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
+from pydantic_ai.usage import RunUsage
+
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
+from signoff.core.decision import Decision
+from signoff.core.policy import Policy
+from signoff.gate import Gate
+from signoff.integrations.gated import GatedCall, Held, Ran, Rejected, Started, Withheld, gated_call
+from signoff.integrations.pydantic_ai.toolset import (
+    BrowserToolset,
+    LongRunningToolset,
+    SignoffToolset,
+)
+from signoff.integrations.turn import (
+    Asked,
+    Browser,
+    GateEvent,
+    Handed,
+    Progressed,
+    Turn,
+    current_turn,
+)
+from signoff.ledger import MemoryLedger
+from signoff.protocol import ToolOutput
+
+PAY = {"amount": 50, "to": "Hanako"}
+CALL = ToolCall("c1", "pay", PAY)
+
+
+class Recorder:
+    """A sink that keeps what it is given, to check what a transport would have heard and in what order."""
+
+    def __init__(self) -> None:
+        self.events: list[GateEvent] = []
+        self.parked: list[tuple[str, int]] = []
+
+    def emit(self, event: GateEvent) -> None:
+        self.events.append(event)
+
+    async def park(self, approval: Approval, history: Sequence[object]) -> None:
+        self.parked.append((approval.id, len(history)))
+
+
+def policy(action: str) -> Policy:
+    return Policy.from_dict({"tools": {"pay": [{"action": action}]}})
+
+
+async def paid(args: dict[str, Any]) -> dict[str, Any]:
+    return {"paid": args["amount"]}
+
+
+async def test_an_allowed_call_comes_back_as_ran() -> None:
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, policy("allow"))
+        result = await gated_call(gate, GatedCall(CALL, paid), chat_id="chat", wait="deferred")
+        assert result == Ran({"paid": 50})
+
+
+async def test_an_approved_call_runs_once_and_a_second_claim_is_rejected_unrun() -> None:
+    ran: list[dict[str, Any]] = []
+
+    async def body(args: dict[str, Any]) -> str:
+        ran.append(args)
+        return "paid"
+
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, policy("ask"))
+        held = await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred")
+        assert isinstance(held, Held) and ran == []
+        await ledger.decide(held.approval.id, Decision.approve("bob"))
+        assert await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred") == Ran("paid")
+        again = await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred")
+        assert isinstance(again, Rejected) and again.reason and ran == [PAY]
+
+
+async def test_a_deferred_ask_is_held_and_its_question_goes_through_the_turns_sink() -> None:
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, policy("ask"))
+        sink = Recorder()
+        token = current_turn.set(Turn(chat_id="chat", wait="deferred", sink=sink, requester="alice"))
+        try:
+            gated = GatedCall(ToolCall("c1", "pay", PAY), paid, history=["m1", "m2"])
+            result = await gated_call(gate, gated, chat_id="ignored", wait="blocking")
+        finally:
+            current_turn.reset(token)
+        assert isinstance(result, Held) and result.approval.chat_id == "chat"
+        assert result.approval.requester == "alice"
+        assert sink.events == [Asked(result.approval)] and sink.parked == []  # deferred: nothing to park
+
+
+async def test_a_blocking_wait_parks_the_chat_with_its_history_before_it_waits() -> None:
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, policy("ask"))
+        sink = Recorder()
+        token = current_turn.set(Turn(chat_id="chat", wait="blocking", sink=sink))
+        try:
+            gated = GatedCall(ToolCall("c1", "pay", PAY), paid, history=["m1", "m2"])
+            running = asyncio.create_task(gated_call(gate, gated, chat_id="chat", wait="blocking"))
+            while not sink.parked:
+                await asyncio.sleep(0.001)
+            [asked] = sink.events
+            assert isinstance(asked, Asked) and sink.parked == [(asked.approval.id, 2)]
+            await ledger.decide(asked.approval.id, Decision.deny("bob", reason="not today"))
+            result = await running
+        finally:
+            current_turn.reset(token)
+        assert isinstance(result, Withheld) and result.refusal.reason == "not today"
+
+
+async def test_a_denied_call_is_withheld_and_never_runs() -> None:
+    ran: list[dict[str, Any]] = []
+
+    async def body(args: dict[str, Any]) -> None:
+        ran.append(args)
+
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, policy("deny"))
+        result = await gated_call(
+            gate, GatedCall(ToolCall("c1", "pay", PAY), body), chat_id="chat", wait="deferred"
+        )
+        assert isinstance(result, Withheld) and ran == []
+
+
+async def test_a_long_running_call_starts_a_task_the_turn_follows_through_its_sink() -> None:
+    release = asyncio.Event()
+
+    async def slow(args: dict[str, Any]) -> str:
+        await release.wait()
+        return "done"
+
+    async with MemoryLedger() as ledger:
+        gate = Gate(ledger, policy("allow"))
+        sink = Recorder()
+        turn = Turn(chat_id="chat", wait="deferred", sink=sink)
+        token = current_turn.set(turn)
+        try:
+            gated = GatedCall(ToolCall("c1", "pay", PAY), slow, long_running=True)
+            result = await gated_call(gate, gated, chat_id="chat", wait="deferred")
+            assert isinstance(result, Started) and turn.long_running == {"c1": result.task.id}
+            release.set()
+            while not any(isinstance(e, Progressed) and e.task.state.finished for e in sink.events):
+                await asyncio.sleep(0.001)
+        finally:
+            turn.stop_following()
+            current_turn.reset(token)
+        assert isinstance(sink.events[0], Progressed) and sink.events[0].task.id == result.task.id
+
+
+async def test_a_connected_browser_is_handed_the_call_through_the_sink_before_its_result_is_awaited() -> None:
+    sink = Recorder()
+    browser = Browser(timeout=5)
+    call = ToolCall("c1", "get_location", {})
+    running = asyncio.create_task(browser.run(call, sink))
+    while not sink.events:
+        await asyncio.sleep(0.001)
+    assert sink.events == [Handed(call)] and browser.awaited == {"c1": "get_location"}
+    browser.deliver({"c1": ToolOutput(call_id="c1", tool="get_location", output={"city": "Tokyo"})})
+    assert (await running).output == {"city": "Tokyo"} and browser.awaited == {}
+
+
+def _tools() -> FunctionToolset[None]:
+    tools = FunctionToolset[None]()
+
+    @tools.tool_plain(metadata={"signoff": "long-running"})
+    async def export_report(name: str) -> str:
+        """Export a report."""
+        return name
+
+    @tools.tool_plain
+    async def quick(name: str) -> str:
+        """Answer at once."""
+        return name
+
+    return tools
+
+
+async def test_the_long_running_wrapper_alone_marks_notes_and_adds_check_task() -> None:
+    async with MemoryLedger() as ledger:
+        wrapped = LongRunningToolset(_tools(), gate=Gate(ledger))
+        tools = await wrapped.get_tools(_context(Agent(TestModel())))
+    assert set(tools) == {"export_report", "quick", "check_task"}
+    assert "NOTE" in (tools["export_report"].tool_def.description or "")
+    assert "NOTE" not in (tools["quick"].tool_def.description or "")
+    assert wrapped.answers(tools["check_task"]) and not wrapped.answers(tools["quick"])
+
+
+async def test_the_browser_wrapper_alone_makes_external_tools_callable() -> None:
+    external = ExternalToolset[None]([ToolDefinition(name="get_location", kind="external")])
+    async with MemoryLedger() as ledger:
+        wrapped = BrowserToolset(external, gate=Gate(ledger))
+        tools = await wrapped.get_tools(_context(Agent(TestModel())))
+    assert tools["get_location"].tool_def.kind == "function"
+
+
+def test_the_gate_wrapper_wraps_its_toolset_once_however_often_pydantic_ai_replaces_it() -> None:
+    async def check() -> None:
+        async with MemoryLedger() as ledger:
+            gated = SignoffToolset(_tools(), gate=Gate(ledger))
+            assert isinstance(gated.wrapped, LongRunningToolset)
+            assert isinstance(gated.wrapped.wrapped, BrowserToolset)
+            again = gated.visit_and_replace(lambda t: t)
+            assert isinstance(again, SignoffToolset)
+            assert isinstance(again.wrapped, LongRunningToolset)
+            assert not isinstance(again.wrapped.wrapped.wrapped, BrowserToolset)
+
+    asyncio.run(check())
+
+
+def _context(agent: Agent[None, Any]) -> Any:
+    return RunContext(deps=None, model=agent.model, usage=RunUsage())  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _no_turn() -> None:
+    assert current_turn.get() is None
