@@ -6,8 +6,10 @@ checked request and runs it as chunks; the server's transports (SSE, the live so
 
 from __future__ import annotations
 
+import abc
 import contextlib
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -17,13 +19,22 @@ from signoff.core.approval import Approval
 from signoff.core.errors import IllegalTransition, NotFound, StaleChat
 from signoff.core.principal import ANONYMOUS, Principal
 from signoff.gate import Gate, Wait
+from signoff.integrations.machine import (
+    REFUSALS,
+    Action,
+    Open,
+    Request,
+    next_action,
+    request_of,
+    streams_into_open_message,
+)
 from signoff.integrations.stream import Translator
-from signoff.integrations.trust import Untrusted
+from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
 from signoff.integrations.turn import Browser
 from signoff.integrations.ui import UIMessage
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
-from signoff.protocol import ChatRequest, Chunk
+from signoff.protocol import ChatRequest, Chunk, ToolOutput
 
 SUPERSEDED = "the user sent a new message instead"
 
@@ -178,6 +189,97 @@ class BrowserToolInfo:
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+@dataclass
+class Begun:
+    """A request checked against its chat, its decisions and browser results recorded, and the machine's
+    action chosen: what an adapter needs to build the run."""
+
+    stored: StoredChat
+    state: ChatState
+    action: Action
+    outputs: dict[str, ToolOutput]
+    """The browser results accepted for the calls the chat waits on ({} once they are overdue)."""
+    expired: str | None = None
+    """Why the browser's calls failed, when they were overdue: the model is told so."""
+
+    @property
+    def continues(self) -> bool:
+        return streams_into_open_message(self.action)
+
+    @property
+    def visible(self) -> list[str]:
+        """The earlier calls whose results the reply streams (the client holds the outputs it sent)."""
+        if not self.continues:
+            return []
+        state = self.state
+        return [*state.approvals, *(c for c in state.frontend if c not in self.outputs)]
+
+    def message_id(self) -> str:
+        """The assistant message the reply streams into: the open one it continues, or a new one."""
+        return (self.state.assistant_id if self.continues else None) or "msg_" + secrets.token_urlsafe(12)
+
+
+async def begin(
+    ledger: Ledger,
+    request: ChatRequest,
+    principal: Principal,
+    *,
+    signing_key: bytes,
+    browser_timeout: float,
+    made: Callable[[ChatState], Awaitable[Collection[str]]],
+) -> Begun:
+    """The I/O before the machine's step and the step itself, the same for every framework: load the
+    chat, claim it for `principal`, record the approval responses and take the browser results (`made`:
+    the ids of the calls the chat's history holds), expire overdue browser calls, and choose the
+    action; a request the machine refuses raises `Untrusted` (409), and one that supersedes what is open
+    withdraws it."""
+    chat_id = request.chat_id
+    stored, state = await load_state(ledger, chat_id)
+    stored = await claim(ledger, chat_id, stored, principal)
+    await accept_responses(ledger, chat_id, state.approvals, request.approvals, principal, signing_key)
+    outputs = await accept_outputs(
+        ledger, chat_id, principal, state.frontend, await made(state), state.approvals, request.outputs
+    )
+    now = ledger.clock()
+    waits = Open(bool(state.approvals), bool(state.frontend), state.overdue(now), bool(state.tasks))
+    action = next_action(waits, request_of(request))
+    if action is Action.REFUSE:
+        raise Untrusted(409, "messages", REFUSALS[waits.waits])
+    begun = Begun(stored, state, action, outputs)
+    if waits.overdue:  # a late output is not used: the deadline is the deadline
+        begun.outputs = {}
+        begun.expired = await expire_overdue(ledger, chat_id, state.frontend, browser_timeout)
+    if action is Action.SUPERSEDE:
+        await withdraw(ledger, state, principal.id)
+    return begun
+
+
+class Served(abc.ABC):
+    """What every framework's chat does the same way around its own `prepare`."""
+
+    gate: Gate
+
+    @abc.abstractmethod
+    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply:
+        """Check the request against the chat's state and record its decisions, as `principal`, who must
+        own the chat (or start it); raises `Untrusted`."""
+
+    async def waiting(self, chat_id: str) -> dict[str, str]:
+        """The calls the chat waits on a person for, as last saved: call id to approval id."""
+        _, state = await load_state(self.gate.ledger, chat_id)
+        return state.approvals
+
+    async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
+        """The reply that tells the model its browser calls got no result in time, started by the server
+        itself; None when the machine has nothing for it to do (the chat moved on meanwhile)."""
+        stored, state = await load_state(self.gate.ledger, chat_id)
+        waits = Open(browser=bool(state.frontend), overdue=state.overdue(self.gate.ledger.clock()))
+        if next_action(waits, Request.OVERDUE) is Action.IGNORE:
+            return None
+        request = ChatRequest(chat_id=chat_id, trigger="submit-message")
+        return await self.prepare(request, wait, owner_principal(stored))
 
 
 class Chat(Protocol):

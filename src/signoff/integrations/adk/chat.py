@@ -17,7 +17,6 @@ first, so the next user message finds the task's status or result in the history
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,16 +45,16 @@ from signoff.integrations.chat import (
     ChatState,
     ChatView,
     Running,
-    claim,
+    Served,
+    begin,
     encode_state,
-    expire_overdue,
     load_state,
-    owner_principal,
     task_news,
     withdraw,
 )
+from signoff.integrations.machine import Action
 from signoff.integrations.stream import Relay, translate
-from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
+from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
@@ -143,7 +142,7 @@ class AdkReply(Running):
         self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
 
 
-class AdkChat:
+class AdkChat(Served):
     """Serve an ADK `agent` as a chat whose every tool call passes `gate`.
 
     `session_service` keeps the conversations (one session per chat); every worker serving the same chats
@@ -215,62 +214,55 @@ class AdkChat:
         )
         return ChatView(messages, approvals)
 
-    async def waiting(self, chat_id: str) -> dict[str, str]:
-        _, state = await load_state(self.gate.ledger, chat_id)
-        return state.approvals
-
-    async def prepare_overdue(self, chat_id: str, wait: Wait) -> AdkReply | None:
-        stored, state = await load_state(self.gate.ledger, chat_id)
-        if not state.overdue(self.gate.ledger.clock()):
-            return None
-        request = ChatRequest(chat_id=chat_id, trigger="submit-message")
-        return await self.prepare(request, wait, owner_principal(stored))
-
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AdkReply:
-        """Check the request against the chat's state and record its decisions, as `principal`, who must
-        own the chat (or start it); raises `Untrusted`."""
         ledger, chat_id = self.gate.ledger, request.chat_id
-        stored, state = await load_state(ledger, chat_id)
-        stored = await claim(ledger, chat_id, stored, principal)
-        made = calls_of(await self._session_events(chat_id))
-        await accept_responses(
-            ledger, chat_id, state.approvals, request.approvals, principal, self.signing_key
+        made: dict[str, ToolCall] = {}
+
+        async def calls(state: ChatState) -> dict[str, ToolCall]:
+            made.update(calls_of(await self._session_events(chat_id)))
+            return made
+
+        begun = await begin(
+            ledger,
+            request,
+            principal,
+            signing_key=self.signing_key,
+            browser_timeout=self.frontend_timeout,
+            made=calls,
         )
-        accepted = await accept_outputs(
-            ledger, chat_id, principal, state.frontend, made, state.approvals, request.outputs
-        )
-        outputs: dict[str, Any] = {c: _response(o) for c, o in accepted.items()}
-        if state.overdue(ledger.clock()):  # a late output is not used: the deadline is the deadline
-            why = await expire_overdue(ledger, chat_id, state.frontend, self.frontend_timeout)
-            outputs = {call_id: failure(why) for call_id in state.frontend}
-        if request.trigger == "regenerate-message":
+        if begun.action is Action.REGENERATE:
             raise Untrusted(409, "trigger", "an ADK chat cannot regenerate a reply: its session only grows")
-        answers = [
-            types.FunctionResponse(name=CONFIRMATION, id=state.confirmations[c], response={"confirmed": True})
-            for c in state.approvals
-            if state.confirmations.get(c)
-        ] + [types.FunctionResponse(name=state.frontend[c], id=c, response=r) for c, r in outputs.items()]
-        if request.user_message is not None:
-            await withdraw(
-                ledger, state, principal.id
-            )  # ADK drops calls left unanswered from the model's view
-            message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
-        elif answers:
-            message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
-        else:
-            raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
-        continues = request.user_message is None
-        message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
-        visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
+        state = begun.state
+        outputs: dict[str, Any] = {c: _response(o) for c, o in begun.outputs.items()}
+        if begun.expired is not None:
+            outputs = {call_id: failure(begun.expired) for call_id in state.frontend}
+        message_id, visible = begun.message_id(), begun.visible
         earlier = {c: made[c] for c in visible if c in made}
-        if continues:  # the tasks stay open until a user message brings their news
-            return AdkReply(self, chat_id, wait, stored, message_id, earlier, message, visible, state.tasks)
+        if begun.continues:  # the tasks stay open until a user message brings their news
+            if not (answers := _answers(state, outputs)):
+                raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
+            message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
+            tasks = state.tasks
+            return AdkReply(self, chat_id, wait, begun.stored, message_id, earlier, message, visible, tasks)
+        assert request.user_message is not None  # ADK drops calls left unanswered from the model's view
+        message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
         news = [
             types.FunctionResponse(name=made[c].tool, id=c, response=status)
             for c, status in (await task_news(ledger, state.tasks)).items()
             if c in made
         ]
-        return AdkReply(self, chat_id, wait, stored, message_id, earlier, message, visible, {}, news)
+        return AdkReply(self, chat_id, wait, begun.stored, message_id, earlier, message, visible, {}, news)
+
+
+def _answers(state: ChatState, outputs: dict[str, Any]) -> list[types.FunctionResponse]:
+    """ADK's own terms for a continuation: `confirmed` to each confirmation it asked (the gate reads the
+    ledger's decision, not this flag), and each browser result as the call's response."""
+    confirmed = {"confirmed": True}
+    return [
+        types.FunctionResponse(name=CONFIRMATION, id=state.confirmations[c], response=confirmed)
+        for c in state.approvals
+        if state.confirmations.get(c)
+    ] + [types.FunctionResponse(name=state.frontend[c], id=c, response=r) for c, r in outputs.items()]
 
 
 def _parameters(tool: BrowserTool) -> dict[str, Any]:

@@ -12,7 +12,6 @@ with a typed error before a byte is streamed; `Reply.chunks` then runs the agent
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,19 +40,19 @@ from signoff.integrations.chat import (
     ChatState,
     ChatView,
     Running,
-    claim,
+    Served,
+    begin,
     encode_state,
-    expire_overdue,
     load_state,
-    owner_principal,
     task_news,
     withdraw,
 )
+from signoff.integrations.machine import Action
 from signoff.integrations.pydantic_ai.messages import ui_messages
 from signoff.integrations.pydantic_ai.stream import Translator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.stream import Relay, translate
-from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
+from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
@@ -153,7 +152,7 @@ async def _events(chat: AgentChat, run: dict[str, Any]) -> AsyncIterator[Any]:
             yield event
 
 
-class AgentChat:
+class AgentChat(Served):
     """Serve `agent` as a chat whose every tool call passes `gate`.
 
     `signing_key` signs approval requests for the clients that echo signatures back; every worker
@@ -189,68 +188,50 @@ class AgentChat:
         )
         return ChatView(messages, approvals)
 
-    async def waiting(self, chat_id: str) -> dict[str, str]:
-        """The calls the chat waits on a person for, as last saved: call id to approval id."""
-        _, state = await self._load(chat_id)
-        return state.approvals
-
-    async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
-        """The reply that tells the model its browser calls got no result in time, started by the server
-        itself; None when the chat no longer waits on overdue calls."""
-        stored, state = await self._load(chat_id)
-        if not state.overdue(self.gate.ledger.clock()):
-            return None
-        request = ChatRequest(chat_id=chat_id, trigger="submit-message")
-        return await self.prepare(request, wait, owner_principal(stored))
-
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply:
-        """Check the request against the chat's state and record its decisions, as `principal`, who must
-        own the chat (or start it); raises `Untrusted`."""
         ledger = self.gate.ledger
-        stored, state = await self._load(request.chat_id)
-        stored = await claim(ledger, request.chat_id, stored, principal)
-        begun = state
-        history = ModelMessagesTypeAdapter.validate_json(bytes(state.history))
-        made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
-        await accept_responses(
-            ledger, request.chat_id, state.approvals, request.approvals, principal, self.signing_key
+        history: list[ModelMessage] = []
+
+        async def made(state: ChatState) -> set[str]:
+            history.extend(ModelMessagesTypeAdapter.validate_json(bytes(state.history)))
+            return {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
+
+        begun = await begin(
+            ledger,
+            request,
+            principal,
+            signing_key=self.signing_key,
+            browser_timeout=self.frontend_timeout,
+            made=made,
         )
-        outputs = await accept_outputs(
-            ledger, request.chat_id, principal, state.frontend, made, state.approvals, request.outputs
-        )
+        state = begun.state
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
-            calls={call_id: _result(output) for call_id, output in outputs.items()},
+            calls={call_id: _result(output) for call_id, output in begun.outputs.items()},
         )
         results.calls.update(await task_news(ledger, state.tasks))  # how far each got, or its result
-        if state.overdue(ledger.clock()):
-            outputs = {}  # a late output is not used: the deadline is the deadline
-            why = await expire_overdue(ledger, request.chat_id, state.frontend, self.frontend_timeout)
-            results.calls = {call_id: ToolFailed(why) for call_id in state.frontend}
+        if begun.expired is not None:
+            results.calls = {call_id: ToolFailed(begun.expired) for call_id in state.frontend}
         run: dict[str, Any] = {"message_history": history}
-        if request.trigger == "regenerate-message":
-            history, prompt = _before_last_prompt(history)
-            run = {"message_history": history, "user_prompt": prompt}
-            await withdraw(ledger, state, principal.id)
-            state = ChatState(history=state.history)
-        elif request.user_message is not None:
-            run["user_prompt"] = request.user_message.text
-            if state.approvals or state.frontend or state.tasks:  # the user moved on from the open calls
+        match begun.action:
+            case Action.REGENERATE:
+                earlier, prompt = _before_last_prompt(history)
+                run = {"message_history": earlier, "user_prompt": prompt}
                 await withdraw(ledger, state, principal.id)
+            case Action.SUPERSEDE:
+                assert request.user_message is not None
+                run["user_prompt"] = request.user_message.text
                 cancelled = {"status": "cancelled", "message": SUPERSEDED}
                 for call_id in state.frontend:
                     results.calls.setdefault(call_id, cancelled)
                 run["deferred_tool_results"] = results
-        elif state.approvals or state.frontend:
-            run["deferred_tool_results"] = results
-        elif state.tasks:  # only the user moves a chat on from its running tasks
-            raise Untrusted(409, "messages", "this chat waits on its running tasks, not on the client")
-        else:
-            raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
-        continues = request.user_message is None and request.trigger != "regenerate-message"
-        message_id = (state.assistant_id if continues else None) or "msg_" + secrets.token_urlsafe(12)
-        visible = [*state.approvals, *(c for c in state.frontend if c not in outputs)] if continues else []
-        return Reply(self, request.chat_id, wait, stored, message_id, visible, run, begun=begun)
+            case Action.RUN:
+                assert request.user_message is not None
+                run["user_prompt"] = request.user_message.text
+            case Action.CONTINUE | Action.EXPIRE:
+                run["deferred_tool_results"] = results
+        message_id = begun.message_id()
+        return Reply(self, request.chat_id, wait, begun.stored, message_id, begun.visible, run, begun=state)
 
     async def _load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
         return await load_state(self.gate.ledger, chat_id, begun=begun)
