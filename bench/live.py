@@ -4,7 +4,7 @@
     .venv/bin/python bench/live.py converter --n 0.1
     .venv/bin/python bench/live.py roundtrip --runtime adk
 
-- `converter`: ADK events through `signoff.integrations.adk.stream.Translator` and the chunk encoder, the
+- `converter`: ADK events through `signoff.integrations.adk.stream.AdkTranslator` and the chunk encoder, the
   way a reply streams them: a streamed text answer (one partial event per word, then the aggregate), a
   step of two calls with their results. Chunks out per second of CPU, one core.
 - `roundtrip`: a real `signoff demo --runtime <r>` process (SQLite ledger) and a WebSocket client here.
@@ -34,8 +34,8 @@ from figures import Report, fmt_time, percentile, status, yardstick
 from google.adk.events.event import Event
 from google.genai import types
 
-from signoff.integrations.adk.stream import End, Translator
-from signoff.integrations.turn import Turn
+from signoff.integrations.adk.stream import AdkTranslator, End
+from signoff.integrations.turn import Discard, Turn
 from signoff.protocol import encode
 
 READY = re.compile(r"signoff demo: (http://127\.0\.0\.1:\d+)")
@@ -85,7 +85,7 @@ def bench_converter(report: Report, scale: float) -> None:
     chunks = 0
     start = time.process_time()
     for i in range(replies):
-        translator = Translator(Turn(chat_id="bench", wait="deferred"), f"msg_{i}")
+        translator = AdkTranslator(Turn(chat_id="bench", wait="deferred", sink=Discard()), f"msg_{i}")
         for event in events:
             for chunk in translator.feed(event):
                 encode(chunk)

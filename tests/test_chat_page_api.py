@@ -181,7 +181,7 @@ async def test_the_chat_feed_shows_only_that_chats_approvals(site: Server) -> No
 
 @pytest.fixture
 async def hasty() -> AsyncIterator[Server]:
-    async for server in serve(MemoryLedger(), demo_policy(), keepalive=0.1, sweep=0.05, frontend_timeout=0.3):
+    async for server in serve(MemoryLedger(), demo_policy(), keepalive=0.1, sweep=0.05, browser_timeout=0.3):
         yield server
 
 
@@ -221,7 +221,7 @@ async def test_a_browser_call_without_a_result_ends_as_an_error_the_model_hears(
 
 @pytest.fixture
 async def unswept() -> AsyncIterator[Server]:
-    async for server in serve(MemoryLedger(), demo_policy(), sweep=3600, frontend_timeout=0.3):
+    async for server in serve(MemoryLedger(), demo_policy(), sweep=3600, browser_timeout=0.3):
         yield server
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from signoff.integrations.chat import encode_state, load_state
 from signoff.integrations.machine import (
     REFUSALS,
     TRANSITIONS,
@@ -18,6 +19,7 @@ from signoff.integrations.machine import (
     request_of,
     streams_into_open_message,
 )
+from signoff.ledger import MemoryLedger
 from signoff.protocol import parse_chat_request
 
 
@@ -86,3 +88,14 @@ def test_a_request_is_classified_by_what_it_carries() -> None:
 
 def _json(value: object) -> bytes:
     return json.dumps(value).encode()
+
+
+async def test_a_chat_saved_before_the_rename_still_waits_on_its_browser_calls() -> None:
+    """Chat state is stored: the browser calls keep the field names the first chats were saved with."""
+    async with MemoryLedger() as ledger:
+        saved = b'{"frontend": {"c1": "get_location"}, "frontend_due": 5.0, "assistant_id": "m1"}'
+        await ledger.save_chat("chat", saved, version=0, owner="alice")
+        _, state = await load_state(ledger, "chat")
+    assert state.browser_calls == {"c1": "get_location"} and state.browser_due == 5.0
+    assert not state.overdue(4.9) and state.overdue(5.0)
+    assert b'"frontend":{"c1":"get_location"}' in encode_state(state)

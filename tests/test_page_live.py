@@ -15,8 +15,8 @@ import pytest
 
 from signoff.demo.runtime import RUNTIMES
 from tests.jsclient import needs_node
+from tests.pages import run_page
 from tests.servers import DemoServer, demo_server
-from tests.test_page import run_page
 
 pytestmark = needs_node
 

@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelMessage, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from signoff import Decision, Gate, MemoryLedger, Policy, ToolCall
-from signoff.integrations.pydantic_ai.stream import Translator
+from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.stream import Relay, translate
 from signoff.integrations.turn import Asked, Discard, Turn
 from signoff.pydantic_ai import Signoff, SignoffToolset
@@ -133,7 +133,7 @@ async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait
         def events() -> Any:
             return _events(agent, gate, user_prompt="pay")
 
-        chunks = [c async for c in translate(events, Translator(turn, "m1"), relay)]
+        chunks = [c async for c in translate(events, AgentTranslator(turn, "m1"), relay)]
         kinds = [type(c).__name__ for c in chunks]
     asked = ["StartStep", "ToolInputStart", "ToolInputAvailable", "ToolApprovalRequest"]
     if wait == "deferred":
@@ -144,7 +144,9 @@ async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait
 
 
 async def test_the_driver_sends_nothing_for_calls_outside_the_streamed_message() -> None:
-    translator = Translator(Turn(chat_id="c1", wait="deferred", sink=Discard()), "m1", visible=["call_1"])
+    translator = AgentTranslator(
+        Turn(chat_id="c1", wait="deferred", sink=Discard()), "m1", visible=["call_1"]
+    )
     async with MemoryLedger() as ledger:
         elsewhere = await ledger.open(ToolCall("call_2", "pay", PAY), chat_id="c1", description="", rule="r")
         here = await ledger.open(ToolCall("call_1", "pay", PAY), chat_id="c1", description="", rule="r")

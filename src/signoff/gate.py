@@ -18,6 +18,7 @@ import msgspec
 
 from signoff.approvers.callback import Approver, ApproverFailed, approver_name, call_approver
 from signoff.core.approval import TIMEOUT_ACTOR, Approval, State
+from signoff.core.approval import Wait as Wait  # the gate's wait modes: every caller names them
 from signoff.core.call import ToolCall
 from signoff.core.errors import (
     AlreadyConsumed,
@@ -33,7 +34,6 @@ from signoff.core.task import Task
 from signoff.ledger.base import Ledger
 from signoff.tasks import Tasks
 
-Wait = Literal["blocking", "deferred"]
 T = TypeVar("T")
 
 

@@ -272,7 +272,7 @@ def _served(ledger: str | None, wait: str, keepalive: float, browser_timeout: fl
         token=os.environ.get("SIGNOFF_API_TOKEN") or new_token(),
         wait=wait,  # type: ignore[arg-type]
         keepalive=keepalive,
-        frontend_timeout=browser_timeout,
+        browser_timeout=browser_timeout,
         **what,
     )
 

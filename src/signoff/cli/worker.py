@@ -41,7 +41,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     token: str
     wait: Wait
     keepalive: float
-    frontend_timeout: float
+    browser_timeout: float
     agent: str | None = None
     policy: str | None = None
     model: str | None = None
@@ -60,7 +60,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     def settings(self) -> Settings:
         return Settings(
             token=self.token, wait=self.wait, keepalive=self.keepalive,
-            frontend_timeout=self.frontend_timeout, task_silence=self.task_silence,
+            browser_timeout=self.browser_timeout, task_silence=self.task_silence,
             task_heartbeat=min(2.0, self.task_silence / 3), anonymous=self.anonymous,
             allow_origins=self.allow_origins, oidc=self.oidc, audit_checkpoints=self.audit_checkpoints,
             checkpoint_every=self.checkpoint_every, body_timeout=self.body_timeout,

@@ -31,6 +31,8 @@ from signoff.core.proof import decision_holds, prove_decision
 from signoff.core.schema import misfit
 
 OnTimeout = Literal["deny", "allow"]
+Wait = Literal["blocking", "deferred"]
+"""How a call waits for its approval: blocked where it was made, or its run ends and resumes later."""
 TIMEOUT_ACTOR = "signoff:timeout"
 
 

@@ -52,9 +52,10 @@ class ChatState(msgspec.Struct, kw_only=True):
     """Calls waiting on a person: call id to approval id."""
     confirmations: dict[str, str] = {}
     """The framework's own id for each question it asked (ADK's confirmation calls), by call id."""
-    frontend: dict[str, str] = {}
-    """Calls waiting on the browser for a result: call id to tool name."""
-    frontend_due: float | None = None
+    browser_calls: dict[str, str] = msgspec.field(default_factory=dict, name="frontend")
+    """Calls waiting on the browser for a result: call id to tool name. (Stored under the word the
+    first chats were saved with, as is `browser_due`, so every saved chat still loads.)"""
+    browser_due: float | None = msgspec.field(default=None, name="frontend_due")
     """When the browser's results are overdue: after it, those calls end as errors the model sees."""
     tasks: dict[str, str] = {}
     """Long-running calls the run ended on, whose result the model has not seen: call id to task id."""
@@ -67,7 +68,7 @@ class ChatState(msgspec.Struct, kw_only=True):
         return self.parked or self
 
     def overdue(self, now: float) -> bool:
-        return bool(self.frontend) and self.frontend_due is not None and now >= self.frontend_due
+        return bool(self.browser_calls) and self.browser_due is not None and now >= self.browser_due
 
 
 _decode_state = msgspec.json.Decoder(ChatState).decode
@@ -127,10 +128,10 @@ async def withdraw(ledger: Ledger, state: ChatState, actor: str, why: str = SUPE
             await ledger.cancel(approval_id, actor, why)
 
 
-async def expire_overdue(ledger: Ledger, chat_id: str, frontend: dict[str, str], allowed: float) -> str:
+async def expire_overdue(ledger: Ledger, chat_id: str, calls: dict[str, str], allowed: float) -> str:
     """Audit the browser calls that got no result within `allowed` seconds; the reason the model is told."""
     why = f"the browser returned no result within {allowed:g} s"
-    for call_id, tool in frontend.items():
+    for call_id, tool in calls.items():
         await ledger.record("expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why)
     return why
 
@@ -148,11 +149,12 @@ class ChatView:
     approvals: list[Approval]
 
 
-class Running:
+class RunningReply:
     """What a transport may do with a reply while it runs; `translator` is set once it does."""
 
     translator: Translator | None = None
-    visible: list[str]
+    continued: list[str]
+    """The earlier calls this reply continues: it streams their results into the open message."""
 
     def interrupt(self) -> None:
         """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
@@ -164,21 +166,21 @@ class Running:
         """The calls this reply asked a person about so far: call id to approval id."""
         return dict(self.translator.asked) if self.translator else {}
 
-    def shown(self) -> set[str]:
+    def visible(self) -> set[str]:
         """The calls of the message this reply streams: its own and the earlier ones it continues."""
-        return set(self.translator.visible) if self.translator else set(self.visible)
+        return set(self.translator.visible) if self.translator else set(self.continued)
 
 
 class Reply(Protocol):
     chat_id: str
     browser: Browser | None
-    frontend_due: float | None
+    browser_due: float | None
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
 
     def chunks(self) -> AsyncIterator[Chunk]: ...
     def interrupt(self) -> None: ...
     def asking(self) -> dict[str, str]: ...
-    def shown(self) -> set[str]: ...
+    def visible(self) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -209,12 +211,12 @@ class Begun:
         return streams_into_open_message(self.action)
 
     @property
-    def visible(self) -> list[str]:
+    def continued(self) -> list[str]:
         """The earlier calls whose results the reply streams (the client holds the outputs it sent)."""
         if not self.continues:
             return []
         state = self.state
-        return [*state.approvals, *(c for c in state.frontend if c not in self.outputs)]
+        return [*state.approvals, *(c for c in state.browser_calls if c not in self.outputs)]
 
     def message_id(self) -> str:
         """The assistant message the reply streams into: the open one it continues, or a new one."""
@@ -240,23 +242,23 @@ async def begin(
     stored = await claim(ledger, chat_id, stored, principal)
     await accept_responses(ledger, chat_id, state.approvals, request.approvals, principal, signing_key)
     outputs = await accept_outputs(
-        ledger, chat_id, principal, state.frontend, await made(state), state.approvals, request.outputs
+        ledger, chat_id, principal, state.browser_calls, await made(state), state.approvals, request.outputs
     )
     now = ledger.clock()
-    waits = Open(bool(state.approvals), bool(state.frontend), state.overdue(now), bool(state.tasks))
+    waits = Open(bool(state.approvals), bool(state.browser_calls), state.overdue(now), bool(state.tasks))
     action = next_action(waits, request_of(request))
     if action is Action.REFUSE:
         raise Untrusted(409, "messages", REFUSALS[waits.waits])
     begun = Begun(stored, state, action, outputs)
     if waits.overdue:  # a late output is not used: the deadline is the deadline
         begun.outputs = {}
-        begun.expired = await expire_overdue(ledger, chat_id, state.frontend, browser_timeout)
+        begun.expired = await expire_overdue(ledger, chat_id, state.browser_calls, browser_timeout)
     if action is Action.SUPERSEDE:
         await withdraw(ledger, state, principal.id)
     return begun
 
 
-class Served(abc.ABC):
+class ServedChat(abc.ABC):
     """What every framework's chat does the same way around its own `prepare`."""
 
     gate: Gate
@@ -275,7 +277,7 @@ class Served(abc.ABC):
         """The reply that tells the model its browser calls got no result in time, started by the server
         itself; None when the machine has nothing for it to do (the chat moved on meanwhile)."""
         stored, state = await load_state(self.gate.ledger, chat_id)
-        waits = Open(browser=bool(state.frontend), overdue=state.overdue(self.gate.ledger.clock()))
+        waits = Open(browser=bool(state.browser_calls), overdue=state.overdue(self.gate.ledger.clock()))
         if next_action(waits, Request.OVERDUE) is Action.IGNORE:
             return None
         request = ChatRequest(chat_id=chat_id, trigger="submit-message")
@@ -287,7 +289,7 @@ class Chat(Protocol):
 
     gate: Gate
     signing_key: bytes
-    frontend_timeout: float
+    browser_timeout: float
     browser_tools: tuple[BrowserToolInfo, ...]
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView: ...

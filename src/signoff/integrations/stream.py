@@ -17,7 +17,7 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.task import Task
 from signoff.integrations.turn import Asked, GateEvent, Handed, Progressed, Turn, current_turn
-from signoff.integrations.ui import Outcome
+from signoff.integrations.ui import PartOutcome
 from signoff.protocol import (
     Abort,
     Chunk,
@@ -107,7 +107,7 @@ def ask(approval: Approval, signing_key: bytes) -> ToolApprovalRequest:
     return ToolApprovalRequest(approval_id=approval.id, tool_call_id=call.call_id, signature=signature)
 
 
-def output(call_id: str, result: Outcome) -> Chunk:
+def output(call_id: str, result: PartOutcome) -> Chunk:
     """A call's result as the chunk that moves its tool part to the same state a reload shows."""
     match result:
         case "output-denied", _:

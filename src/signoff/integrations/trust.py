@@ -1,9 +1,9 @@
 """The server is the authority: what a client may claim about approvals and tool results, and nothing more.
 
 A chat client resends the whole conversation on every request, and any of it can be forged. Only three
-things are taken from it: the new user message, approval responses, and outputs of frontend tools. Each
+things are taken from it: the new user message, approval responses, and outputs of browser tools. Each
 response must name an approval that this chat is waiting on, for the same call and the same arguments;
-each output must answer a frontend call this chat is waiting on. Anything else is refused before anything
+each output must answer a browser call this chat is waiting on. Anything else is refused before anything
 runs, and the refusal is audited.
 """
 
@@ -164,7 +164,7 @@ async def accept_outputs(
     asking: Collection[str],
     outputs: Sequence[ToolOutput],
 ) -> dict[str, ToolOutput]:
-    """The outputs that answer frontend calls this chat is waiting on (`waiting`: call id to tool name).
+    """The outputs that answer browser calls this chat is waiting on (`waiting`: call id to tool name).
 
     Outputs of other calls the server `made` are the client echoing history, and are skipped. An output for
     a call the server never made, or for one waiting on a person's approval (`asking`), is a claim no

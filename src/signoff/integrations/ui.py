@@ -15,7 +15,7 @@ from signoff.core.approval import Approval, State
 from signoff.core.call import ToolCall
 
 UIMessage = dict[str, Any]
-Outcome = tuple[Literal["output-available", "output-error", "output-denied"], dict[str, Any]]
+PartOutcome = tuple[Literal["output-available", "output-error", "output-denied"], dict[str, Any]]
 _APPROVED = (State.APPROVED, State.CONSUMED)
 
 
@@ -47,7 +47,7 @@ class Transcript:
 
 
 def tool_part(
-    call: ToolCall, result: Outcome | None, approvals: Mapping[str, Approval], asking: Mapping[str, str]
+    call: ToolCall, result: PartOutcome | None, approvals: Mapping[str, Approval], asking: Mapping[str, str]
 ) -> UIMessage:
     """`asking` maps the calls waiting on a person to their approval ids; a call with no `result` and no
     question waits on the browser (or the run stopped before it ran)."""

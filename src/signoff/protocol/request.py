@@ -24,10 +24,10 @@ from typing import Any, Final, Literal, cast
 
 import msgspec
 
+from signoff.core.approval import Wait as Wait  # the gate's wait modes, as a request may choose one
 from signoff.core.errors import SignoffError
 
 Trigger = Literal["submit-message", "regenerate-message"]
-Wait = Literal["blocking", "deferred"]
 
 TRIGGERS: Final = ("submit-message", "regenerate-message")
 WAITS: Final = ("blocking", "deferred")

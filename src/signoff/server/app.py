@@ -34,8 +34,8 @@ from signoff.ledger.evidence import append_checkpoint
 from signoff.server.approvals import ApprovalsAPI, principal_json
 from signoff.server.auth import (
     Authenticator,
+    Forbidden,
     HostLogin,
-    Refused,
     client_of,
     principal_of,
     set_session,
@@ -78,7 +78,7 @@ class Settings:
     keepalive: float = 15.0
     sweep: float = 1.0
     feed_interval: float = 0.2
-    frontend_timeout: float = 120.0
+    browser_timeout: float = 120.0
     """How long the browser has to return a browser tool's result before the model is told it failed."""
     task_heartbeat: float = 2.0
     """Seconds between a worker's heartbeats for the tasks it runs."""
@@ -116,7 +116,7 @@ def create_app(
     task_feed = TaskFeed(ledger, interval=settings.feed_interval)
     streams = Streams(ledger)
     agent_chat = chat_for(
-        agent, gate, model=model, signing_key=settings.signing_key, frontend_timeout=settings.frontend_timeout
+        agent, gate, model=model, signing_key=settings.signing_key, browser_timeout=settings.browser_timeout
     )
     refusals = Refusals(ledger)
     auth = Authenticator(
@@ -191,7 +191,7 @@ def create_app(
         exception_handlers={
             LedgerUnavailable: _unavailable,
             Unstorable: _unstorable,
-            Refused: _refuser(ledger, refusals),
+            Forbidden: _refuser(ledger, refusals),
         },
     )
 
@@ -215,7 +215,7 @@ def _refuser(ledger: Ledger, refusals: Refusals) -> Callable[[Request, Exception
     unauthenticated source's counted per second."""
 
     async def refused(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, Refused)
+        assert isinstance(exc, Forbidden)
         principal = principal_of(request)
         if principal is None:
             refusals.note(exc.action, "api", client_of(request), exc.why, path=request.url.path)

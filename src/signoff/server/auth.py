@@ -150,7 +150,7 @@ def principal_of(conn: HTTPConnection) -> Principal | None:
     return found
 
 
-class Refused(Exception):
+class Forbidden(Exception):
     """A request a route will not serve for who it is from: 401 without a credential, 403 for a
     principal that may not; the server answers it and audits `why`."""
 
@@ -162,19 +162,19 @@ class Refused(Exception):
 
 
 def signed_in(conn: HTTPConnection) -> Principal:
-    """The request's principal; `Refused` (401) without a credential."""
+    """The request's principal; `Forbidden` (401) without a credential."""
     principal = principal_of(conn)
     if principal is None:
-        raise Refused(401, "a credential is required: 'Authorization: Bearer <token>'")
+        raise Forbidden(401, "a credential is required: 'Authorization: Bearer <token>'")
     return principal
 
 
 def chatter(conn: HTTPConnection, anonymous: bool) -> Principal:
     """Who talks in a chat: the request's principal, or, without a credential, the anonymous principal
-    where the server takes credential-less chats; `Refused` (401) otherwise."""
+    where the server takes credential-less chats; `Forbidden` (401) otherwise."""
     principal = principal_of(conn)
     if principal is not None:
         return principal
     if anonymous:
         return ANONYMOUS
-    raise Refused(401, "this server takes chats only with a credential (--anonymous-chats allows them)")
+    raise Forbidden(401, "this server takes chats only with a credential (--anonymous-chats allows them)")

@@ -56,7 +56,7 @@ from signoff.server.approvals import approval_event, approval_json, event_respon
 from signoff.server.auth import chatter
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
-from signoff.server.streams import Running, Stream, Streams
+from signoff.server.streams import Followed, Stream, Streams
 from signoff.server.tasks import task_event
 
 log = logging.getLogger("signoff.server")
@@ -125,7 +125,7 @@ class ChatAPI:
         ]
 
     def principal(self, conn: HTTPConnection) -> Principal:
-        """Who talks in a chat through this request; `Refused` (401) where a credential is needed."""
+        """Who talks in a chat through this request; `Forbidden` (401) where a credential is needed."""
         return chatter(conn, self.anonymous)
 
     async def owned(self, chat_id: str, principal: Principal) -> bool:
@@ -178,7 +178,7 @@ class ChatAPI:
             self.streams.release(request.chat_id, stream)
             raise
         if browser:
-            reply.browser = Browser(timeout=self.chat.frontend_timeout)
+            reply.browser = Browser(timeout=self.chat.browser_timeout)
         if (user := request.user_message) is not None:
             stream.meta.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
         stream.meta.regenerates = request.trigger == "regenerate-message"
@@ -335,10 +335,10 @@ class ChatAPI:
         finally:
             if self.running.get(reply.chat_id) is reply:
                 del self.running[reply.chat_id]
-        if reply.frontend_due is not None:
-            self._due[reply.chat_id] = reply.frontend_due
+        if reply.browser_due is not None:
+            self._due[reply.chat_id] = reply.browser_due
 
-    def _sse(self, stream: Running, version: ClientVersion) -> Response:
+    def _sse(self, stream: Followed, version: ClientVersion) -> Response:
         return EventSourceResponse(
             _framed(stream, version),
             headers={k: v for k, v in HEADERS.items() if k != "content-type"},
@@ -347,7 +347,7 @@ class ChatAPI:
         )
 
 
-async def _framed(stream: Running, version: ClientVersion) -> AsyncIterator[bytes]:
+async def _framed(stream: Followed, version: ClientVersion) -> AsyncIterator[bytes]:
     """The reply as SSE events, cut to the reader's client version; `[DONE]` once it is over for this
     reader (ended, or no longer written by a worker that died)."""
     async for chunk in stream.follow():

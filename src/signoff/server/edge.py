@@ -114,7 +114,7 @@ class Edge:
         if http and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
             try:
                 receive = await self._bounded(conn, receive)
-            except _Refused as refused:
+            except _EdgeRefusal as refused:
                 await error(refused.status, refused.message)(scope, receive, send)
                 return
             except _Gone:
@@ -129,9 +129,9 @@ class Edge:
         route and then passes on what the server sends next (a disconnect, for a streamed reply)."""
         declared = conn.headers.get("content-length")
         if declared is not None and not declared.isdigit():
-            raise _Refused(400, "content-length must be a number of bytes")
+            raise _EdgeRefusal(400, "content-length must be a number of bytes")
         if declared is not None and int(declared) > MAX_BODY:
-            raise _Refused(413, f"the body is over {MAX_BODY} bytes")
+            raise _EdgeRefusal(413, f"the body is over {MAX_BODY} bytes")
         chunks, size = [], 0
         try:
             async with asyncio.timeout(self.body_timeout):
@@ -142,12 +142,12 @@ class Edge:
                     chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > MAX_BODY:
-                        raise _Refused(413, f"the body is over {MAX_BODY} bytes")
+                        raise _EdgeRefusal(413, f"the body is over {MAX_BODY} bytes")
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            raise _Refused(408, f"the body did not arrive within {self.body_timeout:g} s") from None
+            raise _EdgeRefusal(408, f"the body did not arrive within {self.body_timeout:g} s") from None
         body, handed = b"".join(chunks), False
 
         async def replay() -> Message:
@@ -164,7 +164,7 @@ class Edge:
         self.auth.refusals.note("refuse", "site", client_of(conn), why, origin=origin, path=conn.url.path)
 
 
-class _Refused(Exception):
+class _EdgeRefusal(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status

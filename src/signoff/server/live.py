@@ -49,16 +49,16 @@ from signoff.protocol import (
     parse_chat_request,
     parse_json,
 )
-from signoff.server.auth import Refused
+from signoff.server.auth import Forbidden
 from signoff.server.chat import ChatAPI
 from signoff.server.edge import POLICY_VIOLATION
 from signoff.server.http import CHAT_BODY
-from signoff.server.streams import Running
+from signoff.server.streams import Followed
 
 DONE = "[DONE]"
 
 
-class _Refused(Exception):
+class _FrameRefused(Exception):
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)
@@ -74,7 +74,7 @@ class LiveAPI:
     async def connect(self, socket: WebSocket) -> None:
         try:
             principal = self.chats.principal(socket)
-        except Refused:
+        except Forbidden:
             await WebSocketClose(POLICY_VIOLATION, "a credential is required")(
                 socket.scope, socket.receive, socket.send
             )
@@ -124,7 +124,7 @@ class _Socket:
         client's stream for it ends; any other refusal leaves the client's streams alone."""
         try:
             if len(text) > CHAT_BODY:
-                raise _Refused(f"the frame is over {CHAT_BODY} bytes")
+                raise _FrameRefused(f"the frame is over {CHAT_BODY} bytes")
             document = _document(text)
             match document.get("type"):
                 case "ping":
@@ -137,15 +137,15 @@ class _Socket:
                     starts = not self._busy()
                     await self._message(parse_chat_request(text.encode()))
                 case kind:
-                    raise _Refused(f"type: must be message, resume, interrupt or ping, not {kind!r}")
+                    raise _FrameRefused(f"type: must be message, resume, interrupt or ping, not {kind!r}")
         except BadRequest as exc:
             await self._error(f"{exc.field}: {exc.message}", ends_turn=starts)
-        except (Untrusted, _Refused) as exc:
+        except (Untrusted, _FrameRefused) as exc:
             await self._error(str(exc), ends_turn=starts)
 
     async def _message(self, request: ChatRequest) -> None:
         if self._busy() and request.chat_id != self.chat_id:
-            raise _Refused(f"this socket follows a reply in chat {self.chat_id}; interrupt it first")
+            raise _FrameRefused(f"this socket follows a reply in chat {self.chat_id}; interrupt it first")
         if self._busy() or await self.chats.streams.find(request.chat_id) is not None:
             await self._answer(request)
             return
@@ -157,7 +157,7 @@ class _Socket:
         """Approval responses and browser results for the chat's running reply; the reply itself, here
         or on another worker, goes on when the ledger hears the decision."""
         if request.user_message is not None or request.trigger == "regenerate-message":
-            raise _Refused(
+            raise _FrameRefused(
                 f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
             )
         await self.chats.owned(request.chat_id, self.principal)
@@ -169,16 +169,18 @@ class _Socket:
         if not request.outputs:
             return
         if reply is None or reply.browser is None:
-            raise _Refused(f"the reply in chat {request.chat_id} takes browser results from its own socket")
+            raise _FrameRefused(
+                f"the reply in chat {request.chat_id} takes browser results from its own socket"
+            )
         accepted = await accept_outputs(
-            chat.gate.ledger, request.chat_id, self.principal, reply.browser.awaited, reply.shown(),
+            chat.gate.ledger, request.chat_id, self.principal, reply.browser.awaited, reply.visible(),
             reply.asking(), request.outputs,
         )  # fmt: skip
         reply.browser.deliver(accepted)
 
     async def _resume(self, chat_id: str) -> None:
         if self._busy():
-            raise _Refused(f"this socket already follows a reply in chat {self.chat_id}")
+            raise _FrameRefused(f"this socket already follows a reply in chat {self.chat_id}")
         await self.chats.owned(chat_id, self.principal)
         running = await self.chats.streams.find(chat_id, ended=True)
         if running is None:
@@ -189,10 +191,10 @@ class _Socket:
     def _interrupt(self) -> None:
         reply = self.chats.running.get(self.chat_id or "") if self._busy() else None
         if reply is None:
-            raise _Refused("no reply of this socket is running here to interrupt")
+            raise _FrameRefused("no reply of this socket is running here to interrupt")
         reply.interrupt()
 
-    def _follow(self, chat_id: str, running: Running) -> None:
+    def _follow(self, chat_id: str, running: Followed) -> None:
         async def forward() -> None:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client went away
                 async for chunk in running.follow():
@@ -217,7 +219,7 @@ def _document(text: str) -> dict[str, Any]:
     try:
         document = parse_json(text)
     except BadRequest as exc:
-        raise _Refused(f"the frame {exc.message}") from None
+        raise _FrameRefused(f"the frame {exc.message}") from None
     if not isinstance(document, dict):
-        raise _Refused("the frame must be a JSON object with a type")
+        raise _FrameRefused("the frame must be a JSON object with a type")
     return document

@@ -48,7 +48,7 @@ def _is_adk(agent: object) -> bool:
 
 
 def chat_for(
-    agent: Any, gate: Gate, *, model: Model | str | None, signing_key: bytes, frontend_timeout: float
+    agent: Any, gate: Gate, *, model: Model | str | None, signing_key: bytes, browser_timeout: float
 ) -> Chat:
     """The chat that serves `agent`, whichever framework built it."""
     if _is_adk(agent):
@@ -56,5 +56,5 @@ def chat_for(
 
         if model is not None:
             raise AgentNotFound("--model picks a pydantic-ai model; give an ADK agent its model in code")
-        return AdkChat(agent, gate, signing_key=signing_key, frontend_timeout=frontend_timeout)
-    return AgentChat(agent, gate, model=model, signing_key=signing_key, frontend_timeout=frontend_timeout)
+        return AdkChat(agent, gate, signing_key=signing_key, browser_timeout=browser_timeout)
+    return AgentChat(agent, gate, model=model, signing_key=signing_key, browser_timeout=browser_timeout)

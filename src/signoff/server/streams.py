@@ -45,7 +45,7 @@ class Meta(msgspec.Struct, kw_only=True):
 _decode_meta = msgspec.json.Decoder(Meta).decode
 
 
-class Running(Protocol):
+class Followed(Protocol):
     """A reply a page can follow, wherever it runs."""
 
     meta: Meta
@@ -169,7 +169,7 @@ class Streams:
         self._recorder: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def find(self, chat_id: str, *, ended: bool = False) -> Running | None:
+    async def find(self, chat_id: str, *, ended: bool = False) -> Followed | None:
         """The chat's running reply, here or on another worker; with `ended`, also one that ended
         within `linger` seconds."""
         if (here := self._running.get(chat_id)) is not None:

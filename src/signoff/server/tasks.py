@@ -25,7 +25,7 @@ from signoff.core.principal import Principal
 from signoff.core.task import Task, TaskState
 from signoff.integrations.trust import Untrusted
 from signoff.server.approvals import event_response
-from signoff.server.auth import Refused, signed_in
+from signoff.server.auth import Forbidden, signed_in
 from signoff.server.feed import TaskFeed
 from signoff.server.http import BadBody, ListQuery, error, json_response, read_body
 from signoff.tasks import Tasks
@@ -128,8 +128,8 @@ class TasksAPI:
 
 
 def _operator(request: Request) -> Principal:
-    """The request's principal if it is an admin; `Refused` otherwise (403, audited)."""
+    """The request's principal if it is an admin; `Forbidden` otherwise (403, audited)."""
     principal = signed_in(request)
     if not principal.is_admin:
-        raise Refused(403, "the tasks API needs an admin's credential")
+        raise Forbidden(403, "the tasks API needs an admin's credential")
     return principal

@@ -39,13 +39,13 @@ from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.adk.messages import calls_of, ui_messages
 from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
-from signoff.integrations.adk.stream import CONFIRMATION, End, Translator
+from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import (
     BrowserToolInfo,
     ChatState,
     ChatView,
-    Running,
-    Served,
+    RunningReply,
+    ServedChat,
     begin,
     encode_state,
     load_state,
@@ -65,21 +65,21 @@ USER = "signoff"
 
 
 @dataclass
-class AdkReply(Running):
+class AdkReply(RunningReply):
     chat: AdkChat
     chat_id: str
     wait: Wait
     stored: StoredChat
     message_id: str
-    earlier: dict[str, ToolCall]
+    continued_calls: dict[str, ToolCall]
     message: types.Content
-    visible: list[str]
+    continued: list[str]
     tasks: dict[str, str]
     """The long-running calls of earlier replies whose news the model has not had yet."""
     news: list[types.FunctionResponse] = field(default_factory=list)
     """Those calls' statuses, for a reply to a new user message: each a later response to its call."""
     browser: Browser | None = None
-    frontend_due: float | None = None
+    browser_due: float | None = None
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         relay = Relay()  # ADK can't resume a run from its history: a blocked call never parks the chat
@@ -90,10 +90,10 @@ class AdkReply(Running):
             requester=self.stored.owner or "",
             browser=self.browser,
         )
-        translator = Translator(
+        translator = AdkTranslator(
             turn,
             self.message_id,
-            earlier=self.earlier,
+            continued=self.continued_calls,
             browser_tools=frozenset(tool.name for tool in self.chat.browser_tools),
             signing_key=self.chat.signing_key,
         )
@@ -126,23 +126,23 @@ class AdkReply(Running):
             yield event
         yield End()
 
-    async def _save(self, translator: Translator) -> None:
+    async def _save(self, translator: AdkTranslator) -> None:
         asking = translator.asking
         state = ChatState(
             events=await self.chat.events(self.chat_id),
             assistant_id=self.message_id,
             approvals=asking,
             confirmations={c: translator.confirmations.get(c, "") for c in asking},
-            frontend={c: call.tool for c, call in translator.open_calls.items()},
+            browser_calls={c: call.tool for c, call in translator.open_calls.items()},
             tasks={**self.tasks, **translator.turn.long_running},
         )
         ledger = self.chat.gate.ledger
-        if state.frontend:
-            self.frontend_due = state.frontend_due = ledger.clock() + self.chat.frontend_timeout
+        if state.browser_calls:
+            self.browser_due = state.browser_due = ledger.clock() + self.chat.browser_timeout
         self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
 
 
-class AdkChat(Served):
+class AdkChat(ServedChat):
     """Serve an ADK `agent` as a chat whose every tool call passes `gate`.
 
     `session_service` keeps the conversations (one session per chat); every worker serving the same chats
@@ -157,11 +157,11 @@ class AdkChat(Served):
         session_service: BaseSessionService | None = None,
         app_name: str = "signoff",
         signing_key: bytes = b"",
-        frontend_timeout: float = 120.0,
+        browser_timeout: float = 120.0,
     ) -> None:
         self.gate = gate
         self.signing_key = signing_key
-        self.frontend_timeout = frontend_timeout
+        self.browser_timeout = browser_timeout
         self.app = App(name=app_name, root_agent=agent, plugins=[SignoffPlugin(gate)])
         sessions = session_service or InMemorySessionService()
         self.runner = Runner(app=self.app, session_service=sessions, auto_create_session=True)
@@ -218,7 +218,7 @@ class AdkChat(Served):
         ledger, chat_id = self.gate.ledger, request.chat_id
         made: dict[str, ToolCall] = {}
 
-        async def calls(state: ChatState) -> dict[str, ToolCall]:
+        async def made_by(state: ChatState) -> dict[str, ToolCall]:
             made.update(calls_of(await self._session_events(chat_id)))
             return made
 
@@ -227,23 +227,23 @@ class AdkChat(Served):
             request,
             principal,
             signing_key=self.signing_key,
-            browser_timeout=self.frontend_timeout,
-            made=calls,
+            browser_timeout=self.browser_timeout,
+            made=made_by,
         )
         if begun.action is Action.REGENERATE:
             raise Untrusted(409, "trigger", "an ADK chat cannot regenerate a reply: its session only grows")
         state = begun.state
         outputs: dict[str, Any] = {c: _response(o) for c, o in begun.outputs.items()}
         if begun.expired is not None:
-            outputs = {call_id: failure(begun.expired) for call_id in state.frontend}
-        message_id, visible = begun.message_id(), begun.visible
-        earlier = {c: made[c] for c in visible if c in made}
+            outputs = {call_id: failure(begun.expired) for call_id in state.browser_calls}
+        message_id, continued = begun.message_id(), begun.continued
+        calls = {c: made[c] for c in continued if c in made}
         if begun.continues:  # the tasks stay open until a user message brings their news
             if not (answers := _answers(state, outputs)):
                 raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
             message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
             tasks = state.tasks
-            return AdkReply(self, chat_id, wait, begun.stored, message_id, earlier, message, visible, tasks)
+            return AdkReply(self, chat_id, wait, begun.stored, message_id, calls, message, continued, tasks)
         assert request.user_message is not None  # ADK drops calls left unanswered from the model's view
         message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
         news = [
@@ -251,7 +251,7 @@ class AdkChat(Served):
             for c, status in (await task_news(ledger, state.tasks)).items()
             if c in made
         ]
-        return AdkReply(self, chat_id, wait, begun.stored, message_id, earlier, message, visible, {}, news)
+        return AdkReply(self, chat_id, wait, begun.stored, message_id, calls, message, continued, {}, news)
 
 
 def _answers(state: ChatState, outputs: dict[str, Any]) -> list[types.FunctionResponse]:
@@ -262,7 +262,7 @@ def _answers(state: ChatState, outputs: dict[str, Any]) -> list[types.FunctionRe
         types.FunctionResponse(name=CONFIRMATION, id=state.confirmations[c], response=confirmed)
         for c in state.approvals
         if state.confirmations.get(c)
-    ] + [types.FunctionResponse(name=state.frontend[c], id=c, response=r) for c, r in outputs.items()]
+    ] + [types.FunctionResponse(name=state.browser_calls[c], id=c, response=r) for c, r in outputs.items()]
 
 
 def _parameters(tool: BrowserTool) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from google.adk.events.event import Event
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.stream import CONFIRMATION, outcome
-from signoff.integrations.ui import Outcome, Transcript, UIMessage, tool_part
+from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
 
 
 def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
@@ -26,8 +26,8 @@ def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
     }
 
 
-def _results(events: Sequence[Event]) -> dict[str, Outcome]:
-    results: dict[str, Outcome] = {}
+def _results(events: Sequence[Event]) -> dict[str, PartOutcome]:
+    results: dict[str, PartOutcome] = {}
     for event in events:
         for response in event.get_function_responses():
             if response.name == CONFIRMATION or not response.id:

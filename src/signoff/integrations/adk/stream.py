@@ -22,7 +22,7 @@ from signoff.integrations import stream
 from signoff.integrations.adk.plugin import MARK, failure_of
 from signoff.integrations.stream import output
 from signoff.integrations.turn import Turn
-from signoff.integrations.ui import Outcome
+from signoff.integrations.ui import PartOutcome
 from signoff.protocol import (
     Chunk,
     Finish,
@@ -40,7 +40,7 @@ class End:
     """The run ended (ADK's event stream has no event of its own for that)."""
 
 
-def outcome(response: dict[str, Any]) -> Outcome | None:
+def outcome(response: dict[str, Any]) -> PartOutcome | None:
     """What a function response is to the client, for the live stream and for a chat rebuilt later
     (None: a placeholder, not the call's output)."""
     match response.get(MARK):
@@ -53,21 +53,21 @@ def outcome(response: dict[str, Any]) -> Outcome | None:
     return "output-available", {"output": response}
 
 
-class Translator(stream.Translator):
+class AdkTranslator(stream.Translator):
     def __init__(
         self,
         turn: Turn,
         message_id: str,
         *,
-        earlier: dict[str, ToolCall],
+        continued: dict[str, ToolCall],
         browser_tools: frozenset[str],
         signing_key: bytes = b"",
     ) -> None:
-        super().__init__(turn, message_id, earlier, signing_key=signing_key)
-        self.earlier = earlier
+        super().__init__(turn, message_id, continued, signing_key=signing_key)
+        self.continued = continued
         """The calls of the earlier request this reply continues."""
         self.browser_tools = browser_tools
-        self.calls = dict(earlier)
+        self.calls = dict(continued)
         self.confirmations: dict[str, str] = {}
         """ADK's confirmation call id for each deferred call, to answer it with."""
         self.answered: set[str] = set()
@@ -160,7 +160,7 @@ class Translator(stream.Translator):
 
     def _end(self) -> list[Chunk]:
         self.ended = True
-        approved = self.asked.keys() | self.earlier.keys()
+        approved = self.asked.keys() | self.continued.keys()
         handover = [
             ToolInputAvailable(tool_call_id=c.call_id, tool_name=c.tool, input=c.args)
             for c in self.open_calls.values()

@@ -1,12 +1,12 @@
 """A pydantic-ai agent as a chat: one request in, one reply of chunks out, state kept in the ledger.
 
 The server owns the conversation. The client's copy of it supplies only the new user message, approval
-responses and frontend tool outputs, each checked by `signoff.integrations.trust` before anything runs.
+responses and browser tool outputs, each checked by `signoff.integrations.trust` before anything runs.
 Everything else is read from the chat's stored state: pydantic-ai's own message history, the assistant
 message a deferred reply continues, and the calls the chat is waiting on.
 
 A reply is prepared in two halves. `prepare` checks and records everything the request claims, and fails
-with a typed error before a byte is streamed; `Reply.chunks` then runs the agent and saves the new state.
+with a typed error before a byte is streamed; `AgentReply.chunks` then runs the agent and saves the new state.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from signoff.integrations.chat import (
     BrowserToolInfo,
     ChatState,
     ChatView,
-    Running,
-    Served,
+    RunningReply,
+    ServedChat,
     begin,
     encode_state,
     load_state,
@@ -49,7 +49,7 @@ from signoff.integrations.chat import (
 )
 from signoff.integrations.machine import Action
 from signoff.integrations.pydantic_ai.messages import ui_messages
-from signoff.integrations.pydantic_ai.stream import Translator
+from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.stream import Relay, translate
 from signoff.integrations.trust import Untrusted
@@ -59,7 +59,7 @@ from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
 
 @dataclass
-class Reply(Running):
+class AgentReply(RunningReply):
     """A checked request, ready to run. `message_id` is the assistant message it streams into."""
 
     chat: AgentChat
@@ -67,11 +67,11 @@ class Reply(Running):
     wait: Wait
     stored: StoredChat
     message_id: str
-    visible: list[str]
+    continued: list[str]
     """Earlier calls of the message being continued whose results this reply streams; the client already
     holds the outputs it sent itself, and a new message has no earlier calls."""
     run: dict[str, Any] = field(default_factory=dict)
-    frontend_due: float | None = None
+    browser_due: float | None = None
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
     begun: ChatState = field(default_factory=ChatState)
     """The chat as this reply began from."""
@@ -90,7 +90,7 @@ class Reply(Running):
             requester=self.stored.owner or "",
             browser=self.browser,
         )
-        translator = Translator(turn, self.message_id, self.visible, signing_key=self.chat.signing_key)
+        translator = AgentTranslator(turn, self.message_id, self.continued, signing_key=self.chat.signing_key)
         self.translator = translator
         yield Start(message_id=self.message_id)
         try:
@@ -135,12 +135,12 @@ class Reply(Running):
             state.tasks = {
                 c.tool_call_id: started[c.tool_call_id] for c in output.calls if c.tool_call_id in started
             }
-            state.frontend = {
+            state.browser_calls = {
                 c.tool_call_id: c.tool_name for c in output.calls if c.tool_call_id not in started
             }
-        if state.frontend:
-            self.frontend_due = self.chat.gate.ledger.clock() + self.chat.frontend_timeout
-            state.frontend_due = self.frontend_due
+        if state.browser_calls:
+            self.browser_due = self.chat.gate.ledger.clock() + self.chat.browser_timeout
+            state.browser_due = self.browser_due
         async with self._saving:
             await self._store(state)
 
@@ -152,7 +152,7 @@ async def _events(chat: AgentChat, run: dict[str, Any]) -> AsyncIterator[Any]:
             yield event
 
 
-class AgentChat(Served):
+class AgentChat(ServedChat):
     """Serve `agent` as a chat whose every tool call passes `gate`.
 
     `signing_key` signs approval requests for the clients that echo signatures back; every worker
@@ -166,13 +166,13 @@ class AgentChat(Served):
         *,
         model: Model | str | None = None,
         signing_key: bytes = b"",
-        frontend_timeout: float = 120.0,
+        browser_timeout: float = 120.0,
     ) -> None:
         self.agent = agent
         self.gate = gate
         self.model = model
         self.signing_key = signing_key
-        self.frontend_timeout = frontend_timeout
+        self.browser_timeout = browser_timeout
         self.browser_tools = _browser_tools(agent)
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
@@ -188,7 +188,7 @@ class AgentChat(Served):
         )
         return ChatView(messages, approvals)
 
-    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply:
+    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AgentReply:
         ledger = self.gate.ledger
         history: list[ModelMessage] = []
 
@@ -201,7 +201,7 @@ class AgentChat(Served):
             request,
             principal,
             signing_key=self.signing_key,
-            browser_timeout=self.frontend_timeout,
+            browser_timeout=self.browser_timeout,
             made=made,
         )
         state = begun.state
@@ -211,7 +211,7 @@ class AgentChat(Served):
         )
         results.calls.update(await task_news(ledger, state.tasks))  # how far each got, or its result
         if begun.expired is not None:
-            results.calls = {call_id: ToolFailed(begun.expired) for call_id in state.frontend}
+            results.calls = {call_id: ToolFailed(begun.expired) for call_id in state.browser_calls}
         run: dict[str, Any] = {"message_history": history}
         match begun.action:
             case Action.REGENERATE:
@@ -222,7 +222,7 @@ class AgentChat(Served):
                 assert request.user_message is not None
                 run["user_prompt"] = request.user_message.text
                 cancelled = {"status": "cancelled", "message": SUPERSEDED}
-                for call_id in state.frontend:
+                for call_id in state.browser_calls:
                     results.calls.setdefault(call_id, cancelled)
                 run["deferred_tool_results"] = results
             case Action.RUN:
@@ -231,7 +231,9 @@ class AgentChat(Served):
             case Action.CONTINUE | Action.EXPIRE:
                 run["deferred_tool_results"] = results
         message_id = begun.message_id()
-        return Reply(self, request.chat_id, wait, begun.stored, message_id, begun.visible, run, begun=state)
+        return AgentReply(
+            self, request.chat_id, wait, begun.stored, message_id, begun.continued, run, begun=state
+        )
 
     async def _load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
         return await load_state(self.gate.ledger, chat_id, begun=begun)
@@ -269,4 +271,4 @@ def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage]
     raise Untrusted(409, "trigger", "there is no earlier user message to regenerate a reply to")
 
 
-__all__ = ["AgentChat", "Reply"]
+__all__ = ["AgentChat", "AgentReply"]

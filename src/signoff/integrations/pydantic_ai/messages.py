@@ -24,10 +24,10 @@ from pydantic_core import to_jsonable_python
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.pydantic_ai.toolset import refused
-from signoff.integrations.ui import Outcome, Transcript, UIMessage, tool_part
+from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
 
 
-def outcome(result: ToolReturnPart | RetryPromptPart) -> Outcome:
+def outcome(result: ToolReturnPart | RetryPromptPart) -> PartOutcome:
     """What a call's result is to the client, the UI part's state and its fields: one answer for the live
     stream and for a chat rebuilt later, so a reload shows what the stream showed."""
     if isinstance(result, RetryPromptPart):
@@ -99,10 +99,10 @@ class _Parts:
     def _tool(self, part: ToolCallPart) -> UIMessage:
         call = ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict())
         result = self.results.get(part.tool_call_id)
-        shown: Outcome | None = outcome(result) if result else None
+        shown: PartOutcome | None = outcome(result) if result else None
         if result is None and part.tool_call_id in self.tasks:
             shown = "output-available", {"output": self.tasks[part.tool_call_id]}
         return tool_part(call, shown, self.approvals, self.asking)
 
 
-__all__ = ["Outcome", "UIMessage", "outcome", "ui_messages"]
+__all__ = ["PartOutcome", "UIMessage", "outcome", "ui_messages"]

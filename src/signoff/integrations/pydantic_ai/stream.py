@@ -48,12 +48,12 @@ from signoff.protocol import (
 )
 
 
-class Translator(stream.Translator):
+class AgentTranslator(stream.Translator):
     def __init__(
         self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
     ) -> None:
         super().__init__(turn, message_id, visible, signing_key=signing_key)
-        self.earlier = set(visible)
+        self.continued = set(visible)
         self.part_ids: dict[int, str] = {}
         self.tool_ids: dict[int, str] = {}
         self.count = 0
@@ -83,7 +83,7 @@ class Translator(stream.Translator):
     def _handed_over(self, output: DeferredToolRequests) -> list[Chunk]:
         """Browser calls that were approved: the client still holds them as asked or answered, so say
         again that their input is available, which moves them to the state where the page runs them."""
-        approved = self.asked.keys() | self.earlier
+        approved = self.asked.keys() | self.continued
         return [
             ToolInputAvailable(tool_call_id=c.tool_call_id, tool_name=c.tool_name, input=c.args_as_dict())
             for c in output.calls

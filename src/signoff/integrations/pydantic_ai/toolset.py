@@ -27,7 +27,7 @@ from signoff.integrations.gated import GatedCall, Held, Ran, Rejected, Started, 
 from signoff.integrations.turn import current_turn, in_browser
 from signoff.tasks import is_long_running
 
-_EXTERNAL = "signoff_external"
+_BROWSER = "signoff_browser"
 LONG_RUNNING = {"signoff": "long-running"}
 """Tool metadata that declares a tool long-running, for tools not made from a function (`long_running`
 marks a function)."""
@@ -59,12 +59,12 @@ def refused(part: object) -> bool:
     return isinstance(part, ToolReturnPart) and part.metadata == REFUSED
 
 
-def _external(tool: ToolsetTool[Any]) -> dict[str, Any]:
-    return {**(tool.tool_def.metadata or {}), _EXTERNAL: True}
+def _as_browser(tool: ToolsetTool[Any]) -> dict[str, Any]:
+    return {**(tool.tool_def.metadata or {}), _BROWSER: True}
 
 
 def _is_browser(tool: ToolsetTool[Any]) -> bool:
-    return bool((tool.tool_def.metadata or {}).get(_EXTERNAL))
+    return bool((tool.tool_def.metadata or {}).get(_BROWSER))
 
 
 def _marked_long_running(tool: ToolsetTool[Any]) -> bool:
@@ -83,7 +83,7 @@ class BrowserToolset(WrapperToolset[AgentDepsT]):
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         return {
-            name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_external(tool)))
+            name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_as_browser(tool)))
             if tool.tool_def.kind == "external"
             else tool
             for name, tool in (await super().get_tools(ctx)).items()
