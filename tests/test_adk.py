@@ -130,6 +130,6 @@ async def test_a_reload_shows_the_answered_call_with_its_result() -> None:
 
 
 async def _state(chat: AdkChat, chat_id: str) -> tuple[object, Any]:
-    from signoff.integrations.chat import load_state
+    from signoff.integrations.state import load_state
 
     return await load_state(chat.gate.ledger, chat_id)

@@ -17,8 +17,9 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.policy import Policy
-from signoff.gate import Gate
-from signoff.integrations.gated import GatedCall, Held, Ran, Rejected, Started, Withheld, gated_call
+from signoff.core.task import Task
+from signoff.gate import Gate, Pending, Refused
+from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
 from signoff.integrations.pydantic_ai.toolset import (
     BrowserToolset,
     LongRunningToolset,
@@ -79,7 +80,7 @@ async def test_an_approved_call_runs_once_and_a_second_claim_is_rejected_unrun()
     async with MemoryLedger() as ledger:
         gate = Gate(ledger, policy("ask"))
         held = await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred")
-        assert isinstance(held, Held) and ran == []
+        assert isinstance(held, Pending) and ran == []
         await ledger.decide(held.approval.id, Decision.approve("bob"))
         assert await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred") == Ran("paid")
         again = await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred")
@@ -96,7 +97,7 @@ async def test_a_deferred_ask_is_held_and_its_question_goes_through_the_turns_si
             result = await gated_call(gate, gated, chat_id="ignored", wait="blocking")
         finally:
             current_turn.reset(token)
-        assert isinstance(result, Held) and result.approval.chat_id == "chat"
+        assert isinstance(result, Pending) and result.approval.chat_id == "chat"
         assert result.approval.requester == "alice"
         assert sink.events == [Asked(result.approval)] and sink.parked == []  # deferred: nothing to park
 
@@ -117,7 +118,7 @@ async def test_a_blocking_wait_parks_the_chat_with_its_history_before_it_waits()
             result = await running
         finally:
             current_turn.reset(token)
-        assert isinstance(result, Withheld) and result.refusal.reason == "not today"
+        assert isinstance(result, Refused) and result.reason == "not today"
 
 
 async def test_a_denied_call_is_withheld_and_never_runs() -> None:
@@ -131,7 +132,7 @@ async def test_a_denied_call_is_withheld_and_never_runs() -> None:
         result = await gated_call(
             gate, GatedCall(ToolCall("c1", "pay", PAY), body), chat_id="chat", wait="deferred"
         )
-        assert isinstance(result, Withheld) and ran == []
+        assert isinstance(result, Refused) and ran == []
 
 
 async def test_a_long_running_call_starts_a_task_the_turn_follows_through_its_sink() -> None:
@@ -149,14 +150,14 @@ async def test_a_long_running_call_starts_a_task_the_turn_follows_through_its_si
         try:
             gated = GatedCall(ToolCall("c1", "pay", PAY), slow, long_running=True)
             result = await gated_call(gate, gated, chat_id="chat", wait="deferred")
-            assert isinstance(result, Started) and turn.long_running == {"c1": result.task.id}
+            assert isinstance(result, Task) and turn.long_running == {"c1": result.id}
             release.set()
             while not any(isinstance(e, Progressed) and e.task.state.finished for e in sink.events):
                 await asyncio.sleep(0.001)
         finally:
             turn.stop_following()
             current_turn.reset(token)
-        assert isinstance(sink.events[0], Progressed) and sink.events[0].task.id == result.task.id
+        assert isinstance(sink.events[0], Progressed) and sink.events[0].task.id == result.id
 
 
 async def test_a_connected_browser_is_handed_the_call_through_the_sink_before_its_result_is_awaited() -> None:

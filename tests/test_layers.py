@@ -149,12 +149,12 @@ def test_every_backend_makes_a_whole_store_of_each_interface(tmp_path: Path) -> 
     }
     for interface in (*interfaces.values(), stores.Backend):
         assert 0 < len(interface.__abstractmethods__) <= MAX_ABSTRACT, interface.__name__
-    net = {"pool_size": 1, "connect_timeout": 1.0, "pool_timeout": 1.0, "poll_interval": 1.0}
+    net = stores.Pool(size=1, connect_timeout=1.0, pool_timeout=1.0, poll_interval=1.0)
     backends: list[stores.Backend] = [
         MemoryBackend(),
         SqliteBackend(tmp_path / "x.db", synchronous="normal", poll_interval=1.0),
-        PostgresBackend("postgresql://nowhere", schema="s", **net),
-        RedisBackend("redis://nowhere", prefix="p", **net),
+        PostgresBackend("postgresql://nowhere", schema="s", pool=net),
+        RedisBackend("redis://nowhere", prefix="p", pool=net),
     ]
     for backend in backends:
         for attribute, interface in interfaces.items():

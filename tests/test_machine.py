@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from signoff.integrations.chat import encode_state, load_state
 from signoff.integrations.machine import (
     REFUSALS,
     TRANSITIONS,
@@ -19,6 +18,7 @@ from signoff.integrations.machine import (
     request_of,
     streams_into_open_message,
 )
+from signoff.integrations.state import encode_state, load_state
 from signoff.ledger import MemoryLedger
 from signoff.protocol import parse_chat_request
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import msgspec
 
@@ -137,20 +137,27 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.state is State.PENDING and self.deadline is not None and now >= self.deadline
 
 
+class Asking(TypedDict, total=False):
+    """How an approval is asked, beyond the call and its rule: a deadline and what it means, who asks
+    (`actor`) and for whom (`requester`, the chat's owner), who may decide (`authority`), and the tool's
+    JSON Schema an edit must fit."""
+
+    deadline: float | None
+    on_timeout: OnTimeout
+    actor: str
+    requester: str
+    authority: Authority | None
+    schema: dict[str, Any] | None
+
+
 def open_approval(
-    call: ToolCall,
-    *,
-    chat_id: str,
-    description: str,
-    rule: str,
-    now: float,
-    deadline: float | None = None,
-    on_timeout: OnTimeout = "deny",
-    actor: str = "signoff:gate",
-    requester: str = "",
-    authority: Authority | None = None,
-    schema: dict[str, Any] | None = None,
+    call: ToolCall, *, chat_id: str, description: str, rule: str, now: float, **asking: Unpack[Asking]
 ) -> tuple[Approval, AuditEvent]:
+    deadline, requester, authority = (
+        asking.get("deadline"),
+        asking.get("requester", ""),
+        asking.get("authority"),
+    )
     approval = Approval(
         id=new_approval_id(),
         chat_id=chat_id,
@@ -160,10 +167,10 @@ def open_approval(
         rule=rule,
         created_at=now,
         deadline=None if deadline is None else now + deadline,
-        on_timeout=on_timeout,
+        on_timeout=asking.get("on_timeout", "deny"),
         requester=requester,
         authority=authority or Authority(),
-        schema=schema,
+        schema=asking.get("schema"),
     )
     detail: dict[str, object] = {
         "chat": chat_id,
@@ -178,7 +185,7 @@ def open_approval(
         detail["authority"] = msgspec.to_builtins(authority)
     event = AuditEvent(
         at=now,
-        actor=actor,
+        actor=asking.get("actor", "signoff:gate"),
         action="open",
         subject=approval.id,
         after=State.PENDING,

@@ -1,4 +1,5 @@
-"""What every framework's chat shares: the state kept between requests, and what the server needs of it.
+"""What every framework's chat shares: the checked start of a request, the run of a reply, and what the server
+needs of a chat (its state between requests is `integrations.state`).
 
 A framework's chat (`AgentChat` for pydantic-ai, `AdkChat` for Google ADK) prepares a `Reply` from a
 checked request and runs it as chunks; the server's transports (SSE, the live socket) need nothing else.
@@ -7,17 +8,14 @@ checked request and runs it as chunks; the server's transports (SSE, the live so
 from __future__ import annotations
 
 import abc
-import contextlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import msgspec
+from typing import Any, Generic, Protocol, TypeVar
 
 from signoff.core.approval import Approval
-from signoff.core.errors import IllegalTransition, NotFound, StaleChat
-from signoff.core.principal import ANONYMOUS, Principal
+from signoff.core.errors import SignoffError
+from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.machine import (
     REFUSALS,
@@ -28,117 +26,25 @@ from signoff.integrations.machine import (
     request_of,
     streams_into_open_message,
 )
-from signoff.integrations.stream import Translator
+from signoff.integrations.state import (
+    ChatState,
+    claim,
+    expire_overdue,
+    load_state,
+    owner_principal,
+    withdraw,
+)
+from signoff.integrations.stream import Relay, Translator, translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
-from signoff.integrations.turn import Browser
+from signoff.integrations.turn import Browser, Turn
 from signoff.integrations.ui import UIMessage
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
-from signoff.protocol import ChatRequest, Chunk, ToolOutput
+from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
-SUPERSEDED = "the user sent a new message instead"
-
-
-class ChatState(msgspec.Struct, kw_only=True):
-    """What the server remembers of a chat between requests."""
-
-    history: msgspec.Raw = msgspec.Raw(b"[]")
-    """The framework's own message history, where the framework keeps none itself (pydantic-ai)."""
-    events: int = 0
-    """How many events the framework's own session held when the last reply ended (ADK)."""
-    assistant_id: str | None = None
-    """The assistant message a deferred reply left open; its continuation streams into the same id."""
-    approvals: dict[str, str] = {}
-    """Calls waiting on a person: call id to approval id."""
-    confirmations: dict[str, str] = {}
-    """The framework's own id for each question it asked (ADK's confirmation calls), by call id."""
-    browser_calls: dict[str, str] = msgspec.field(default_factory=dict, name="frontend")
-    """Calls waiting on the browser for a result: call id to tool name. (Stored under the word the
-    first chats were saved with, as is `browser_due`, so every saved chat still loads.)"""
-    browser_due: float | None = msgspec.field(default=None, name="frontend_due")
-    """When the browser's results are overdue: after it, those calls end as errors the model sees."""
-    tasks: dict[str, str] = {}
-    """Long-running calls the run ended on, whose result the model has not seen: call id to task id."""
-    parked: ChatState | None = None
-    """The chat as a blocking reply left it while it waits on a person. The fields above stay as the
-    reply began, which the worker streaming it shows; every other reader, and a continuation on any
-    worker after that one died, goes on from here."""
-
-    def latest(self) -> ChatState:
-        return self.parked or self
-
-    def overdue(self, now: float) -> bool:
-        return bool(self.browser_calls) and self.browser_due is not None and now >= self.browser_due
-
-
-_decode_state = msgspec.json.Decoder(ChatState).decode
-encode_state = msgspec.json.Encoder().encode
-
-
-async def load_state(
-    ledger: Ledger, chat_id: str, *, begun: bool = False
-) -> tuple[StoredChat | None, ChatState]:
-    """The chat's stored record and its latest state, or the state its running reply began from (an
-    unknown chat is an empty one)."""
-    stored = await ledger.load_chat(chat_id)
-    state = _decode_state(stored.state) if stored else ChatState()
-    return stored, state if begun else state.latest()
-
-
-def owner_of(stored: StoredChat | None) -> str | None:
-    """The id of the principal a chat belongs to; None while nobody has started it. A chat stored before
-    chats had owners belongs to whoever sends no credential, as it did then."""
-    return None if stored is None else stored.owner or ANONYMOUS.id
-
-
-async def check_owner(ledger: Ledger, chat_id: str, stored: StoredChat | None, principal: Principal) -> None:
-    """Raise `Untrusted` (404, audited) unless `principal` owns the chat or nobody does yet: to anyone
-    else, another's chat is as unknown as a missing one."""
-    owner = owner_of(stored)
-    if owner is not None and owner != principal.id:
-        why = "the chat belongs to another principal"
-        await ledger.record("refuse", chat_id, principal.id, why=why, via=principal.via)
-        raise Untrusted(404, "id", f"no chat {chat_id}")
-
-
-async def claim(ledger: Ledger, chat_id: str, stored: StoredChat | None, principal: Principal) -> StoredChat:
-    """The chat's record, started for `principal` if it is new; raises `Untrusted` if it is another's.
-
-    A new chat is saved at once, before anything runs in it, so that of two principals racing to start
-    the same chat id exactly one gets it."""
-    await check_owner(ledger, chat_id, stored, principal)
-    if stored is not None:
-        return stored
-    try:
-        return await ledger.save_chat(chat_id, encode_state(ChatState()), version=0, owner=principal.id)
-    except StaleChat:
-        raise Untrusted(409, "id", f"chat {chat_id} was started by another request meanwhile") from None
-
-
-def owner_principal(stored: StoredChat | None) -> Principal:
-    """The chat's owner, for what the server does in its name on its own initiative."""
-    return Principal(id=owner_of(stored) or ANONYMOUS.id)
-
-
-async def withdraw(ledger: Ledger, state: ChatState, actor: str, why: str = SUPERSEDED) -> None:
-    """Cancel the chat's open approvals in `actor`'s name; one decided meanwhile (or asked by the agent's
-    own tools, with no ledger record) is left as it is."""
-    for approval_id in filter(None, state.approvals.values()):
-        with contextlib.suppress(NotFound, IllegalTransition):
-            await ledger.cancel(approval_id, actor, why)
-
-
-async def expire_overdue(ledger: Ledger, chat_id: str, calls: dict[str, str], allowed: float) -> str:
-    """Audit the browser calls that got no result within `allowed` seconds; the reason the model is told."""
-    why = f"the browser returned no result within {allowed:g} s"
-    for call_id, tool in calls.items():
-        await ledger.record("expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why)
-    return why
-
-
-async def task_news(ledger: Ledger, tasks: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Each long-running call's task status as it is now, in seed 004's format: call id to status."""
-    return {call_id: (await ledger.get_task(task_id)).status() for call_id, task_id in tasks.items()}
+T = TypeVar("T", bound=Translator)
+Made = Callable[[ChatState], Awaitable[Collection[str]]]
+"""The ids of the calls a chat's history holds, as its framework reads them from the chat's state."""
 
 
 @dataclass(frozen=True)
@@ -149,12 +55,50 @@ class ChatView:
     approvals: list[Approval]
 
 
-class RunningReply:
-    """What a transport may do with a reply while it runs; `translator` is set once it does."""
+class RunningReply(abc.ABC, Generic[T]):
+    """A checked request, ready to run, and what a transport may do with it while it runs. `translator`
+    is set once it runs. Every framework runs a reply the same way: a turn whose sink relays the gate's
+    news beside the framework's events, translated into chunks, and the chat saved at the end; the
+    framework supplies its translator, its events and its save."""
 
-    translator: Translator | None = None
+    chat_id: str
+    wait: Wait
+    stored: StoredChat
+    message_id: str
+    browser: Browser | None
+    translator: T | None = None
     continued: list[str]
     """The earlier calls this reply continues: it streams their results into the open message."""
+
+    @abc.abstractmethod
+    def translator_for(self, turn: Turn) -> T: ...
+
+    @abc.abstractmethod
+    def events(self) -> AsyncIterator[Any]:
+        """The framework's event stream of the run."""
+
+    @abc.abstractmethod
+    async def finish(self, translator: T) -> None:
+        """Save the chat as the run left it (an interrupted run leaves it as last saved)."""
+
+    async def park(self, approval: Approval, history: Sequence[object]) -> None:
+        """Save the chat as waiting on `approval` before a blocking wait, where the framework can resume
+        a run from its history; by default it can't, and nothing is saved."""
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        relay = Relay(park=self.park)
+        owner = self.stored.owner or ""
+        turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser)
+        translator = self.translator = self.translator_for(turn)
+        yield Start(message_id=self.message_id)
+        try:
+            async for chunk in translate(self.events, translator, relay):
+                yield chunk
+            await self.finish(translator)
+        except SignoffError as exc:
+            yield Error(error_text=str(exc))
+        except Exception as exc:  # a model or tool failure ends this reply, not the server
+            yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
 
     def interrupt(self) -> None:
         """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
@@ -230,7 +174,7 @@ async def begin(
     *,
     signing_key: bytes,
     browser_timeout: float,
-    made: Callable[[ChatState], Awaitable[Collection[str]]],
+    made: Made,
 ) -> Begun:
     """The I/O before the machine's step and the step itself, the same for every framework: load the
     chat, claim it for `principal`, record the approval responses and take the browser results (`made`:
@@ -259,14 +203,33 @@ async def begin(
 
 
 class ServedChat(abc.ABC):
-    """What every framework's chat does the same way around its own `prepare`."""
+    """What every framework's chat does the same way around its own `prepare`.
 
-    gate: Gate
+    `signing_key` signs approval requests for the clients that echo signatures back; every worker serving
+    the same chats needs the same key. A browser call whose result takes longer than `browser_timeout`
+    seconds fails, and the model is told so."""
+
+    browser_tools: tuple[BrowserToolInfo, ...] = ()
+
+    def __init__(self, gate: Gate, *, signing_key: bytes = b"", browser_timeout: float = 120.0) -> None:
+        self.gate = gate
+        self.signing_key = signing_key
+        self.browser_timeout = browser_timeout
 
     @abc.abstractmethod
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply:
         """Check the request against the chat's state and record its decisions, as `principal`, who must
         own the chat (or start it); raises `Untrusted`."""
+
+    async def begin(
+        self,
+        request: ChatRequest,
+        principal: Principal,
+        made: Callable[[ChatState], Awaitable[Collection[str]]],
+    ) -> Begun:
+        """`begin` with this chat's ledger and settings."""
+        ledger, key, timeout = self.gate.ledger, self.signing_key, self.browser_timeout
+        return await begin(ledger, request, principal, signing_key=key, browser_timeout=timeout, made=made)
 
     async def waiting(self, chat_id: str) -> dict[str, str]:
         """The calls the chat waits on a person for, as last saved: call id to approval id."""

@@ -13,11 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task
-from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.gate import Asks, Gate, Pending, Refused, Wait
 from signoff.integrations.turn import Asked, current_turn
 
 
@@ -37,42 +39,22 @@ class GatedCall:
     the chat first."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ran:
-    """Allowed, claimed and run: the tool's own result."""
-
+class Ran(msgspec.Struct, frozen=True):
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A person decides later: the run ends, and resuming it with the same call picks the decision up."""
-
-    approval: Approval
-
-
-@dataclass(frozen=True, slots=True)
-class Withheld:
-    """Refused: the model gets the reason, and the tool never runs."""
-
-    refusal: Refused
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """Allowed once, but this claim can't hold (run already, another call, no valid proof): never run."""
-
+class Rejected(msgspec.Struct, frozen=True):
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Started:
-    """A long-running call's task, started and pending."""
-
-    task: Task
-
-
-GatedResult = Ran | Held | Withheld | Rejected | Started
+GatedResult = Ran | Pending | Refused | Rejected | Task
+"""What came of a gated call:
+- `Ran`: allowed, claimed and run, with the tool's own result;
+- `Pending`: a person decides later; the run ends, and resuming it with the same call picks the decision up;
+- `Refused`: the model gets the reason, and the tool never ran;
+- `Rejected`: allowed once, but this claim can't hold (run already, another call, no valid proof): never run;
+- `Task`: a long-running call's task, started and pending.
+"""
 
 
 async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) -> GatedResult:
@@ -91,25 +73,27 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
     async def run(**args: Any) -> Any:
         return await gated.run(args)
 
-    asks: dict[str, Any] = {
-        "chat_id": chat_id, "wait": wait, "on_pending": pending if turn else None,
-        "requester": turn.requester if turn else "", "schema": gated.schema,
-    }  # fmt: skip
+    asks = Asks(
+        wait=wait,
+        on_pending=pending if turn else None,
+        requester=turn.requester if turn else "",
+        schema=gated.schema,
+    )
     result: Any
     try:
         if gated.long_running:
-            result = await gate.start(gated.call, run, interruptible=gated.interruptible, **asks)
+            result = await gate.start(
+                gated.call, run, chat_id=chat_id, interruptible=gated.interruptible, **asks
+            )
         else:
-            result = await gate.run(gated.call, run, **asks)
+            result = await gate.run(gated.call, run, chat_id=chat_id, **asks)
     except (AlreadyConsumed, CallMismatch, Unproven) as exc:
         return Rejected(str(exc))
-    if isinstance(result, Pending):
-        return Held(result.approval)
-    if isinstance(result, Refused):
-        return Withheld(result)
+    if isinstance(result, Pending | Refused):
+        return result
     if gated.long_running:
         assert isinstance(result, Task)
         if turn is not None:
             turn.started(gate.tasks, result)
-        return Started(result)
+        return result
     return Ran(result)

@@ -8,18 +8,17 @@ this process's waiters when an approval leaves `pending`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Unpack
 
 from signoff.core import approval as machine
-from signoff.core.approval import Approval, OnTimeout, State
+from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck, Checkpoint
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.errors import AlreadyDecided, AlreadyVoted, CallMismatch, NotAnApprover, NotFound, Unproven
+from signoff.core.errors import AlreadyDecided, AlreadyVoted, CallMismatch, NotAnApprover, Unproven
 from signoff.core.grant import Grant, grant_for, revoke
-from signoff.core.principal import Authority
 from signoff.core.proof import grant_holds
-from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey
+from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, found
 from signoff.ledger.parts import Parts
 from signoff.ledger.records import Change
 
@@ -29,35 +28,15 @@ AUDIT_PAGE = 5000
 
 class ApprovalLedger(Parts):
     async def open(
-        self,
-        call: ToolCall,
-        *,
-        chat_id: str,
-        description: str,
-        rule: str,
-        deadline: float | None = None,
-        on_timeout: OnTimeout = "deny",
-        actor: str = "signoff:gate",
-        requester: str = "",
-        authority: Authority | None = None,
-        schema: dict[str, Any] | None = None,
+        self, call: ToolCall, *, chat_id: str, description: str, rule: str, **asking: Unpack[machine.Asking]
     ) -> Approval:
         """Open a pending approval for `call`, asked by `requester` (the chat's owner), which `authority`
         says who may decide; an edit of it must fit the tool's `schema`. Opening the same chat and call id
         again returns the first one, as long as the arguments are the same: a retried request never asks
         twice."""
+        now = self.clock()
         approval, event = machine.open_approval(
-            call,
-            chat_id=chat_id,
-            description=description,
-            rule=rule,
-            now=self.clock(),
-            deadline=deadline,
-            on_timeout=on_timeout,
-            actor=actor,
-            requester=requester,
-            authority=authority,
-            schema=schema,
+            call, chat_id=chat_id, description=description, rule=rule, now=now, **asking
         )
 
         def step(existing: Approval | None) -> Change:
@@ -72,10 +51,7 @@ class ApprovalLedger(Parts):
         return stored
 
     async def get(self, approval_id: str) -> Approval:
-        approval = await self.backend.approvals.load(approval_id)
-        if approval is None:
-            raise NotFound(f"no approval {approval_id}")
-        return approval
+        return found(await self.backend.approvals.load(approval_id), ApprovalKey(approval_id))
 
     async def find(self, chat_id: str, call_id: str) -> Approval | None:
         return await self.backend.approvals.find(chat_id, call_id)

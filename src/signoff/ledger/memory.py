@@ -18,26 +18,20 @@ from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
 from signoff.ledger.base import Ledger
-from signoff.ledger.keys import (
-    ApprovalKey,
-    AskedKey,
-    GrantKey,
-    Key,
-    PrincipalKey,
-    StartedKey,
+from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
+from signoff.ledger.records import (
+    Apply,
+    Change,
+    Clock,
+    Progress,
+    ReplyFrames,
+    ReplyLog,
     Stored,
-    TaskKey,
+    StoredChat,
+    TaskQuery,
     Write,
 )
-from signoff.ledger.records import Change, Clock, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
-from signoff.ledger.stores import (
-    Apply,
-    ApprovalStore,
-    Backend,
-    ChatStore,
-    PrincipalStore,
-    TaskStore,
-)
+from signoff.ledger.stores import ApprovalStore, Backend, ChatStore, PrincipalStore, TaskStore
 
 
 class MemoryLedger(Ledger):

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from signoff.core.audit import AuditEvent
-from signoff.core.errors import NotFound
 from signoff.core.principal import Principal, Registered, assign_roles, register, token_hash
 from signoff.core.principal import revoke as revoke_principal
-from signoff.ledger.keys import PrincipalKey
+from signoff.ledger.keys import PrincipalKey, found
 from signoff.ledger.parts import Parts
 from signoff.ledger.records import Change
 
@@ -33,10 +32,7 @@ class PrincipalLedger(Parts):
         return registered, made[-1]
 
     async def principal(self, principal_id: str) -> Registered:
-        found = await self.backend.principals.load(principal_id)
-        if found is None:
-            raise NotFound(f"no principal {principal_id}")
-        return found
+        return found(await self.backend.principals.load(principal_id), PrincipalKey(principal_id))
 
     async def principals(self) -> list[Registered]:
         """Every registered principal, revoked ones too, oldest first."""
@@ -63,7 +59,7 @@ class PrincipalLedger(Parts):
     ) -> Registered:
         def change(record: Registered | None) -> Change:
             if record is None:
-                raise NotFound(f"no principal {principal_id}")
+                raise PrincipalKey(principal_id).missing()
             after, event = step(record)
             return Change(principal=after, events=(event,))
 

@@ -12,18 +12,17 @@ import asyncio
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, TypedDict
 
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry, AuditKey
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task
-from signoff.ledger.keys import Key, Stored, Write
-from signoff.ledger.records import Change, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.keys import Key
+from signoff.ledger.records import Apply, Change, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 
-Apply = Callable[[dict[Key, Stored]], list[Write]]
-"""The steps of a batch, run on the records it loaded: pure, so a backend may run it again."""
 Heard = Callable[[float], Awaitable[list[Approval | str]]]
 """What a backend's listener hears within at most a number of seconds, returning as soon as it hears
 anything: decided records, or ids of decided approvals to read."""
@@ -115,6 +114,37 @@ class PrincipalStore(ABC):
     @abstractmethod
     async def all(self) -> list[Registered]:
         """Oldest first."""
+
+
+class PoolOptions(TypedDict, total=False):
+    """How a ledger on a server reaches it, as its constructor takes them."""
+
+    pool_size: int
+    connect_timeout: float
+    """Bounds reaching the server."""
+    pool_timeout: float
+    """Bounds waiting here for one of the `pool_size` connections, which a busy worker does long before the
+    server is slow: the two are apart so that a call refused after a short queue never fails a healthy
+    ledger."""
+    poll_interval: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    size: int
+    connect_timeout: float
+    pool_timeout: float
+    poll_interval: float
+
+    @classmethod
+    def of(cls, options: PoolOptions, *, size: int) -> Pool:
+        """`options` as given, the rest defaults (`size` is the backend's own)."""
+        return cls(
+            size=options.get("pool_size", size),
+            connect_timeout=options.get("connect_timeout", 5.0),
+            pool_timeout=options.get("pool_timeout", 30.0),
+            poll_interval=options.get("poll_interval", 1.0),
+        )
 
 
 class Backend(ABC):

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
-from signoff.core.errors import NotFound, TaskFinished
+from signoff.core.errors import TaskFinished
 from signoff.core.task import Task, TaskState, abandon, new_task
-from signoff.ledger.keys import StartedKey, TaskKey
+from signoff.ledger.keys import StartedKey, TaskKey, found
 from signoff.ledger.parts import Parts
 from signoff.ledger.records import Change, Progress, TaskQuery, TaskStep
 
@@ -44,10 +44,7 @@ class TaskLedger(Parts):
         return stored
 
     async def get_task(self, task_id: str) -> Task:
-        task = await self.backend.tasks.load(task_id)
-        if task is None:
-            raise NotFound(f"no task {task_id}")
-        return task
+        return found(await self.backend.tasks.load(task_id), TaskKey(task_id))
 
     async def tasks(
         self, *, chat_id: str | None = None, state: TaskState | str | None = None, limit: int | None = None

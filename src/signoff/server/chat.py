@@ -37,7 +37,8 @@ from starlette.routing import BaseRoute, Route
 from signoff.core.errors import AlreadyDecided, AlreadyVoted, InvalidDecision, NotAnApprover, SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Wait
-from signoff.integrations.chat import Chat, Reply, check_owner, owner_of
+from signoff.integrations.chat import Chat, Reply
+from signoff.integrations.state import check_owner, owner_of
 from signoff.integrations.trust import Untrusted, decide_in_chat
 from signoff.integrations.turn import Browser
 from signoff.protocol import (

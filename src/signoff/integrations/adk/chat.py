@@ -34,30 +34,18 @@ from google.adk.sessions.session import Session
 from google.genai import types
 
 from signoff.core.call import ToolCall
-from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.adk.messages import calls_of, ui_messages
 from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
-from signoff.integrations.chat import (
-    BrowserToolInfo,
-    ChatState,
-    ChatView,
-    RunningReply,
-    ServedChat,
-    begin,
-    encode_state,
-    load_state,
-    task_news,
-    withdraw,
-)
+from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
 from signoff.integrations.machine import Action
-from signoff.integrations.stream import Relay, translate
+from signoff.integrations.state import ChatState, encode_state, load_state, task_news, withdraw
 from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
-from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
+from signoff.protocol import ChatRequest, ToolOutput
 
 INTERRUPTED = "the user interrupted the reply"
 USER = "signoff"
@@ -65,7 +53,7 @@ USER = "signoff"
 
 
 @dataclass
-class AdkReply(RunningReply):
+class AdkReply(RunningReply[AdkTranslator]):
     chat: AdkChat
     chat_id: str
     wait: Wait
@@ -81,42 +69,22 @@ class AdkReply(RunningReply):
     browser: Browser | None = None
     browser_due: float | None = None
 
-    async def chunks(self) -> AsyncIterator[Chunk]:
-        relay = Relay()  # ADK can't resume a run from its history: a blocked call never parks the chat
-        turn = Turn(
-            chat_id=self.chat_id,
-            wait=self.wait,
-            sink=relay,
-            requester=self.stored.owner or "",
-            browser=self.browser,
+    def translator_for(self, turn: Turn) -> AdkTranslator:
+        browser_tools = frozenset(tool.name for tool in self.chat.browser_tools)
+        signing_key = self.chat.signing_key
+        continued = self.continued_calls
+        return AdkTranslator(
+            turn, self.message_id, continued=continued, browser_tools=browser_tools, signing_key=signing_key
         )
-        translator = AdkTranslator(
-            turn,
-            self.message_id,
-            continued=self.continued_calls,
-            browser_tools=frozenset(tool.name for tool in self.chat.browser_tools),
-            signing_key=self.chat.signing_key,
-        )
-        self.translator = translator
-        yield Start(message_id=self.message_id)
-        try:
-            async for chunk in translate(self._events, translator, relay):
-                yield chunk
-            if translator.ended:
-                await self._save(translator)
-            else:  # interrupted mid-wait: ADK cannot pick a blocked call up again, so its question ends
-                await withdraw(
-                    self.chat.gate.ledger,
-                    ChatState(approvals=translator.asking),
-                    self.stored.owner or "",
-                    INTERRUPTED,
-                )
-        except SignoffError as exc:
-            yield Error(error_text=str(exc))
-        except Exception as exc:  # a model or tool failure ends this reply, not the server
-            yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
 
-    async def _events(self) -> AsyncIterator[Event | End]:
+    async def finish(self, translator: AdkTranslator) -> None:
+        if translator.ended:
+            await self._save(translator)
+        else:  # interrupted mid-wait: ADK cannot pick a blocked call up again, so its question ends
+            asked = ChatState(approvals=translator.asking)
+            await withdraw(self.chat.gate.ledger, asked, self.stored.owner or "", INTERRUPTED)
+
+    async def events(self) -> AsyncIterator[Event | End]:
         if self.news:  # seed 004: ADK puts a long-running call's latest response in its first one's place
             await self.chat._tell(self.chat_id, self.news)
         streaming = RunConfig(streaming_mode=StreamingMode.SSE)
@@ -159,9 +127,7 @@ class AdkChat(ServedChat):
         signing_key: bytes = b"",
         browser_timeout: float = 120.0,
     ) -> None:
-        self.gate = gate
-        self.signing_key = signing_key
-        self.browser_timeout = browser_timeout
+        super().__init__(gate, signing_key=signing_key, browser_timeout=browser_timeout)
         self.app = App(name=app_name, root_agent=agent, plugins=[SignoffPlugin(gate)])
         sessions = session_service or InMemorySessionService()
         self.runner = Runner(app=self.app, session_service=sessions, auto_create_session=True)
@@ -222,14 +188,7 @@ class AdkChat(ServedChat):
             made.update(calls_of(await self._session_events(chat_id)))
             return made
 
-        begun = await begin(
-            ledger,
-            request,
-            principal,
-            signing_key=self.signing_key,
-            browser_timeout=self.browser_timeout,
-            made=made_by,
-        )
+        begun = await self.begin(request, principal, made_by)
         if begun.action is Action.REGENERATE:
             raise Untrusted(409, "trigger", "an ADK chat cannot regenerate a reply: its session only grows")
         state = begun.state

@@ -35,8 +35,8 @@ from pydantic_core import to_jsonable_python
 
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
-from signoff.gate import Gate, Wait
-from signoff.integrations.gated import GatedCall, Held, Ran, Rejected, Started, Withheld, gated_call
+from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
 from signoff.integrations.turn import current_turn, in_browser
 from signoff.tasks import is_long_running, long_running
 
@@ -151,16 +151,16 @@ class SignoffPlugin(BasePlugin):
                 return _placeholder(tool_context, "browser")
             case Ran(value):
                 return value if isinstance(value, dict) else {"result": value}
-            case Held(approval):
+            case Pending(approval=approval):
                 tool_context.request_confirmation(
                     hint=approval.description, payload={"approval_id": approval.id}
                 )
                 return _placeholder(tool_context, "pending", approval_id=approval.id)
-            case Withheld(refusal):
+            case Refused() as refusal:
                 return {**refusal.to_result(), MARK: "refused"}
             case Rejected(reason):
                 return {"status": "error", "message": reason}
-            case Started(task):
+            case Task() as task:
                 return self._started(task, tool_context)
 
     def _started(self, task: Task, tool_context: ToolContext) -> dict[str, Any]:

@@ -1,30 +1,8 @@
 """signoff for pydantic-ai agents, including the drop-in API of pydantic-ai-blocking-approval."""
 
+from signoff.integrations.pydantic_ai import compat
 from signoff.integrations.pydantic_ai.chat import AgentChat
-from signoff.integrations.pydantic_ai.compat import (
-    ApprovalCallback,
-    ApprovalController,
-    ApprovalDecision,
-    ApprovalMemory,
-    ApprovalRequest,
-    ApprovalResult,
-    ApprovalToolset,
-    SupportsApprovalDescription,
-    SupportsNeedsApproval,
-)
+from signoff.integrations.pydantic_ai.compat import *  # noqa: F403 - the drop-in API, exactly as compat exports it
 from signoff.integrations.pydantic_ai.toolset import Signoff, SignoffToolset
 
-__all__ = [
-    "AgentChat",
-    "Signoff",
-    "SignoffToolset",
-    "ApprovalCallback",
-    "ApprovalController",
-    "ApprovalDecision",
-    "ApprovalMemory",
-    "ApprovalRequest",
-    "ApprovalResult",
-    "ApprovalToolset",
-    "SupportsApprovalDescription",
-    "SupportsNeedsApproval",
-]
+__all__ = ["AgentChat", "Signoff", "SignoffToolset", *compat.__all__]

@@ -31,35 +31,22 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 
 from signoff.core.approval import Approval
-from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.chat import (
-    SUPERSEDED,
-    BrowserToolInfo,
-    ChatState,
-    ChatView,
-    RunningReply,
-    ServedChat,
-    begin,
-    encode_state,
-    load_state,
-    task_news,
-    withdraw,
-)
+from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
 from signoff.integrations.machine import Action
 from signoff.integrations.pydantic_ai.messages import ui_messages
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
-from signoff.integrations.stream import Relay, translate
+from signoff.integrations.state import SUPERSEDED, ChatState, encode_state, load_state, task_news, withdraw
 from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
-from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
+from signoff.protocol import ChatRequest, ToolOutput
 
 
 @dataclass
-class AgentReply(RunningReply):
+class AgentReply(RunningReply[AgentTranslator]):
     """A checked request, ready to run. `message_id` is the assistant message it streams into."""
 
     chat: AgentChat
@@ -81,29 +68,21 @@ class AgentReply(RunningReply):
     """Set when the browser stays connected while the reply runs (the live socket)."""
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def chunks(self) -> AsyncIterator[Chunk]:
-        relay = Relay(park=self._park)
-        turn = Turn(
-            chat_id=self.chat_id,
-            wait=self.wait,
-            sink=relay,
-            requester=self.stored.owner or "",
-            browser=self.browser,
-        )
-        translator = AgentTranslator(turn, self.message_id, self.continued, signing_key=self.chat.signing_key)
-        self.translator = translator
-        yield Start(message_id=self.message_id)
-        try:
-            async for chunk in translate(lambda: _events(self.chat, self.run), translator, relay):
-                yield chunk
-            if translator.result is not None:  # None: interrupted, and the chat stays as it was saved
-                await self._save(translator.result.all_messages(), translator.result.output)
-        except SignoffError as exc:
-            yield Error(error_text=str(exc))
-        except Exception as exc:  # a model or tool failure ends this reply, not the server
-            yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
+    def translator_for(self, turn: Turn) -> AgentTranslator:
+        return AgentTranslator(turn, self.message_id, self.continued, signing_key=self.chat.signing_key)
 
-    async def _park(self, approval: Approval, messages: Sequence[object]) -> None:
+    async def events(self) -> AsyncIterator[Any]:
+        gated = [Signoff(self.chat.gate)]
+        agent, model = self.chat.agent, self.chat.model
+        async with agent.run_stream_events(**self.run, capabilities=gated, model=model) as events:
+            async for event in events:
+                yield event
+
+    async def finish(self, translator: AgentTranslator) -> None:
+        if translator.result is not None:  # None: interrupted, and the chat stays as it was saved
+            await self._save(translator.result.all_messages(), translator.result.output)
+
+    async def park(self, approval: Approval, messages: Sequence[object]) -> None:
         """Save the chat as a deferred reply would have left it at this call: the history up to the
         model's tool calls and the approvals they wait on. If this process dies while it blocks, the
         chat resumes on any worker like a deferred one, and the gate's single-use claim makes sure each
@@ -145,19 +124,8 @@ class AgentReply(RunningReply):
             await self._store(state)
 
 
-async def _events(chat: AgentChat, run: dict[str, Any]) -> AsyncIterator[Any]:
-    gated = [Signoff(chat.gate)]
-    async with chat.agent.run_stream_events(**run, capabilities=gated, model=chat.model) as events:
-        async for event in events:
-            yield event
-
-
 class AgentChat(ServedChat):
-    """Serve `agent` as a chat whose every tool call passes `gate`.
-
-    `signing_key` signs approval requests for the clients that echo signatures back; every worker
-    serving the same chats needs the same key.
-    """
+    """Serve `agent` as a chat whose every tool call passes `gate`."""
 
     def __init__(
         self,
@@ -168,11 +136,9 @@ class AgentChat(ServedChat):
         signing_key: bytes = b"",
         browser_timeout: float = 120.0,
     ) -> None:
+        super().__init__(gate, signing_key=signing_key, browser_timeout=browser_timeout)
         self.agent = agent
-        self.gate = gate
         self.model = model
-        self.signing_key = signing_key
-        self.browser_timeout = browser_timeout
         self.browser_tools = _browser_tools(agent)
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
@@ -196,14 +162,7 @@ class AgentChat(ServedChat):
             history.extend(ModelMessagesTypeAdapter.validate_json(bytes(state.history)))
             return {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
 
-        begun = await begin(
-            ledger,
-            request,
-            principal,
-            signing_key=self.signing_key,
-            browser_timeout=self.browser_timeout,
-            made=made,
-        )
+        begun = await self.begin(request, principal, made)
         state = begun.state
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call

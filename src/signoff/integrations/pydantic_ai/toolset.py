@@ -22,8 +22,8 @@ from pydantic_core import ValidationError, to_jsonable_python
 
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
-from signoff.gate import Gate, Wait
-from signoff.integrations.gated import GatedCall, Held, Ran, Rejected, Started, Withheld, gated_call
+from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
 from signoff.integrations.turn import current_turn, in_browser
 from signoff.tasks import is_long_running
 
@@ -195,13 +195,13 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         match await gated_call(self.gate, gated, chat_id=self.chat_id, wait=self.wait):
             case Ran(value):
                 return value
-            case Held(approval):
+            case Pending(approval=approval):
                 raise ApprovalRequired(metadata={"approval_id": approval.id})
-            case Withheld(refusal):
+            case Refused() as refusal:
                 return ToolReturn(return_value=refusal.to_result(), metadata=REFUSED)
             case Rejected(reason):
                 return {"status": "error", "message": reason}
-            case Started(task):
+            case Task() as task:
                 return self._started(task, ctx)
 
     def _started(self, task: Task, ctx: RunContext[AgentDepsT]) -> Any:

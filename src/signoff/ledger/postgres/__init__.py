@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from signoff.core.audit import Keyring
 from signoff.ledger.base import Ledger
 from signoff.ledger.postgres.backend import PostgresBackend
 from signoff.ledger.postgres.schema import SCHEMA_VERSION, upgrade
 from signoff.ledger.records import Clock
+from signoff.ledger.stores import Pool, PoolOptions
 
 
 class PostgresLedger(Ledger):
     """`dsn` is a libpq connection string or URL; `schema` holds the ledger's tables (created on start).
-
-    `connect_timeout` bounds reaching the server; `pool_timeout` bounds waiting here for one of the
-    `pool_size` connections, which a busy worker does long before the server is slow."""
+    `pool` options (`PoolOptions`): a pool of 10 connections by default."""
 
     backend: PostgresBackend
 
@@ -22,21 +23,11 @@ class PostgresLedger(Ledger):
         dsn: str,
         *,
         schema: str = "signoff",
-        pool_size: int = 10,
-        connect_timeout: float = 5.0,
-        pool_timeout: float = 30.0,
-        poll_interval: float = 1.0,
         clock: Clock | None = None,
         keyring: Keyring | None = None,
+        **pool: Unpack[PoolOptions],
     ) -> None:
-        backend = PostgresBackend(
-            dsn,
-            schema=schema,
-            pool_size=pool_size,
-            connect_timeout=connect_timeout,
-            pool_timeout=pool_timeout,
-            poll_interval=poll_interval,
-        )
+        backend = PostgresBackend(dsn, schema=schema, pool=Pool.of(pool, size=10))
         super().__init__(backend, clock=clock, keyring=keyring)
 
     @property

@@ -32,20 +32,10 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditKey, Head
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.ledger import rows
-from signoff.ledger.keys import (
-    ApprovalKey,
-    AskedKey,
-    GrantKey,
-    Key,
-    PrincipalKey,
-    StartedKey,
-    Stored,
-    TaskKey,
-    Write,
-)
+from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
 from signoff.ledger.postgres.schema import lock_key, safe, upgrade
 from signoff.ledger.postgres.stores import PostgresApprovals, PostgresChats, PostgresPrincipals, PostgresTasks
-from signoff.ledger.records import Change
+from signoff.ledger.records import Apply, Change, Stored, Write
 from signoff.ledger.rows import (
     AUDIT_HEAD,
     POSTGRES,
@@ -54,29 +44,18 @@ from signoff.ledger.rows import (
     grant_record,
     principal_record,
 )
-from signoff.ledger.stores import Apply, Backend, Heard
+from signoff.ledger.stores import Backend, Heard, Pool
 
 _PAYLOAD_LIMIT = 7900
 """Bytes of a `NOTIFY` payload: PostgreSQL refuses 8000 or more."""
 
 
 class PostgresBackend(Backend):
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        schema: str,
-        pool_size: int,
-        connect_timeout: float,
-        pool_timeout: float,
-        poll_interval: float,
-    ) -> None:
+    def __init__(self, dsn: str, *, schema: str, pool: Pool) -> None:
         self.dsn = dsn
         self.schema = schema
-        self.pool_size = pool_size
-        self.connect_timeout = connect_timeout
-        self.pool_timeout = pool_timeout
-        self.poll_interval = poll_interval
+        self.pooling = pool
+        self.poll_interval = pool.poll_interval
         self.approvals = PostgresApprovals(self)
         self.tasks = PostgresTasks(self)
         self.chats = PostgresChats(self)
@@ -93,22 +72,22 @@ class PostgresBackend(Backend):
         pool = AsyncConnectionPool(
             self.dsn,
             min_size=1,
-            max_size=self.pool_size,
-            timeout=self.pool_timeout,
+            max_size=self.pooling.size,
+            timeout=self.pooling.pool_timeout,
             kwargs={"autocommit": True, "options": f"-c search_path={self.schema}"},
             open=False,
             name="signoff",
             check=AsyncConnectionPool.check_connection,  # after a server restart, drop dead connections
         )
         try:
-            await pool.open(wait=True, timeout=self.connect_timeout)
+            await pool.open(wait=True, timeout=self.pooling.connect_timeout)
         except PoolTimeout as exc:
             await pool.close()
             raise LedgerUnavailable(f"cannot reach PostgreSQL ledger {safe(self.dsn)}: {exc}") from exc
         self._pool = pool
 
     async def upgrade(self) -> tuple[int, int]:
-        return await upgrade(self.dsn, self.schema, connect_timeout=self.connect_timeout)
+        return await upgrade(self.dsn, self.schema, connect_timeout=self.pooling.connect_timeout)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -160,7 +139,7 @@ class PostgresBackend(Backend):
         record too big for one."""
         try:
             connecting = psycopg.AsyncConnection.connect(
-                self.dsn, autocommit=True, connect_timeout=int(self.connect_timeout)
+                self.dsn, autocommit=True, connect_timeout=int(self.pooling.connect_timeout)
             )
             async with await connecting as listener:
                 await listener.execute(f"LISTEN {self.channel}")

@@ -69,22 +69,12 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditKey, Head, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.task import Task
-from signoff.ledger.keys import (
-    ApprovalKey,
-    AskedKey,
-    GrantKey,
-    Key,
-    PrincipalKey,
-    StartedKey,
-    Stored,
-    TaskKey,
-    Write,
-)
-from signoff.ledger.records import Change
+from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
+from signoff.ledger.records import Apply, Change, Stored, Write
 from signoff.ledger.redis import scripts
 from signoff.ledger.redis.stores import RedisApprovals, RedisChats, RedisPrincipals, RedisTasks, task_of
 from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record
-from signoff.ledger.stores import Apply, Backend, Heard
+from signoff.ledger.stores import Backend, Heard, Pool
 
 encode = msgspec.json.Encoder().encode
 _HASHES: dict[type[Key], tuple[str, Callable[[bytes], Any]]] = {
@@ -100,22 +90,11 @@ class _Stale(Exception):
 
 
 class RedisBackend(Backend):
-    def __init__(
-        self,
-        url: str,
-        *,
-        prefix: str,
-        pool_size: int,
-        connect_timeout: float,
-        pool_timeout: float,
-        poll_interval: float,
-    ) -> None:
+    def __init__(self, url: str, *, prefix: str, pool: Pool) -> None:
         self.url = url
         self.prefix = prefix
-        self.pool_size = pool_size
-        self.connect_timeout = connect_timeout
-        self.pool_timeout = pool_timeout
-        self.poll_interval = poll_interval
+        self.pooling = pool
+        self.poll_interval = pool.poll_interval
         self.approvals = RedisApprovals(self)
         self.tasks = RedisTasks(self)
         self.chats = RedisChats(self)
@@ -130,9 +109,9 @@ class RedisBackend(Backend):
     async def start(self) -> None:
         pool = aioredis.BlockingConnectionPool.from_url(  # callers beyond the pool wait their turn
             self.url,
-            max_connections=self.pool_size,
-            timeout=self.pool_timeout,
-            socket_connect_timeout=self.connect_timeout,
+            max_connections=self.pooling.size,
+            timeout=self.pooling.pool_timeout,
+            socket_connect_timeout=self.pooling.connect_timeout,
             socket_timeout=30.0,
             health_check_interval=30,
             # A pooled connection is dead after the server restarts: try a fresh one before giving up. A
@@ -173,7 +152,7 @@ class RedisBackend(Backend):
         return before
 
     async def upgrade(self) -> tuple[int, int]:
-        client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.connect_timeout)
+        client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.pooling.connect_timeout)
         try:
             return await self._migrate(client), scripts.SCHEMA_VERSION
         except RedisError as exc:
