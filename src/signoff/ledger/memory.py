@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 
 from signoff.core.approval import Approval, State
-from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditKey, Keyring, chain
+from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditKey, Head, Keyring, chain
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
 from signoff.ledger.base import Ledger
-from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
+from signoff.ledger.keys import AskedKey, Key, StartedKey
 from signoff.ledger.records import (
     Apply,
     Change,
@@ -48,10 +48,19 @@ class MemoryBackend(Backend):
         self.asked: dict[tuple[str, str], str] = {}
         self.grant_records: dict[str, Grant] = {}
         self.log: list[AuditEntry] = []
+        self.head: Head = GENESIS_HEAD
         self.task_records: dict[str, Task] = {}
         self.started: dict[tuple[str, str], str] = {}
         self.task_seq = 0
         self.principal_records: dict[str, Registered] = {}
+        self._records: dict[str, dict[str, Any]] = {
+            "approval": self.approval_records,
+            "grant": self.grant_records,
+            "task": self.task_records,
+            "principal": self.principal_records,
+        }
+        self._calls = {"approval": self.asked, "task": self.started}
+        """Records by the field of a change that holds them, and the by-call indexes: a key names both."""
         self.approvals = _Approvals(self)
         self.tasks = _Tasks(self)
         self.chats = _Chats()
@@ -65,14 +74,17 @@ class MemoryBackend(Backend):
             if (record := self._load(k)) is not None:
                 stored[k] = Stored(record, 0)
         writes = apply(stored)
-        head, entries = self.log[-1].head if self.log else GENESIS_HEAD, []
+        head, entries = self.head, []
         for write in writes:
             for event in write.change.events:
                 entry = chain(event, head, key)
                 entries.append(entry)
-                head = entry.head
-        changes = [self._store(write) for write in writes]
+                head = (entry.seq, entry.hash)
+        changes = []
+        for write in writes:
+            changes.append(self._store(write))
         self.log += entries
+        self.head = head
         return changes
 
     def _store(self, write: Write) -> Change:
@@ -93,21 +105,11 @@ class MemoryBackend(Backend):
         return change
 
     def _load(self, key: Key) -> Approval | Grant | Task | Registered | None:
-        match key:
-            case ApprovalKey(id):
-                return self.approval_records.get(id)
-            case GrantKey(id):
-                return self.grant_records.get(id)
-            case TaskKey(id):
-                return self.task_records.get(id)
-            case PrincipalKey(id):
-                return self.principal_records.get(id)
-            case AskedKey(chat_id, call_id):
-                found = self.asked.get((chat_id, call_id))
-                return None if found is None else self.approval_records[found]
-            case StartedKey(chat_id, call_id):
-                found = self.started.get((chat_id, call_id))
-                return None if found is None else self.task_records[found]
+        records: dict[str, Approval | Grant | Task | Registered] = self._records[key.field]
+        if isinstance(key, AskedKey | StartedKey):
+            found = self._calls[key.field].get((key.chat_id, key.call_id))
+            return None if found is None else records[found]
+        return records.get(key.id)
 
     def store_task(self, task: Task) -> Task:
         self.task_seq += 1
