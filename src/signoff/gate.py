@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
+from typing import Any, ClassVar, Literal, TypeVar
 
 import msgspec
 
@@ -35,24 +35,6 @@ from signoff.ledger.base import Ledger
 from signoff.tasks import Tasks
 
 T = TypeVar("T")
-
-
-class Asks(TypedDict, total=False):
-    """How a call is asked, beyond its chat.
-
-    `wait`: blocking (the call waits here for the decision) or deferred (`Pending` comes back at once).
-    `approvers` are asked in place of the gate's own. `on_pending` hears of the approval before any wait
-    starts, so a transport can show the question while the caller blocks on the answer; if it returns an
-    awaitable, the wait starts once that is done (a chat saves itself as waiting, so another worker can
-    resume it if this one dies). `requester` is the principal on whose behalf the call is made (a chat's
-    owner): the approval records it, and its rule may let it decide or not (four eyes). `schema` is the
-    tool's JSON Schema for its arguments: an edit must fit it."""
-
-    wait: Wait
-    approvers: Sequence[Approver] | None
-    on_pending: Callable[[Approval], Awaitable[None] | None] | None
-    requester: str
-    schema: dict[str, Any] | None
 
 
 class Allowed(msgspec.Struct, frozen=True, kw_only=True):
@@ -138,12 +120,25 @@ class Gate:
         """Runs the bodies of the long-running calls this gate allows."""
 
     async def authorize(
-        self, call: ToolCall, *, chat_id: str, describe: str | None = None, **asks: Unpack[Asks]
+        self,
+        call: ToolCall,
+        *,
+        chat_id: str,
+        wait: Wait = "blocking",
+        approvers: Sequence[Approver] | None = None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
+        requester: str = "",
+        schema: dict[str, Any] | None = None,
+        describe: str | None = None,
     ) -> Outcome:
-        """Rule on `call` in chat `chat_id` (see `Asks` for how it is asked). `describe` words the call for
-        the person deciding, when the caller knows it better than the policy (a toolset that phrases its
-        own calls)."""
-        wait, on_pending = asks.get("wait", "blocking"), asks.get("on_pending")
+        """`requester` is the principal on whose behalf the call is made (a chat's owner): the approval
+        records it, and its rule may let it decide or not (four eyes). `schema` is the tool's JSON Schema
+        for its arguments: an edit must fit it. `describe` words the call for the person deciding, when
+        the caller knows it better than the policy (a toolset that phrases its own calls).
+
+        `on_pending` hears of the approval before any wait starts, so a transport can show the
+        question while the caller blocks on the answer; if it returns an awaitable, the wait starts once
+        that is done (a chat saves itself as waiting, so another worker can resume it if this one dies)."""
         ruling = self.policy.evaluate(call)
         if ruling.action == "allow":
             via: Literal["policy", "mode"] = "mode" if ruling.rule.startswith("mode:") else "policy"
@@ -163,9 +158,9 @@ class Gate:
                 deadline=ruling.deadline,
                 on_timeout=ruling.on_timeout,
                 actor=self.actor,
-                requester=asks.get("requester", ""),
+                requester=requester,
                 authority=ruling.authority,
-                schema=asks.get("schema"),
+                schema=schema,
             )
         elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
             await self._refuse_mismatch(approval, call)
@@ -175,8 +170,7 @@ class Gate:
             if heard is not None:
                 await heard
         if approval.state is State.PENDING and wait == "blocking":
-            chosen = asks.get("approvers")
-            chosen = self.approvers if chosen is None else chosen
+            chosen = self.approvers if approvers is None else approvers
             if chosen or approval.deadline is not None or ruling.on_abandon == "cancel":
                 approval = await self._block(approval, ruling, chosen)
             else:  # nothing to race, time or clean up: the lightest wait, for the many-waiters case
@@ -184,14 +178,23 @@ class Gate:
         return await self._settle(approval)
 
     async def run(
-        self, call: ToolCall, fn: Callable[..., T | Awaitable[T]], *, chat_id: str, **asks: Unpack[Asks]
+        self,
+        call: ToolCall,
+        fn: Callable[..., T | Awaitable[T]],
+        *,
+        chat_id: str,
+        wait: Wait = "blocking",
+        approvers: Sequence[Approver] | None = None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
+        requester: str = "",
+        schema: dict[str, Any] | None = None,
     ) -> T | Refused | Pending:
         """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
 
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
         deferred run should end and be resumed later with the same call.
         """
-        outcome = await self._claim(call, chat_id, asks)
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema)
         if not isinstance(outcome, Allowed):
             return outcome
         if inspect.iscoroutinefunction(fn):
@@ -208,13 +211,17 @@ class Gate:
         fn: Callable[..., Awaitable[Any]],
         *,
         chat_id: str,
+        wait: Wait = "blocking",
+        approvers: Sequence[Approver] | None = None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         interruptible: bool = True,
-        **asks: Unpack[Asks],
+        requester: str = "",
+        schema: dict[str, Any] | None = None,
     ) -> Task | Refused | Pending:
         """`run` for a long-running call: once allowed and claimed, `fn(**args)` runs in the background
         as a task (see `signoff.tasks`), and the task comes back at once, pending. A refused call never
         has a task."""
-        outcome = await self._claim(call, chat_id, asks)
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema)
         if not isinstance(outcome, Allowed):
             return outcome
         allowed = outcome.call
@@ -222,9 +229,21 @@ class Gate:
             allowed, lambda: fn(**allowed.args), chat_id=chat_id, interruptible=interruptible
         )
 
-    async def _claim(self, call: ToolCall, chat_id: str, asks: Asks) -> Outcome:
+    async def _claim(
+        self,
+        call: ToolCall,
+        chat_id: str,
+        wait: Wait,
+        approvers: Sequence[Approver] | None,
+        on_pending: Callable[[Approval], Awaitable[None] | None] | None,
+        requester: str,
+        schema: dict[str, Any] | None,
+    ) -> Outcome:
         """Authorize, and take the single-use claim of an approval that allowed the call."""
-        outcome = await self.authorize(call, chat_id=chat_id, **asks)
+        outcome = await self.authorize(
+            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending,
+            requester=requester, schema=schema,
+        )  # fmt: skip
         if isinstance(outcome, Allowed) and outcome.approval_id is not None:
             await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)
         return outcome

@@ -19,7 +19,7 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task
-from signoff.gate import Asks, Gate, Pending, Refused, Wait
+from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.turn import Asked, current_turn
 
 
@@ -73,20 +73,20 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
     async def run(**args: Any) -> Any:
         return await gated.run(args)
 
-    asks = Asks(
-        wait=wait,
-        on_pending=pending if turn else None,
-        requester=turn.requester if turn else "",
-        schema=gated.schema,
-    )
+    on_pending = pending if turn else None
+    requester = turn.requester if turn else ""
     result: Any
     try:
         if gated.long_running:
             result = await gate.start(
-                gated.call, run, chat_id=chat_id, interruptible=gated.interruptible, **asks
-            )
+                gated.call, run, chat_id=chat_id, wait=wait, on_pending=on_pending,
+                interruptible=gated.interruptible, requester=requester, schema=gated.schema,
+            )  # fmt: skip
         else:
-            result = await gate.run(gated.call, run, chat_id=chat_id, **asks)
+            result = await gate.run(
+                gated.call, run, chat_id=chat_id, wait=wait, on_pending=on_pending,
+                requester=requester, schema=gated.schema,
+            )  # fmt: skip
     except (AlreadyConsumed, CallMismatch, Unproven) as exc:
         return Rejected(str(exc))
     if isinstance(result, Pending | Refused):
