@@ -6,6 +6,7 @@ these tests pin what only ADK has: its confirmation calls, its `confirmed` flag,
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from google.adk.apps.app import App
@@ -110,6 +111,22 @@ async def test_adks_confirmed_flag_decides_nothing_the_ledger_does() -> None:
     await ledger.close()
 
 
+async def test_a_waiting_adk_chat_stores_only_its_session_mark_and_reads_its_question_elsewhere() -> None:
+    async with MemoryLedger() as ledger:
+        chat = AdkChat(demo_adk_agent(), Gate(ledger, demo_policy()))
+        chunks = await reply(chat, user("c1", "pay 50 USD to Hanako"))
+        asked = next(c for c in chunks if c["type"] == "tool-approval-request")
+        stored = await ledger.load_chat("c1")
+        assert stored is not None and set(json.loads(stored.state)) == {"events", "assistant_id"}
+        assert await chat.waiting("c1") == {asked["toolCallId"]: asked["approvalId"]}
+        _, state = await chat.load("c1")
+        assert set(state.confirmations) == {asked["toolCallId"]}  # ADK's own question, from its session
+        await ledger.decide(asked["approvalId"], Decision.deny("inbox", reason="not today"))
+        assert await chat.waiting("c1") == {asked["toolCallId"]: asked["approvalId"]}  # until it is heard
+        await reply(chat, ChatRequest(chat_id="c1", trigger="submit-message"))
+        assert await chat.waiting("c1") == {}
+
+
 async def test_a_reload_shows_the_answered_call_with_its_result() -> None:
     ledger = MemoryLedger()
     await ledger.start()
@@ -130,6 +147,5 @@ async def test_a_reload_shows_the_answered_call_with_its_result() -> None:
 
 
 async def _state(chat: AdkChat, chat_id: str) -> tuple[object, Any]:
-    from signoff.integrations.state import load_state
-
-    return await load_state(chat.gate.ledger, chat_id)
+    """The chat as it is read: what it waits on comes from its session and the ledger."""
+    return await chat.load(chat_id)

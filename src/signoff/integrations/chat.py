@@ -171,18 +171,18 @@ async def begin(
     ledger: Ledger,
     request: ChatRequest,
     principal: Principal,
+    loaded: tuple[StoredChat | None, ChatState],
     *,
     signing_key: bytes,
     browser_timeout: float,
     made: Made,
 ) -> Begun:
-    """The I/O before the machine's step and the step itself, the same for every framework: load the
-    chat, claim it for `principal`, record the approval responses and take the browser results (`made`:
-    the ids of the calls the chat's history holds), expire overdue browser calls, and choose the
-    action; a request the machine refuses raises `Untrusted` (409), and one that supersedes what is open
-    withdraws it."""
-    chat_id = request.chat_id
-    stored, state = await load_state(ledger, chat_id)
+    """The I/O before the machine's step and the step itself, the same for every framework: given the
+    chat as `loaded`, claim it for `principal`, record the approval responses and take the browser
+    results (`made`: the ids of the calls the chat's history holds), expire overdue browser calls, and
+    choose the action; a request the machine refuses raises `Untrusted` (409), and one that supersedes
+    what is open withdraws it."""
+    chat_id, (stored, state) = request.chat_id, loaded
     stored = await claim(ledger, chat_id, stored, principal)
     await accept_responses(ledger, chat_id, state.approvals, request.approvals, principal, signing_key)
     outputs = await accept_outputs(
@@ -221,25 +221,28 @@ class ServedChat(abc.ABC):
         """Check the request against the chat's state and record its decisions, as `principal`, who must
         own the chat (or start it); raises `Untrusted`."""
 
-    async def begin(
-        self,
-        request: ChatRequest,
-        principal: Principal,
-        made: Callable[[ChatState], Awaitable[Collection[str]]],
-    ) -> Begun:
+    async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
+        """The chat's stored record and its state (see `integrations.state.load_state`), with what it waits
+        on as its framework reads it."""
+        return await load_state(self.gate.ledger, chat_id, begun=begun)
+
+    async def begin(self, request: ChatRequest, principal: Principal, made: Made) -> Begun:
         """`begin` with this chat's ledger and settings."""
         ledger, key, timeout = self.gate.ledger, self.signing_key, self.browser_timeout
-        return await begin(ledger, request, principal, signing_key=key, browser_timeout=timeout, made=made)
+        loaded = await self.load(request.chat_id)
+        return await begin(
+            ledger, request, principal, loaded, signing_key=key, browser_timeout=timeout, made=made
+        )
 
     async def waiting(self, chat_id: str) -> dict[str, str]:
-        """The calls the chat waits on a person for, as last saved: call id to approval id."""
-        _, state = await load_state(self.gate.ledger, chat_id)
+        """The calls the chat waits on a person for: call id to approval id."""
+        _, state = await self.load(chat_id)
         return state.approvals
 
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
         """The reply that tells the model its browser calls got no result in time, started by the server
         itself; None when the machine has nothing for it to do (the chat moved on meanwhile)."""
-        stored, state = await load_state(self.gate.ledger, chat_id)
+        stored, state = await self.load(chat_id)
         waits = Open(browser=bool(state.browser_calls), overdue=state.overdue(self.gate.ledger.clock()))
         if next_action(waits, Request.OVERDUE) is Action.IGNORE:
             return None

@@ -8,10 +8,12 @@ chat waits on. Each request reads it, and the reply that runs saves it with a ve
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import msgspec
 
+from signoff.core.approval import State
 from signoff.core.errors import IllegalTransition, NotFound, StaleChat
 from signoff.core.principal import ANONYMOUS, Principal
 from signoff.integrations.trust import Untrusted
@@ -21,7 +23,7 @@ from signoff.ledger.records import StoredChat
 SUPERSEDED = "the user sent a new message instead"
 
 
-class ChatState(msgspec.Struct, kw_only=True):
+class ChatState(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What the server remembers of a chat between requests."""
 
     history: msgspec.Raw = msgspec.Raw(b"[]")
@@ -121,3 +123,31 @@ async def expire_overdue(ledger: Ledger, chat_id: str, calls: dict[str, str], al
 async def task_news(ledger: Ledger, tasks: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Each long-running call's task status as it is now, in seed 004's format: call id to status."""
     return {call_id: (await ledger.get_task(task_id)).status() for call_id, task_id in tasks.items()}
+
+
+async def classify(
+    ledger: Ledger, chat_id: str, open_calls: Mapping[str, str], browser_tools: Collection[str]
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """What each open call of a chat's last step (call id to tool name) waits on, read from the ledger,
+    the one truth: a person, where its approval is not used yet (a decided one too, until the model has
+    its answer); the browser, for a browser tool allowed without one or once it is used; its task, where
+    it started one. A used approval of a call with neither stays the person's, so the continuation gets
+    the gate's refusal of a second claim. Another open call waits on nothing: it ran, or runs again, in
+    its framework. Approvals, browser calls and tasks, by call id."""
+    approvals: dict[str, str] = {}
+    browser: dict[str, str] = {}
+    tasks: dict[str, str] = {}
+    started: dict[str, str] | None = None
+    for call_id, tool in open_calls.items():
+        approval = await ledger.find(chat_id, call_id)
+        used = approval is not None and approval.state is State.CONSUMED
+        if tool in browser_tools and (approval is None or used):  # a browser tool is never long-running
+            browser[call_id] = tool
+            continue
+        if started is None and (approval is None or used):
+            started = {t.call.call_id: t.id for t in await ledger.tasks(chat_id=chat_id)}
+        if started is not None and call_id in started:
+            tasks[call_id] = started[call_id]
+        elif approval is not None:  # used but not run to a result, the process died: its claim can't hold
+            approvals[call_id] = approval.id
+    return approvals, browser, tasks

@@ -36,12 +36,12 @@ from google.genai import types
 from signoff.core.call import ToolCall
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.adk.messages import calls_of, ui_messages
+from signoff.integrations.adk.messages import calls_of, open_in, ui_messages
 from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
 from signoff.integrations.machine import Action
-from signoff.integrations.state import ChatState, encode_state, load_state, task_news, withdraw
+from signoff.integrations.state import ChatState, classify, encode_state, load_state, task_news, withdraw
 from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
@@ -95,18 +95,10 @@ class AdkReply(RunningReply[AdkTranslator]):
         yield End()
 
     async def _save(self, translator: AdkTranslator) -> None:
-        asking = translator.asking
-        state = ChatState(
-            events=await self.chat.events(self.chat_id),
-            assistant_id=self.message_id,
-            approvals=asking,
-            confirmations={c: translator.confirmations.get(c, "") for c in asking},
-            browser_calls={c: call.tool for c, call in translator.open_calls.items()},
-            tasks={**self.tasks, **translator.turn.long_running},
-        )
+        state = ChatState(events=await self.chat.events(self.chat_id), assistant_id=self.message_id)
         ledger = self.chat.gate.ledger
-        if state.browser_calls:
-            self.browser_due = state.browser_due = ledger.clock() + self.chat.browser_timeout
+        if translator.open_calls:
+            self.browser_due = ledger.clock() + self.chat.browser_timeout
         self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
 
 
@@ -162,13 +154,39 @@ class AdkChat(ServedChat):
     async def events(self, chat_id: str) -> int:
         return len(await self._session_events(chat_id))
 
+    async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
+        """What the chat waits on is read from its session and the ledger: the calls with no result yet,
+        each classified by `integrations.state.classify`, ADK's unanswered confirmations, and the
+        long-running calls whose news the model has not had. The stored state holds only how many events
+        the session held when the last reply ended and the assistant message."""
+        stored, state = await load_state(self.gate.ledger, chat_id)
+        events = await self._session_events(chat_id)
+        if begun:  # ADK appends a running reply's events as they happen
+            events = events[: state.events]
+        return stored, await self._waits(chat_id, stored, state, events)
+
+    async def _waits(
+        self, chat_id: str, stored: StoredChat | None, state: ChatState, events: list[Event]
+    ) -> ChatState:
+        ledger, found = self.gate.ledger, open_in(events)
+        browser_tools = {tool.name for tool in self.browser_tools}
+        state.approvals, state.browser_calls, _ = await classify(ledger, chat_id, found.calls, browser_tools)
+        state.confirmations = {c: found.confirmations[c] for c in state.approvals if c in found.confirmations}
+        made = calls_of(events)
+        started = {t.call.call_id: t.id for t in await ledger.tasks(chat_id=chat_id)} if made else {}
+        state.tasks = {c: t for c, t in started.items() if c in made and c not in found.told}
+        if state.browser_calls and stored is not None:
+            state.browser_due = stored.updated_at + self.browser_timeout
+        return state
+
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
         """The chat as stored after its last reply, or, with `begun`, as the running reply began (ADK
         appends a running reply's events as they happen, so those are cut off)."""
-        _, state = await load_state(self.gate.ledger, chat_id)
+        stored, state = await load_state(self.gate.ledger, chat_id)
         events = await self._session_events(chat_id)
         if begun:
             events = events[: state.events]
+        state = await self._waits(chat_id, stored, state, events)
         ledger = self.gate.ledger
         approvals = await ledger.approvals(chat_id=chat_id)
         messages = ui_messages(

@@ -7,6 +7,8 @@ confirmation calls and the placeholder results of deferred calls are signoff's p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from google.adk.events.event import Event
 
@@ -24,6 +26,42 @@ def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
         for call in event.get_function_calls()
         if call.id and call.name != CONFIRMATION
     }
+
+
+@dataclass(frozen=True)
+class Open:
+    """What a session's events leave open: the calls with no result yet (call id to tool name), ADK's
+    unanswered confirmation call for each call it asked about, and the calls that have had a later
+    response from the user's side (a long-running call's news)."""
+
+    calls: dict[str, str]
+    confirmations: dict[str, str]
+    told: set[str]
+
+
+def open_in(events: Sequence[Event]) -> Open:
+    made = calls_of(events)
+    last: dict[str, dict[str, Any]] = {}
+    told: set[str] = set()
+    asked: dict[str, str] = {}
+    confirmed: set[str] = set()
+    for event in events:
+        for call in event.get_function_calls():
+            if call.name == CONFIRMATION and call.id:
+                original = dict(call.args or {}).get("originalFunctionCall") or {}
+                asked[str(original.get("id"))] = call.id
+        for response in event.get_function_responses():
+            if not response.id:
+                continue
+            if response.name == CONFIRMATION:
+                confirmed.add(response.id)
+                continue
+            last[response.id] = dict(response.response or {})
+            if event.author == "user":
+                told.add(response.id)
+    calls = {c: call.tool for c, call in made.items() if c not in last or outcome(last[c]) is None}
+    confirmations = {c: id_ for c, id_ in asked.items() if id_ not in confirmed}
+    return Open(calls, confirmations, told)
 
 
 def _results(events: Sequence[Event]) -> dict[str, PartOutcome]:

@@ -35,10 +35,18 @@ from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
 from signoff.integrations.machine import Action
-from signoff.integrations.pydantic_ai.messages import ui_messages
+from signoff.integrations.pydantic_ai.messages import open_calls, ui_messages
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
-from signoff.integrations.state import SUPERSEDED, ChatState, encode_state, load_state, task_news, withdraw
+from signoff.integrations.state import (
+    SUPERSEDED,
+    ChatState,
+    classify,
+    encode_state,
+    load_state,
+    task_news,
+    withdraw,
+)
 from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
@@ -62,8 +70,6 @@ class AgentReply(RunningReply[AgentTranslator]):
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
     begun: ChatState = field(default_factory=ChatState)
     """The chat as this reply began from."""
-    parked: dict[str, str] = field(default_factory=dict)
-    """The calls this reply is blocked on, call id to approval id, as saved for another worker."""
     browser: Browser | None = None
     """Set when the browser stays connected while the reply runs (the live socket)."""
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -89,13 +95,12 @@ class AgentReply(RunningReply[AgentTranslator]):
         approved call still runs once."""
         history = [m for m in messages if isinstance(m, ModelRequest | ModelResponse)]
         async with self._saving:
-            self.parked[approval.call.call_id] = approval.id
             parked = ChatState(
-                history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(history)),
-                assistant_id=self.message_id,
-                approvals=dict(self.parked),
+                history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(history)), assistant_id=self.message_id
             )
-            await self._store(msgspec.structs.replace(self.begun, parked=parked))
+            await self._store(
+                ChatState(history=self.begun.history, assistant_id=self.begun.assistant_id, parked=parked)
+            )
 
     async def _store(self, state: ChatState) -> None:
         ledger = self.chat.gate.ledger
@@ -106,20 +111,9 @@ class AgentReply(RunningReply[AgentTranslator]):
             history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(messages)), assistant_id=self.message_id
         )
         if isinstance(output, DeferredToolRequests):
-            state.approvals = {
-                c.tool_call_id: output.metadata.get(c.tool_call_id, {}).get("approval_id", "")
-                for c in output.approvals
-            }
-            started = {c: m[TASK] for c, m in output.metadata.items() if TASK in m}
-            state.tasks = {
-                c.tool_call_id: started[c.tool_call_id] for c in output.calls if c.tool_call_id in started
-            }
-            state.browser_calls = {
-                c.tool_call_id: c.tool_name for c in output.calls if c.tool_call_id not in started
-            }
-        if state.browser_calls:
-            self.browser_due = self.chat.gate.ledger.clock() + self.chat.browser_timeout
-            state.browser_due = self.browser_due
+            started = {c for c, m in output.metadata.items() if TASK in m}
+            if any(c.tool_call_id not in started for c in output.calls):  # the browser's to run
+                self.browser_due = self.chat.gate.ledger.clock() + self.chat.browser_timeout
         async with self._saving:
             await self._store(state)
 
@@ -143,7 +137,7 @@ class AgentChat(ServedChat):
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
         """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
-        _, state = await self._load(chat_id, begun=begun)
+        _, state = await self.load(chat_id, begun=begun)
         approvals = await self.gate.ledger.approvals(chat_id=chat_id)
         messages = ui_messages(
             ModelMessagesTypeAdapter.validate_json(bytes(state.history)),
@@ -194,8 +188,18 @@ class AgentChat(ServedChat):
             self, request.chat_id, wait, begun.stored, message_id, begun.continued, run, begun=state
         )
 
-    async def _load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
-        return await load_state(self.gate.ledger, chat_id, begun=begun)
+    async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
+        """What the chat waits on is read from its history and the ledger: the calls of its last step with
+        no result yet, each classified by `integrations.state.classify`, and its browser results due
+        `browser_timeout` after the save that left them open. The stored state holds only the history
+        and the assistant message."""
+        stored, state = await load_state(self.gate.ledger, chat_id, begun=begun)
+        browser_tools = {tool.name for tool in self.browser_tools}
+        found = await classify(self.gate.ledger, chat_id, open_calls(bytes(state.history)), browser_tools)
+        state.approvals, state.browser_calls, state.tasks = found
+        if state.browser_calls and stored is not None:
+            state.browser_due = stored.updated_at + self.browser_timeout
+        return stored, state
 
 
 def _browser_tools(agent: AbstractAgent[Any, Any]) -> tuple[BrowserToolInfo, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import msgspec
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -106,3 +107,33 @@ class _Parts:
 
 
 __all__ = ["PartOutcome", "UIMessage", "outcome", "ui_messages"]
+
+
+class _Part(msgspec.Struct):
+    part_kind: str = ""
+    tool_call_id: str = ""
+    tool_name: str = ""
+
+
+class _Message(msgspec.Struct):
+    kind: str
+    parts: list[_Part]
+
+
+_decode_history = msgspec.json.Decoder(list[_Message]).decode
+
+
+def open_calls(history: bytes) -> dict[str, str]:
+    """The calls of the last model response in a stored history with no result yet (call id to tool
+    name): what the chat may wait on. Read with a decoder that takes only the parts' kinds and ids, so
+    asking costs a fraction of validating the history."""
+    messages = _decode_history(history)
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].kind == "response"), None)
+    if last is None:
+        return {}
+    answered = {p.tool_call_id for m in messages[last + 1 :] for p in m.parts if p.part_kind in _RESULTS}
+    calls = (p for p in messages[last].parts if p.part_kind == "tool-call")
+    return {p.tool_call_id: p.tool_name for p in calls if p.tool_call_id not in answered}
+
+
+_RESULTS = frozenset({"tool-return", "retry-prompt"})
