@@ -90,6 +90,24 @@ async def test_consume_is_single_use_and_bound_to_the_call(ledger: Ledger) -> No
         await ledger.consume(approval.id, PAY, "runner")
 
 
+async def test_writers_queued_behind_a_cancelled_writer_still_commit(ledger: Ledger) -> None:
+    """A writer with nothing in flight commits its own write, and the ones arriving meanwhile queue behind
+    it. Cancelling it never strands theirs, and its own write lands whole or not at all."""
+    calls = [ToolCall(f"w{i}", "pay", {"amount": i}) for i in range(4)]
+    first = asyncio.create_task(ask(ledger, calls[0]))
+    await asyncio.sleep(0)  # the first is committing now, alone
+    queued = [asyncio.create_task(ask(ledger, call)) for call in calls[1:]]
+    await asyncio.sleep(0)
+    first.cancel()
+    async with asyncio.timeout(10):
+        opened = await asyncio.gather(*queued)
+        await asyncio.gather(first, return_exceptions=True)
+    assert [a.call.call_id for a in opened] == ["w1", "w2", "w3"]
+    approvals = await ledger.approvals()
+    count, broken = await ledger.verify_audit()
+    assert broken is None and count == len(approvals) and len(approvals) in (3, 4)
+
+
 async def test_concurrent_consumes_have_one_winner(ledger: Ledger) -> None:
     approval = await ask(ledger)
     await ledger.decide(approval.id, Decision.approve("alice"))

@@ -50,27 +50,39 @@ class Committer:
     async def write(self, key: Key | None, step: Step) -> Change:
         """Run `step` on the record `key` names (None where an insert key finds none yet, or a principal
         is new) and store its change; the change as stored. A step's exception is the caller's, and
-        nothing of it is stored."""
-        job = _Job(key, step)
-        if not self.backend.group_commit:
-            return await self._commit_one(job)
-        if not self._inline and (self._task is None or self._task.done()):
-            return await self._lead(job)
-        job.done = asyncio.get_running_loop().create_future()
-        self._queue.append(job)
-        return await job.done
+        nothing of it is stored.
 
-    async def _lead(self, job: _Job) -> Change:
-        """With no commit in flight, a writer commits its own write: a batch of one, at a plain write's
+        With no commit in flight, a writer commits its own write: a batch of one, at a plain write's
         cost, with no task to start. Writers arriving meanwhile queue, and a committer task takes them
-        when this write is done, even if its caller was cancelled (its write stands)."""
-        self._inline = True
+        when this write is done, or its caller cancelled (whose write then lands whole or not at all, as
+        the backend's transaction ends). A queued write is the task's: cancelling its caller does not
+        undo it."""
+        job = _Job(key, step)
+        shared = self.backend.group_commit
+        if shared:
+            if self._inline or (self._task is not None and not self._task.done()):
+                job.done = asyncio.get_running_loop().create_future()
+                self._queue.append(job)
+                return await job.done
+            self._inline = True
+        outcome: Change | Exception | None = None
+
+        def apply(stored: dict[Key, Stored]) -> list[Write]:
+            nonlocal outcome
+            outcome, write = _step(job, stored)
+            return [] if write is None else [write]
+
         try:
-            return await self._commit_one(job)
+            changes = await self.backend.transact(() if key is None else (key,), apply, self.keyring.current)
         finally:
-            self._inline = False
-            if self._queue:
-                self._task = asyncio.get_running_loop().create_task(self._commit_queued())
+            if shared:
+                self._inline = False
+                if self._queue:
+                    self._task = asyncio.get_running_loop().create_task(self._commit_queued())
+        if isinstance(outcome, Exception):
+            raise outcome
+        assert outcome is not None
+        return changes[0] if changes else outcome
 
     async def drain(self) -> None:
         """Wait for writes still queued, so closing never drops an acknowledged-to-be write."""
@@ -90,22 +102,6 @@ class Committer:
                         _settle([job], await self._commit([job]))
                     except Exception as exc:  # the caller gets it, whatever it is
                         _settle([job], [exc])
-
-    async def _commit_one(self, job: _Job) -> Change:
-        """`_commit` of one job, without a batch's bookkeeping."""
-        outcome: Change | Exception | None = None
-
-        def apply(stored: dict[Key, Stored]) -> list[Write]:
-            nonlocal outcome
-            outcome, write = _step(job, stored)
-            return [] if write is None else [write]
-
-        keys = () if job.key is None else (job.key,)
-        changes = await self.backend.transact(keys, apply, self.keyring.current)
-        if isinstance(outcome, Exception):
-            raise outcome
-        assert outcome is not None
-        return changes[0] if changes else outcome
 
     async def _commit(self, jobs: Sequence[_Job]) -> list[Change | Exception]:
         outcomes: list[Change | Exception] = []
