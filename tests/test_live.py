@@ -147,3 +147,39 @@ async def test_forged_answers_and_new_messages_are_refused_while_the_turn_goes_o
     (approval,) = await site.ledger.approvals(chat_id="c1")
     await decided(site, approval.id)
     assert approval.id != "apr_forged" and site.wallets.balances["c1"] == 1000
+
+
+async def test_the_sse_subprotocol_frames_every_frame_as_an_sse_event(site: Site) -> None:
+    """Seed 000's transport reads `data: <json>` events over the socket: asking for the `sse` subprotocol
+    gets every frame so, `[DONE]` included, for a whole approved payment."""
+    async with websockets.connect(f"ws://{site.base}/api/live", subprotocols=["sse"]) as socket:
+        assert socket.subprotocol == "sse"
+        raw: list[str] = []
+
+        async def events(kind: str) -> list[dict[str, Any] | str]:
+            seen: list[dict[str, Any] | str] = []
+            while True:
+                text = await socket.recv()
+                assert isinstance(text, str) and text.startswith("data: ") and text.endswith("\n\n"), text
+                raw.append(text)
+                body = text.removeprefix("data: ").removesuffix("\n\n")
+                seen.append(got := body if body == "[DONE]" else json.loads(body))
+                if got == kind or (isinstance(got, dict) and got["type"] == kind):
+                    return seen
+
+        await socket.send('{"type":"ping"}')
+        assert await events("pong") == [{"type": "pong"}]
+        await socket.send(json.dumps({"type": "message", **user("c1", "pay 50 USD to Hanako")}))
+        asked = await events("tool-approval-request")
+        await socket.send(answer("c1", asked, approved=True))
+        done = await events("[DONE]")
+    assert "Paid 50 USD to Hanako; the balance is 950 USD." in spoken(done)
+    assert raw[-1] == "data: [DONE]\n\n" and sum(text == "data: [DONE]\n\n" for text in raw) == 1
+    assert site.wallets.balances["c1"] == 950
+
+
+async def test_without_the_subprotocol_frames_stay_bare_json(site: Site) -> None:
+    async with websockets.connect(f"ws://{site.base}/api/live", subprotocols=["something-else"]) as socket:
+        assert socket.subprotocol is None
+        await socket.send('{"type":"ping"}')
+        assert await socket.recv() == '{"type":"pong"}'

@@ -1,9 +1,11 @@
 """`WS /api/live`: the chat over one WebSocket, seed 000's BIDI transport.
 
 The chunks are the ones the SSE routes send, as JSON text frames, and the text frame `[DONE]` ends each
-turn. Waits are blocking: a turn stays open while a tool waits for a person or for the browser, and the
-answers come back on the same socket, so a turn has one `[DONE]` however many questions it asked, in one
-step or one after another.
+turn. A client that asks for the `sse` subprotocol gets each frame as an SSE event instead (`data: <json>`
+and a blank line, `data: [DONE]` at the end of a turn), as seed 000's transport reads them. Waits are
+blocking: a turn stays open while a tool waits for a person or for the browser, and the answers come back
+on the same socket, so a turn has one `[DONE]` however many questions it asked, in one step or one after
+another.
 
 A socket only follows a reply. The reply runs in the server like an SSE one (see `Streams`), so a socket
 that drops stops nothing and the approval stays pending. A socket that resumes the chat is shown the
@@ -45,6 +47,7 @@ from signoff.protocol import (
     Error,
     client_version,
     encode,
+    frame,
     parse_chat_id,
     parse_chat_request,
     parse_json,
@@ -56,6 +59,9 @@ from signoff.server.http import CHAT_BODY
 from signoff.server.streams import Followed
 
 DONE = "[DONE]"
+SSE = "sse"
+"""The WebSocket subprotocol a client names to get every frame as an SSE event, `data: <json>\n\n` and
+`data: [DONE]\n\n`, as seed 000's transport reads them; without it, frames are bare JSON and `[DONE]`."""
 
 
 class _FrameRefused(Exception):
@@ -79,17 +85,20 @@ class LiveAPI:
                 socket.scope, socket.receive, socket.send
             )
             return
-        await socket.accept()
-        await _Socket(self.chats, socket, principal).serve()
+        framed = SSE in socket.scope.get("subprotocols", ())
+        await socket.accept(subprotocol=SSE if framed else None)
+        await _Socket(self.chats, socket, principal, framed=framed).serve()
 
 
 class _Socket:
     """One client's socket: its frames in, the frames of the reply it follows out."""
 
-    def __init__(self, chats: ChatAPI, socket: WebSocket, principal: Principal) -> None:
+    def __init__(self, chats: ChatAPI, socket: WebSocket, principal: Principal, *, framed: bool) -> None:
         self.chats = chats
         self.socket = socket
         self.principal = principal
+        self.framed = framed
+        """Frames go out as SSE events (the `sse` subprotocol)."""
         self.chat_id: str | None = None
         """The chat whose reply this socket follows, or last followed."""
         self.following: asyncio.Task[None] | None = None
@@ -212,7 +221,7 @@ class _Socket:
 
     async def _send(self, text: str) -> None:
         async with self._sending:  # the follower and the frame handler both send
-            await self.socket.send_text(text)
+            await self.socket.send_text(frame(text.encode()).decode() if self.framed else text)
 
 
 def _document(text: str) -> dict[str, Any]:
