@@ -24,7 +24,11 @@ SUPERSEDED = "the user sent a new message instead"
 
 
 class ChatState(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What the server remembers of a chat between requests."""
+    """What the server remembers of a chat between requests. Stored: the history (or ADK's event count),
+    the assistant message and, while a blocking reply waits, its parked state. What the chat waits on
+    (approvals, confirmations, browser calls and when they are due, tasks) is filled in when a chat's
+    state is read, from its history and the ledger (see `classify`); a chat saved before that holds them
+    too, and they are read over."""
 
     history: msgspec.Raw = msgspec.Raw(b"[]")
     """The framework's own message history, where the framework keeps none itself (pydantic-ai)."""

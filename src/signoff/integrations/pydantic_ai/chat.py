@@ -90,9 +90,9 @@ class AgentReply(RunningReply[AgentTranslator]):
 
     async def park(self, approval: Approval, messages: Sequence[object]) -> None:
         """Save the chat as a deferred reply would have left it at this call: the history up to the
-        model's tool calls and the approvals they wait on. If this process dies while it blocks, the
-        chat resumes on any worker like a deferred one, and the gate's single-use claim makes sure each
-        approved call still runs once."""
+        model's tool calls (what they wait on is read from the ledger). If this process dies while it
+        blocks, the chat resumes on any worker like a deferred one, and the gate's single-use claim makes
+        sure each approved call still runs once."""
         history = [m for m in messages if isinstance(m, ModelRequest | ModelResponse)]
         async with self._saving:
             parked = ChatState(
