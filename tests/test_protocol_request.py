@@ -193,9 +193,14 @@ def test_a_frontend_tool_output_and_no_replayed_approvals() -> None:
     assert request.outputs == (ToolOutput(call_id="call_4", tool="get_location", output={"city": "Tokyo"}),)
 
 
-def test_resolved_parts_with_an_approval_are_not_responses() -> None:
+def test_an_output_part_with_its_approval_is_reported_as_ran_for_the_server_to_judge() -> None:
+    """Approve-and-run in one message (seed 001) and a client echoing a part the server answered look the
+    same: both are reported, marked `ran`, and only an approval the chat waits on counts (see trust).
+    A denied part is never a response."""
     request = parse(with_last(FIRST, *FRONTEND_OUTPUT["messages"][1]["parts"]))
-    assert request.approvals == ()
+    assert [(a.approval_id, a.call_id, a.approved, a.ran) for a in request.approvals] == [
+        ("apr_1", "call_1", True, True)
+    ]
     assert request.outputs == (
         ToolOutput(call_id="call_1", tool="process_payment", output={"success": True}),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from signoff.core.approval import Approval
@@ -35,7 +35,7 @@ from signoff.integrations.state import (
     withdraw,
 )
 from signoff.integrations.stream import Relay, Translator, translate
-from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
+from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, ran_with_approval
 from signoff.integrations.turn import Browser, Turn
 from signoff.integrations.ui import UIMessage
 from signoff.ledger.base import Ledger
@@ -66,6 +66,8 @@ class RunningReply(abc.ABC, Generic[T]):
     stored: StoredChat
     message_id: str
     browser: Browser | None
+    held: dict[str, ToolOutput]
+    """Browser outputs that came with their call's approval (see `Begun.held`)."""
     translator: T | None = None
     continued: list[str]
     """The earlier calls this reply continues: it streams their results into the open message."""
@@ -88,7 +90,7 @@ class RunningReply(abc.ABC, Generic[T]):
     async def chunks(self) -> AsyncIterator[Chunk]:
         relay = Relay(park=self.park)
         owner = self.stored.owner or ""
-        turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser)
+        turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser, held=self.held)
         translator = self.translator = self.translator_for(turn)
         yield Start(message_id=self.message_id)
         try:
@@ -149,6 +151,8 @@ class Begun:
     """The browser results accepted for the calls the chat waits on ({} once they are overdue)."""
     expired: str | None = None
     """Why the browser's calls failed, when they were overdue: the model is told so."""
+    held: dict[str, ToolOutput] = field(default_factory=dict)
+    """Browser outputs that came with their approval in one message: each call's run takes its own."""
 
     @property
     def continues(self) -> bool:
@@ -176,6 +180,7 @@ async def begin(
     signing_key: bytes,
     browser_timeout: float,
     made: Made,
+    browser_tools: Collection[str] = (),
 ) -> Begun:
     """The I/O before the machine's step and the step itself, the same for every framework: given the
     chat as `loaded`, claim it for `principal`, record the approval responses and take the browser
@@ -184,16 +189,19 @@ async def begin(
     what is open withdraws it."""
     chat_id, (stored, state) = request.chat_id, loaded
     stored = await claim(ledger, chat_id, stored, principal)
-    await accept_responses(ledger, chat_id, state.approvals, request.approvals, principal, signing_key)
+    decided = await accept_responses(
+        ledger, chat_id, state.approvals, request.approvals, principal, signing_key, browser_tools
+    )
+    held, given = await ran_with_approval(ledger, chat_id, principal, decided, request.outputs, browser_tools)
     outputs = await accept_outputs(
-        ledger, chat_id, principal, state.browser_calls, await made(state), state.approvals, request.outputs
+        ledger, chat_id, principal, state.browser_calls, await made(state), state.approvals, given
     )
     now = ledger.clock()
     waits = Open(bool(state.approvals), bool(state.browser_calls), state.overdue(now), bool(state.tasks))
     action = next_action(waits, request_of(request))
     if action is Action.REFUSE:
         raise Untrusted(409, "messages", REFUSALS[waits.waits])
-    begun = Begun(stored, state, action, outputs)
+    begun = Begun(stored, state, action, outputs, held=held)
     if waits.overdue:  # a late output is not used: the deadline is the deadline
         begun.outputs = {}
         begun.expired = await expire_overdue(ledger, chat_id, state.browser_calls, browser_timeout)
@@ -230,9 +238,11 @@ class ServedChat(abc.ABC):
         """`begin` with this chat's ledger and settings."""
         ledger, key, timeout = self.gate.ledger, self.signing_key, self.browser_timeout
         loaded = await self.load(request.chat_id)
+        browser_tools = {tool.name for tool in self.browser_tools}
         return await begin(
-            ledger, request, principal, loaded, signing_key=key, browser_timeout=timeout, made=made
-        )
+            ledger, request, principal, loaded, signing_key=key, browser_timeout=timeout, made=made,
+            browser_tools=browser_tools,
+        )  # fmt: skip
 
     async def waiting(self, chat_id: str) -> dict[str, str]:
         """The calls the chat waits on a person for: call id to approval id."""

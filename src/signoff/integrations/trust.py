@@ -44,14 +44,22 @@ async def accept_responses(
     responses: Sequence[ApprovalResponse],
     owner: Principal,
     signing_key: bytes = b"",
+    browser_tools: Collection[str] = (),
 ) -> list[Approval]:
     """Check every response against the ledger first, then record the decisions, so one bad response in a
     request means none of its responses takes effect. A response counts as the decision of the chat's
     `owner`, and only where the approval's rule lets the owner decide.
 
-    `waiting` maps the call ids this chat is waiting on to their approval ids.
+    `waiting` maps the call ids this chat is waiting on to their approval ids. A response that came with
+    the browser's output (`ran`) counts only for an approval the chat waits on (any other is the client
+    echoing a part the server answered before), and only for one of `browser_tools`: a browser can't
+    have run any other tool.
     """
-    checked = [await _check(ledger, chat_id, waiting, response, owner, signing_key) for response in responses]
+    responses = [r for r in responses if not r.ran or waiting.get(r.call_id) == r.approval_id]
+    checked = [
+        await _check(ledger, chat_id, waiting, response, owner, signing_key, browser_tools)
+        for response in responses
+    ]
     decided = []
     for approval, response in zip(checked, responses, strict=True):
         if approval.state is State.PENDING:
@@ -127,6 +135,7 @@ async def _check(
     response: ApprovalResponse,
     owner: Principal,
     signing_key: bytes,
+    browser_tools: Collection[str],
 ) -> Approval:
     async def refuse(status: int, why: str) -> Untrusted:
         return await _refuse(
@@ -147,6 +156,8 @@ async def _check(
         raise await refuse(403, "its signature is not the one this server gave")
     if waiting.get(response.call_id) != approval.id:
         raise await refuse(409, f"this chat is not waiting on it: it is {approval.state}")
+    if response.ran and response.tool not in browser_tools:  # nothing of the request takes effect
+        raise await refuse(409, f"call {response.call_id} waits for a person's approval, not for an output")
     if approval.state is State.PENDING:  # checked here too, so a refused one stops every response
         if not approval.authority.allows(owner, approval.requester):
             raise await refuse(403, f"{owner.id} may not decide it: it waits for {approval.awaited}")
@@ -186,6 +197,35 @@ async def accept_outputs(
         if waiting.get(output.call_id) == output.tool:
             accepted[output.call_id] = output
     return accepted
+
+
+async def ran_with_approval(
+    ledger: Ledger,
+    chat_id: str,
+    owner: Principal,
+    decided: Sequence[Approval],
+    outputs: Sequence[ToolOutput],
+    browser_tools: Collection[str],
+) -> tuple[dict[str, ToolOutput], list[ToolOutput]]:
+    """Approve-and-run in one message (seed 001): a browser tool's output that came with its approval's
+    response. An approved call's output is held for its run, which takes it instead of handing the call
+    to the browser; any other's is not used, and that is audited. Every other output is returned, for
+    `accept_outputs`."""
+    answered = {approval.call.call_id: approval for approval in decided}
+    held: dict[str, ToolOutput] = {}
+    rest: list[ToolOutput] = []
+    for output in outputs:
+        approval = answered.get(output.call_id)
+        if approval is None or output.tool not in browser_tools or approval.call.tool != output.tool:
+            rest.append(output)
+        elif approval.state is State.APPROVED and approval.approved_digest == approval.digest:
+            held[output.call_id] = output
+        else:  # refused, still short of its quorum, or approved with other arguments than the browser ran
+            why = f"the browser's output is not used: the approval is {approval.state}"
+            if approval.state is State.APPROVED:
+                why = "the browser's output is not used: the call was approved with other arguments"
+            await ledger.record("refuse", output.call_id, owner.id, why=why, chat=chat_id, tool=output.tool)
+    return held, rest
 
 
 def _digest(args: Mapping[str, Any]) -> str:

@@ -119,6 +119,8 @@ class Turn:
     browser: Browser | None = None
     """Set when the browser answers within the turn; otherwise a browser tool ends the turn and its
     result comes with the next request."""
+    held: dict[str, ToolOutput] = field(default_factory=dict)
+    """Browser outputs that came with their call's approval in one message: its run takes its own."""
     long_running: dict[str, str] = field(default_factory=dict)
     """The calls of this turn that started a task: call id to task id (seed 004's long-running ids)."""
     _unwatch: list[Callable[[], None]] = field(default_factory=list)
@@ -141,10 +143,17 @@ current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)
 
 async def in_browser(gate: Gate, call: ToolCall) -> ToolOutput | None:
     """Run an allowed browser call in the browser of the current turn, if it stays connected: its output,
-    or None when the turn must end with the call open for the browser to answer in the next request.
+    or None when the turn must end with the call open for the browser to answer in the next request. An
+    output the browser sent with the call's approval is taken at once, and audited.
 
     A browser that does not answer in time gives an error output the model sees, and an audit entry."""
     turn = current_turn.get()
+    if turn is not None and (output := turn.held.pop(call.call_id, None)) is not None:
+        why = "the browser ran it with its approval, in one message"
+        await gate.ledger.record(
+            "run", call.call_id, turn.requester, chat=turn.chat_id, tool=call.tool, why=why
+        )
+        return output
     if turn is None or turn.browser is None:
         return None
     try:

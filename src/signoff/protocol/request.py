@@ -11,8 +11,10 @@ What the client sends (ai 6.0.0 to 7.x, `AbstractChat`):
 - after `addToolApprovalResponse({id, approved, reason})`: the same, with `messageId` set to the assistant
   message, whose tool part becomes `{type: "tool-<name>" | "dynamic-tool", toolName?, toolCallId,
   state: "approval-responded", input, approval: {id, approved, reason?, signature?}}` (JSON drops an unset
-  `reason`). Parts in `output-denied` or `output-available` that still carry an `approval` were already
-  answered by the server, so only `approval-responded` parts count as responses;
+  `reason`);
+- approve-and-run in one message (seed 001): a browser tool's part in `output-available` or `output-error`
+  that carries its `approval` too. It is also how a client echoes a part the server already answered, so
+  such a response counts only while the chat waits on that approval (see `ApprovalResponse.ran`);
 - after `addToolOutput`: the tool part in state `output-available` with `output`, or `output-error` with
   `errorText`. Server-run tools look the same, so the server matches outputs to its pending browser calls
   and ignores the calls it resolved itself.
@@ -110,6 +112,9 @@ class ApprovalResponse(msgspec.Struct, frozen=True, kw_only=True):
     approved: bool
     reason: str | None = None
     signature: str | None = None
+    ran: bool = False
+    """The part carries the browser's output too (approve-and-run in one message, seed 001): a response
+    only while the chat waits on this approval; otherwise the client is echoing an answered part."""
 
 
 class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -345,6 +350,12 @@ def _tool_parts(
             if not isinstance(error, str):
                 raise BadRequest(f"{where}.errorText", _fault(error, "a string"))
             outputs.append(ToolOutput(call_id=call_id, tool=tool, error_text=error))
+        approval = part.get("approval")
+        if state in ("output-available", "output-error") and isinstance(approval, dict) and "id" in approval:
+            response = msgspec.structs.replace(_approval(part, where, call_id, tool), ran=True)
+            if response.approval_id in approvals:
+                raise BadRequest(f"{where}.approval.id", f"approval {response.approval_id!r} appears twice")
+            approvals[response.approval_id] = response
     return tuple(approvals.values()), tuple(outputs)
 
 

@@ -172,9 +172,11 @@ class _Socket:
         await self.chats.owned(request.chat_id, self.principal)
         chat, reply = self.chats.chat, self.chats.running.get(request.chat_id)
         waiting = reply.asking() if reply is not None else await chat.waiting(request.chat_id)
+        browser_tools = {tool.name for tool in chat.browser_tools}
         await accept_responses(
-            chat.gate.ledger, request.chat_id, waiting, request.approvals, self.principal, chat.signing_key
-        )
+            chat.gate.ledger, request.chat_id, waiting, request.approvals, self.principal, chat.signing_key,
+            browser_tools,
+        )  # fmt: skip
         if not request.outputs:
             return
         if reply is None or reply.browser is None:

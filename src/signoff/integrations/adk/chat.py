@@ -67,6 +67,7 @@ class AdkReply(RunningReply[AdkTranslator]):
     news: list[types.FunctionResponse] = field(default_factory=list)
     """Those calls' statuses, for a reply to a new user message: each a later response to its call."""
     browser: Browser | None = None
+    held: dict[str, ToolOutput] = field(default_factory=dict)
     browser_due: float | None = None
 
     def translator_for(self, turn: Turn) -> AdkTranslator:
@@ -220,7 +221,18 @@ class AdkChat(ServedChat):
                 raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
             message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
             tasks = state.tasks
-            return AdkReply(self, chat_id, wait, begun.stored, message_id, calls, message, continued, tasks)
+            return AdkReply(
+                self,
+                chat_id,
+                wait,
+                begun.stored,
+                message_id,
+                calls,
+                message,
+                continued,
+                tasks,
+                held=begun.held,
+            )
         assert request.user_message is not None  # ADK drops calls left unanswered from the model's view
         message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
         news = [

@@ -71,6 +71,7 @@ class AgentReply(RunningReply[AgentTranslator]):
     begun: ChatState = field(default_factory=ChatState)
     """The chat as this reply began from."""
     browser: Browser | None = None
+    held: dict[str, ToolOutput] = field(default_factory=dict)
     """Set when the browser stays connected while the reply runs (the live socket)."""
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -185,8 +186,9 @@ class AgentChat(ServedChat):
                 run["deferred_tool_results"] = results
         message_id = begun.message_id()
         return AgentReply(
-            self, request.chat_id, wait, begun.stored, message_id, begun.continued, run, begun=state
-        )
+            self, request.chat_id, wait, begun.stored, message_id, begun.continued, run, begun=state,
+            held=begun.held,
+        )  # fmt: skip
 
     async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
         """What the chat waits on is read from its history and the ledger: the calls of its last step with
