@@ -206,6 +206,15 @@ def test_an_output_part_with_its_approval_is_reported_as_ran_for_the_server_to_j
     )
 
 
+def test_an_output_part_whose_approval_was_only_asked_is_an_output_alone() -> None:
+    """A call the server handed over after a decision made elsewhere keeps the client's `approval: {id}`
+    from the question: no answer, so no response, and never a 400."""
+    part = tool_part(state="output-available", output={"city": "Tokyo"}, approval={"id": "apr_1"})
+    request = parse(with_last(FIRST, part))
+    assert request.approvals == ()
+    assert request.outputs == (ToolOutput(call_id=part["toolCallId"], tool="pay", output={"city": "Tokyo"}),)
+
+
 def test_a_frontend_tool_error_and_a_dynamic_output() -> None:
     request = parse(
         with_last(

@@ -351,7 +351,8 @@ def _tool_parts(
                 raise BadRequest(f"{where}.errorText", _fault(error, "a string"))
             outputs.append(ToolOutput(call_id=call_id, tool=tool, error_text=error))
         approval = part.get("approval")
-        if state in ("output-available", "output-error") and isinstance(approval, dict) and "id" in approval:
+        answered = isinstance(approval, dict) and isinstance(approval.get("approved"), bool)
+        if state in ("output-available", "output-error") and answered:  # else only asked: `{id}`
             response = msgspec.structs.replace(_approval(part, where, call_id, tool), ran=True)
             if response.approval_id in approvals:
                 raise BadRequest(f"{where}.approval.id", f"approval {response.approval_id!r} appears twice")
