@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -29,6 +29,7 @@ from signoff.integrations.machine import (
 from signoff.integrations.state import (
     ChatState,
     claim,
+    classify,
     expire_overdue,
     load_state,
     owner_principal,
@@ -43,8 +44,8 @@ from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
 T = TypeVar("T", bound=Translator)
-Made = Callable[[ChatState], Awaitable[Collection[str]]]
-"""The ids of the calls a chat's history holds, as its framework reads them from the chat's state."""
+Loaded = tuple[StoredChat | None, ChatState]
+"""A chat as read: its stored record (None for a new chat) and its state, with what it waits on."""
 
 
 @dataclass(frozen=True)
@@ -175,12 +176,12 @@ async def begin(
     ledger: Ledger,
     request: ChatRequest,
     principal: Principal,
-    loaded: tuple[StoredChat | None, ChatState],
+    loaded: Loaded,
     *,
     signing_key: bytes,
     browser_timeout: float,
-    made: Made,
-    browser_tools: Collection[str] = (),
+    made: Collection[str],
+    browser_tools: Collection[str],
 ) -> Begun:
     """The I/O before the machine's step and the step itself, the same for every framework: given the
     chat as `loaded`, claim it for `principal`, record the approval responses and take the browser
@@ -194,10 +195,9 @@ async def begin(
     )
     held, given = await ran_with_approval(ledger, chat_id, principal, decided, request.outputs, browser_tools)
     outputs = await accept_outputs(
-        ledger, chat_id, principal, state.browser_calls, await made(state), state.approvals, given
+        ledger, chat_id, principal, state.browser_calls, made, state.approvals, given
     )
-    now = ledger.clock()
-    waits = Open(bool(state.approvals), bool(state.browser_calls), state.overdue(now), bool(state.tasks))
+    waits = _waits(state, ledger.clock())
     action = next_action(waits, request_of(request))
     if action is Action.REFUSE:
         raise Untrusted(409, "messages", REFUSALS[waits.waits])
@@ -208,6 +208,10 @@ async def begin(
     if action is Action.SUPERSEDE:
         await withdraw(ledger, state, principal.id)
     return begun
+
+
+def _waits(state: ChatState, now: float) -> Open:
+    return Open(bool(state.approvals), bool(state.browser_calls), state.overdue(now), bool(state.tasks))
 
 
 class ServedChat(abc.ABC):
@@ -229,19 +233,35 @@ class ServedChat(abc.ABC):
         """Check the request against the chat's state and record its decisions, as `principal`, who must
         own the chat (or start it); raises `Untrusted`."""
 
+    @property
+    def browser_names(self) -> frozenset[str]:
+        return frozenset(tool.name for tool in self.browser_tools)
+
     async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
         """The chat's stored record and its state (see `integrations.state.load_state`), with what it waits
         on as its framework reads it."""
         return await load_state(self.gate.ledger, chat_id, begun=begun)
 
-    async def begin(self, request: ChatRequest, principal: Principal, made: Made) -> Begun:
-        """`begin` with this chat's ledger and settings."""
+    async def classify(
+        self, chat_id: str, stored: StoredChat | None, state: ChatState, open_calls: Mapping[str, str]
+    ) -> dict[str, str]:
+        """Fill in what `state` waits on from its open calls (see `integrations.state.classify`), its browser
+        results due `browser_timeout` after the save that left them open; the calls' tasks."""
+        found = await classify(self.gate.ledger, chat_id, open_calls, self.browser_names)
+        state.approvals, state.browser_calls, tasks = found
+        if state.browser_calls and stored is not None:
+            state.browser_due = stored.updated_at + self.browser_timeout
+        return tasks
+
+    async def begin(
+        self, request: ChatRequest, principal: Principal, loaded: Loaded, made: Collection[str]
+    ) -> Begun:
+        """`begin` with this chat's ledger and settings, for the chat as `loaded` (`made`: the ids of the
+        calls its history holds)."""
         ledger, key, timeout = self.gate.ledger, self.signing_key, self.browser_timeout
-        loaded = await self.load(request.chat_id)
-        browser_tools = {tool.name for tool in self.browser_tools}
         return await begin(
             ledger, request, principal, loaded, signing_key=key, browser_timeout=timeout, made=made,
-            browser_tools=browser_tools,
+            browser_tools=self.browser_names,
         )  # fmt: skip
 
     async def waiting(self, chat_id: str) -> dict[str, str]:
@@ -253,8 +273,7 @@ class ServedChat(abc.ABC):
         """The reply that tells the model its browser calls got no result in time, started by the server
         itself; None when the machine has nothing for it to do (the chat moved on meanwhile)."""
         stored, state = await self.load(chat_id)
-        waits = Open(browser=bool(state.browser_calls), overdue=state.overdue(self.gate.ledger.clock()))
-        if next_action(waits, Request.OVERDUE) is Action.IGNORE:
+        if next_action(_waits(state, self.gate.ledger.clock()), Request.OVERDUE) is Action.IGNORE:
             return None
         request = ChatRequest(chat_id=chat_id, trigger="submit-message")
         return await self.prepare(request, wait, owner_principal(stored))
@@ -267,6 +286,9 @@ class Chat(Protocol):
     signing_key: bytes
     browser_timeout: float
     browser_tools: tuple[BrowserToolInfo, ...]
+
+    @property
+    def browser_names(self) -> frozenset[str]: ...
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView: ...
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply: ...

@@ -172,10 +172,9 @@ class _Socket:
         await self.chats.owned(request.chat_id, self.principal)
         chat, reply = self.chats.chat, self.chats.running.get(request.chat_id)
         waiting = reply.asking() if reply is not None else await chat.waiting(request.chat_id)
-        browser_tools = {tool.name for tool in chat.browser_tools}
         await accept_responses(
             chat.gate.ledger, request.chat_id, waiting, request.approvals, self.principal, chat.signing_key,
-            browser_tools,
+            chat.browser_names,
         )  # fmt: skip
         if not request.outputs:
             return

@@ -36,12 +36,12 @@ from google.genai import types
 from signoff.core.call import ToolCall
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.adk.messages import calls_of, open_in, ui_messages
+from signoff.integrations.adk.messages import open_in, ui_messages
 from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
 from signoff.integrations.machine import Action
-from signoff.integrations.state import ChatState, classify, encode_state, load_state, task_news, withdraw
+from signoff.integrations.state import ChatState, encode_state, load_state, task_news, withdraw
 from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
@@ -68,11 +68,11 @@ class AdkReply(RunningReply[AdkTranslator]):
     """Those calls' statuses, for a reply to a new user message: each a later response to its call."""
     browser: Browser | None = None
     held: dict[str, ToolOutput] = field(default_factory=dict)
+    """Browser outputs that came with their call's approval (see `Begun.held`)."""
     browser_due: float | None = None
 
     def translator_for(self, turn: Turn) -> AdkTranslator:
-        browser_tools = frozenset(tool.name for tool in self.chat.browser_tools)
-        signing_key = self.chat.signing_key
+        browser_tools, signing_key = self.chat.browser_names, self.chat.signing_key
         continued = self.continued_calls
         return AdkTranslator(
             turn, self.message_id, continued=continued, browser_tools=browser_tools, signing_key=signing_key
@@ -160,34 +160,29 @@ class AdkChat(ServedChat):
         each classified by `integrations.state.classify`, ADK's unanswered confirmations, and the
         long-running calls whose news the model has not had. The stored state holds only how many events
         the session held when the last reply ended and the assistant message."""
-        stored, state = await load_state(self.gate.ledger, chat_id)
+        stored, state, _, _ = await self._read(chat_id, begun=begun)
+        return stored, state
+
+    async def _read(
+        self, chat_id: str, *, begun: bool = False
+    ) -> tuple[StoredChat | None, ChatState, list[Event], dict[str, ToolCall]]:
+        """`load`, with the session's events it read and every call they hold, by id."""
+        ledger = self.gate.ledger
+        stored, state = await load_state(ledger, chat_id)
         events = await self._session_events(chat_id)
         if begun:  # ADK appends a running reply's events as they happen
             events = events[: state.events]
-        return stored, await self._waits(chat_id, stored, state, events)
-
-    async def _waits(
-        self, chat_id: str, stored: StoredChat | None, state: ChatState, events: list[Event]
-    ) -> ChatState:
-        ledger, found = self.gate.ledger, open_in(events)
-        browser_tools = {tool.name for tool in self.browser_tools}
-        state.approvals, state.browser_calls, _ = await classify(ledger, chat_id, found.calls, browser_tools)
+        found = open_in(events)
+        await self.classify(chat_id, stored, state, found.calls)
         state.confirmations = {c: found.confirmations[c] for c in state.approvals if c in found.confirmations}
-        made = calls_of(events)
-        started = {t.call.call_id: t.id for t in await ledger.tasks(chat_id=chat_id)} if made else {}
-        state.tasks = {c: t for c, t in started.items() if c in made and c not in found.told}
-        if state.browser_calls and stored is not None:
-            state.browser_due = stored.updated_at + self.browser_timeout
-        return state
+        started = {t.call.call_id: t.id for t in await ledger.tasks(chat_id=chat_id)} if found.made else {}
+        state.tasks = {c: t for c, t in started.items() if c in found.made and c not in found.told}
+        return stored, state, events, found.made
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
         """The chat as stored after its last reply, or, with `begun`, as the running reply began (ADK
         appends a running reply's events as they happen, so those are cut off)."""
-        stored, state = await load_state(self.gate.ledger, chat_id)
-        events = await self._session_events(chat_id)
-        if begun:
-            events = events[: state.events]
-        state = await self._waits(chat_id, stored, state, events)
+        _, state, events, _ = await self._read(chat_id, begun=begun)
         ledger = self.gate.ledger
         approvals = await ledger.approvals(chat_id=chat_id)
         messages = ui_messages(
@@ -201,13 +196,8 @@ class AdkChat(ServedChat):
 
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AdkReply:
         ledger, chat_id = self.gate.ledger, request.chat_id
-        made: dict[str, ToolCall] = {}
-
-        async def made_by(state: ChatState) -> dict[str, ToolCall]:
-            made.update(calls_of(await self._session_events(chat_id)))
-            return made
-
-        begun = await self.begin(request, principal, made_by)
+        stored, state, _, made = await self._read(chat_id)
+        begun = await self.begin(request, principal, (stored, state), made)
         if begun.action is Action.REGENERATE:
             raise Untrusted(409, "trigger", "an ADK chat cannot regenerate a reply: its session only grows")
         state = begun.state

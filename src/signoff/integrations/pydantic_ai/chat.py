@@ -41,7 +41,6 @@ from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.state import (
     SUPERSEDED,
     ChatState,
-    classify,
     encode_state,
     load_state,
     task_news,
@@ -71,8 +70,9 @@ class AgentReply(RunningReply[AgentTranslator]):
     begun: ChatState = field(default_factory=ChatState)
     """The chat as this reply began from."""
     browser: Browser | None = None
-    held: dict[str, ToolOutput] = field(default_factory=dict)
     """Set when the browser stays connected while the reply runs (the live socket)."""
+    held: dict[str, ToolOutput] = field(default_factory=dict)
+    """Browser outputs that came with their call's approval (see `Begun.held`)."""
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def translator_for(self, turn: Turn) -> AgentTranslator:
@@ -151,13 +151,10 @@ class AgentChat(ServedChat):
 
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AgentReply:
         ledger = self.gate.ledger
-        history: list[ModelMessage] = []
-
-        async def made(state: ChatState) -> set[str]:
-            history.extend(ModelMessagesTypeAdapter.validate_json(bytes(state.history)))
-            return {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
-
-        begun = await self.begin(request, principal, made)
+        loaded = await self.load(request.chat_id)
+        history = ModelMessagesTypeAdapter.validate_json(bytes(loaded[1].history))
+        made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
+        begun = await self.begin(request, principal, loaded, made)
         state = begun.state
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
@@ -196,11 +193,7 @@ class AgentChat(ServedChat):
         `browser_timeout` after the save that left them open. The stored state holds only the history
         and the assistant message."""
         stored, state = await load_state(self.gate.ledger, chat_id, begun=begun)
-        browser_tools = {tool.name for tool in self.browser_tools}
-        found = await classify(self.gate.ledger, chat_id, open_calls(bytes(state.history)), browser_tools)
-        state.approvals, state.browser_calls, state.tasks = found
-        if state.browser_calls and stored is not None:
-            state.browser_due = stored.updated_at + self.browser_timeout
+        state.tasks = await self.classify(chat_id, stored, state, open_calls(bytes(state.history)))
         return stored, state
 
 
