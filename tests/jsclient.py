@@ -5,6 +5,7 @@ The scenario and transcript schemas are documented at the top of tests/js/chat.m
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -47,30 +48,50 @@ def ensure_installed() -> None:
         raise JsClientError(f"tests/js/install.sh failed:\n{done.stderr}{done.stdout}")
 
 
+NODE = ["node", "--experimental-websocket", str(CHAT_MJS)]
+"""Node 20 has the WebSocket global the live transport needs only behind this flag (Node 22 by default)."""
+
+
 def run_scenario(scenario: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     """Runs one scenario in a fresh node process and returns the parsed transcript."""
     ensure_installed()
     try:
         done = subprocess.run(
-            ["node", str(CHAT_MJS)],
-            input=json.dumps(scenario),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=ROOT,
+            NODE, input=json.dumps(scenario), capture_output=True, text=True, timeout=timeout, cwd=ROOT,
             check=False,
-        )
+        )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise JsClientError(
             f"chat.mjs did not finish within {timeout} s\n--- node stderr ---\n{stderr}"
         ) from exc
-    if done.returncode != 0:
+    return _transcript(scenario, done.returncode, done.stdout, done.stderr)
+
+
+async def run_scenario_async(scenario: dict[str, Any], *, limit: float = 60) -> dict[str, Any]:
+    """`run_scenario` for a test whose server runs in its own event loop, which must keep serving;
+    fails after `limit` seconds."""
+    ensure_installed()
+    process = await asyncio.create_subprocess_exec(
+        *NODE, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(limit):
+            out, err = await process.communicate(json.dumps(scenario).encode())
+    except TimeoutError:
+        process.kill()
+        raise JsClientError(f"chat.mjs did not finish within {limit} s") from None
+    assert process.returncode is not None
+    return _transcript(scenario, process.returncode, out.decode(), err.decode())
+
+
+def _transcript(scenario: dict[str, Any], returncode: int, stdout: str, stderr: str) -> dict[str, Any]:
+    if returncode != 0:
         raise JsClientError(
-            f"chat.mjs exited {done.returncode} for client {scenario.get('client')}\n"
-            f"--- node stderr ---\n{done.stderr}"
+            f"chat.mjs exited {returncode} for client {scenario.get('client')}\n--- node stderr ---\n{stderr}"
         )
-    transcript: dict[str, Any] = json.loads(done.stdout)
+    transcript: dict[str, Any] = json.loads(stdout)
     return transcript
 
 

@@ -44,6 +44,14 @@ async def until(socket: Socket, kind: str) -> list[dict[str, Any] | str]:
             return seen
 
 
+async def paused(socket: Socket) -> list[dict[str, Any] | str]:
+    """Frames up to the pause after a question: the `finish-step` where a standard client ends its
+    stream so it can answer."""
+    seen = await until(socket, "finish-step")
+    assert [c["type"] for c in seen[-2:] if isinstance(c, dict)] == ["tool-approval-request", "finish-step"]
+    return seen
+
+
 def answer(chat: str, seen: list[dict[str, Any] | str], approved: bool, **changes: Any) -> str:
     chunks = [c for c in seen if isinstance(c, dict)]
     request = {**next(c for c in chunks if c["type"] == "tool-approval-request"), **changes}
@@ -90,7 +98,7 @@ async def test_interrupt_ends_the_turn_with_abort(site: Site, runtime: str) -> N
     ADK cannot pick a blocked call up again, so an interrupt withdraws the question."""
     async with connect(site) as socket:
         await socket.send(json.dumps({"type": "message", **user("c1", "pay 50 USD to Hanako")}))
-        asked = await until(socket, "tool-approval-request")
+        asked = await paused(socket)
         await socket.send('{"type":"interrupt"}')
         rest = await until(socket, "[DONE]")
         assert rest[-2:] == [{"type": "abort"}, "[DONE]"]  # a v6 client gets no reason
@@ -113,12 +121,12 @@ async def test_interrupt_ends_the_turn_with_abort(site: Site, runtime: str) -> N
 async def test_a_dropped_socket_leaves_the_approval_pending_and_a_new_one_shows_it_again(site: Site) -> None:
     async with connect(site) as socket:
         await socket.send(json.dumps({"type": "message", **user("c1", "pay 50 USD to Hanako")}))
-        first = await until(socket, "tool-approval-request")
+        first = await paused(socket)
     (approval,) = await site.ledger.approvals(chat_id="c1")
     assert approval.state is State.PENDING
     async with connect(site) as socket:
         await socket.send('{"type":"resume","id":"c1"}')
-        again = await until(socket, "tool-approval-request")
+        again = await paused(socket)
         assert again == first  # the whole reply so far, question included
         await socket.send(answer("c1", again, approved=True))
         done = await until(socket, "[DONE]")
@@ -131,7 +139,7 @@ async def test_a_dropped_socket_leaves_the_approval_pending_and_a_new_one_shows_
 async def test_forged_answers_and_new_messages_are_refused_while_the_turn_goes_on(site: Site) -> None:
     async with connect(site) as socket:
         await socket.send(json.dumps({"type": "message", **user("c1", "pay 50 USD to Hanako")}))
-        asked = await until(socket, "tool-approval-request")
+        asked = await paused(socket)
         await socket.send(answer("c1", asked, approved=True, approvalId="apr_forged"))
         forged = await frame(socket)
         assert isinstance(forged, dict) and forged["type"] == "error" and "apr_forged" in forged["errorText"]

@@ -202,12 +202,17 @@ async def expired(site: Site, chat: str, count: int) -> None:
 # -- well-formedness ---------------------------------------------------------------------------------------
 
 
-def check_turn(stream: list[dict[str, Any]]) -> None:
+def check_turn(stream: list[dict[str, Any]], *, live: bool = False) -> None:
     """The rules of DESIGN.md that a client enforces: one start first and one finish last, steps that open
     and close in pairs, text parts that start before their deltas and end once, approvals and outputs only
-    for calls whose input the message holds, every tool result of a continuation before its first step."""
+    for calls whose input the message holds, every tool result of a continuation before its first step.
+
+    A `live` turn also pauses: a `finish-step` while some call waits on the client, where a standard
+    client ends its stream to answer. It closes the open step, or comes alone when nothing was streamed
+    since the last pause; the paused step's results follow before the next step opens."""
     assert stream[0]["type"] == "start" and stream[-1]["type"] == "finish", [c["type"] for c in stream]
     open_step, texts, calls, stepped = False, set(), set(), False
+    unresolved: set[str] = set()
     for chunk in stream[1:-1]:
         kind = chunk["type"]
         assert kind not in ("start", "finish", "error"), chunk
@@ -215,7 +220,7 @@ def check_turn(stream: list[dict[str, Any]]) -> None:
             assert not open_step
             open_step = stepped = True
         elif kind == "finish-step":
-            assert open_step
+            assert open_step or (live and unresolved), chunk
             open_step = False
         elif kind == "text-start":
             assert open_step and chunk["id"] not in texts
@@ -227,7 +232,12 @@ def check_turn(stream: list[dict[str, Any]]) -> None:
             calls.add(chunk["toolCallId"])
         elif kind in ("tool-input-available", "tool-approval-request") or kind.startswith("tool-output"):
             assert chunk["toolCallId"] in calls or not stepped, chunk
-    assert not open_step
+            if kind == "tool-input-available":
+                assert chunk["toolCallId"] not in unresolved, f"announced twice: {chunk}"
+                unresolved.add(chunk["toolCallId"])
+            elif kind.startswith("tool-output"):
+                unresolved.discard(chunk["toolCallId"])
+    assert not open_step and not (live and unresolved)
 
 
 # -- the scenarios -----------------------------------------------------------------------------------------
@@ -280,7 +290,7 @@ async def play(site: Site, transport: Transport, name: str, scenario: Scenario) 
     chat = f"{name}-{type(transport).__name__}"
     turns = await transport.run(site, chat, scenario.text, list(scenario.verdicts), late=scenario.late)
     for stream in turns.streams:
-        check_turn(stream)
+        check_turn(stream, live=isinstance(transport, Live))
     for sentence in scenario.said:
         assert sentence in turns.text, turns.text
     assert site.wallets.balances[chat] == scenario.balance

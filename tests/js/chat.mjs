@@ -75,6 +75,7 @@
 // - ai 7.x declares engines.node >=22 but everything used here runs on Node 20.
 
 import { readFileSync } from 'node:fs';
+import { LiveChatTransport } from './live_transport.mjs';
 
 const CLIENTS = ['ai-6.0.0', 'ai-6', 'ai-7'];
 const INTERESTING_HEADERS = ['content-type', 'cache-control', 'x-vercel-ai-ui-message-stream', 'x-accel-buffering'];
@@ -290,12 +291,43 @@ async function main() {
     return new Response(forClient, { status: response.status, statusText: response.statusText, headers: response.headers });
   };
 
-  const transport = new ai.DefaultChatTransport({
-    api,
-    fetch: recordingFetch,
-    body: scenario.body,
-    headers: scenario.headers,
-  });
+  const live = scenario.transport === 'live' || scenario.transport === 'live-sse';
+  const transport = live
+    ? new LiveChatTransport({
+        url: `${base.replace(/^http/, 'ws')}/api/live`,
+        framing: scenario.transport === 'live-sse' ? 'sse' : 'json',
+        onFrame: (direction, frame, text) => {
+          transcript.frames.push(direction === 'in' ? { in: frame, raw: text } : { out: frame });
+        },
+      })
+    : new ai.DefaultChatTransport({
+        api,
+        fetch: recordingFetch,
+        body: scenario.body,
+        headers: scenario.headers,
+      });
+  if (live) transcript.frames = [];
+
+  // Browser tools (scenario.browser): one that needs no approval runs as soon as its input is available, and
+  // its result goes at once; one that needs approval runs when the user approves it, and its result goes with
+  // the approval, in one message (seed 001). The chat sends automatically once every call of the last step is
+  // answered: all results in, or all approvals answered and no approved browser call still running.
+  const browser = scenario.browser ?? {};
+  const lastStepParts = (messages) => {
+    const message = messages.at(-1);
+    if (message?.role !== 'assistant') return [];
+    const start = message.parts.findLastIndex((part) => part.type === 'step-start');
+    return message.parts.slice(start + 1).filter(ai.isToolUIPart);
+  };
+  const browserRunning = (messages) =>
+    lastStepParts(messages).some(
+      (part) => browser[ai.getToolName(part)]?.approval && part.state === 'approval-responded' && part.approval.approved,
+    );
+  const sendAutomaticallyWhen = scenario.browser
+    ? (options) =>
+        ai.lastAssistantMessageIsCompleteWithToolCalls(options) ||
+        (ai.lastAssistantMessageIsCompleteWithApprovalResponses(options) && !browserRunning(options.messages))
+    : ai.lastAssistantMessageIsCompleteWithApprovalResponses;
 
   // AbstractChat is abstract only in the TypeScript types; an empty subclass is what useChat's Chat class adds
   // beyond its React state. Same constructor options in all three versions; 7.x also takes `experimental_queue`
@@ -305,7 +337,13 @@ async function main() {
     id: chatId,
     state: new PlainChatState(structuredClone(initialMessages)),
     transport,
-    sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses,
+    sendAutomaticallyWhen,
+    onToolCall: ({ toolCall }) => {
+      const tool = browser[toolCall.toolName];
+      if (tool === undefined || tool.approval) return;
+      // not awaited: onToolCall runs inside the stream's own job (the AI SDK docs say so)
+      void chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: tool.output });
+    },
     onError: (error) => {
       transcript.errors.push(String(error?.message ?? error));
     },
@@ -454,12 +492,13 @@ async function main() {
         const states = last.parts.filter((p) => p.type.startsWith('tool-')).map((p) => `${p.type}:${p.state}`);
         throw new HarnessError(`respond: no ${tool}#${index} in state approval-requested (tool parts: ${states})`);
       }
-      return { id: part.approval.id, approved, reason };
+      return { id: part.approval.id, approved, reason, tool, toolCallId: part.toolCallId };
     });
-    for (const { id, approved, reason } of targets) {
+    for (const { id, approved, reason, tool, toolCallId } of targets) {
       // Same name and argument shape in 6.0.0, 6.x and 7.x. 6.x/7.x also accept `options` (request options for the
       // automatic send); we never pass it, so the follow-up body is the plain transport body in every version.
       await chat.addToolApprovalResponse(reason === undefined ? { id, approved } : { id, approved, reason });
+      if (approved && browser[tool]?.approval) await chat.addToolOutput({ tool, toolCallId, output: browser[tool].output });
     }
   };
 
@@ -483,6 +522,11 @@ async function main() {
       } else if ('respond' in step) {
         await within(respond(step.respond), check);
         await waitIdle('respond', check);
+      } else if ('sleep' in step) {
+        await within(sleep(step.sleep), check);
+      } else if ('resume' in step) {
+        await within(chat.resumeStream(), check);
+        await waitIdle('resume', check);
       } else if ('post' in step) {
         await within(rawPost(step.post), check);
       } else if ('replay' in step) {
@@ -496,6 +540,7 @@ async function main() {
   } catch (err) {
     snapshotInto();
     transcript.elapsedMs = Date.now() - started;
+    if (live) transport.close();
     log(`HARNESS FAILURE: ${err.stack ?? err}`);
     log(`partial transcript: ${JSON.stringify(transcript)}`);
     return 1;
@@ -503,6 +548,7 @@ async function main() {
 
   snapshotInto();
   transcript.elapsedMs = Date.now() - started;
+  if (live) transport.close();
   await new Promise((resolve) => process.stdout.write(`${JSON.stringify(transcript)}\n`, resolve));
   return 0;
 }

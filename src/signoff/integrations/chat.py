@@ -37,7 +37,7 @@ from signoff.integrations.state import (
 )
 from signoff.integrations.stream import Relay, Translator, translate
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, ran_with_approval
-from signoff.integrations.turn import Browser, Turn
+from signoff.integrations.turn import Answered, Browser, Turn
 from signoff.integrations.ui import UIMessage
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
@@ -70,6 +70,9 @@ class RunningReply(abc.ABC, Generic[T]):
     held: dict[str, ToolOutput]
     """Browser outputs that came with their call's approval (see `Begun.held`)."""
     translator: T | None = None
+    turn: Turn | None = None
+    """The reply's turn, once it runs."""
+    _relay: Relay | None = None
     continued: list[str]
     """The earlier calls this reply continues: it streams their results into the open message."""
 
@@ -89,9 +92,10 @@ class RunningReply(abc.ABC, Generic[T]):
         a run from its history; by default it can't, and nothing is saved."""
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        relay = Relay(park=self.park)
+        relay = self._relay = Relay(park=self.park)
         owner = self.stored.owner or ""
         turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser, held=self.held)
+        self.turn = turn
         translator = self.translator = self.translator_for(turn)
         yield Start(message_id=self.message_id)
         try:
@@ -113,6 +117,15 @@ class RunningReply(abc.ABC, Generic[T]):
         """The calls this reply asked a person about so far: call id to approval id."""
         return dict(self.translator.asked) if self.translator else {}
 
+    def unresolved(self) -> dict[str, str]:
+        """The calls of the streamed message with no result yet: call id to tool name (where known)."""
+        return dict(self.translator.unresolved) if self.translator else dict.fromkeys(self.continued, "")
+
+    def answered(self, accepted: bool) -> None:
+        """A client answered this reply on the live socket (see `Translator.pause`)."""
+        if self._relay is not None:
+            self._relay.emit(Answered(accepted))
+
     def visible(self) -> set[str]:
         """The calls of the message this reply streams: its own and the earlier ones it continues."""
         return set(self.translator.visible) if self.translator else set(self.continued)
@@ -124,10 +137,15 @@ class Reply(Protocol):
     browser_due: float | None
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
 
+    turn: Turn | None
+    held: dict[str, ToolOutput]
+
     def chunks(self) -> AsyncIterator[Chunk]: ...
     def interrupt(self) -> None: ...
     def asking(self) -> dict[str, str]: ...
     def visible(self) -> set[str]: ...
+    def unresolved(self) -> dict[str, str]: ...
+    def answered(self, accepted: bool) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -64,13 +64,19 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
     if turn is not None:
         chat_id, wait = turn.chat_id, turn.wait
 
+    call_id = gated.call.call_id
+
     async def pending(approval: Approval) -> None:
         assert turn is not None
+        if wait == "blocking":
+            turn.waiting.add(call_id)
         turn.sink.emit(Asked(approval))
         if wait == "blocking" and gated.history is not None:
             await turn.sink.park(approval, gated.history)
 
     async def run(**args: Any) -> Any:
+        if turn is not None:
+            turn.waiting.discard(call_id)
         return await gated.run(args)
 
     on_pending = pending if turn else None
@@ -88,8 +94,16 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
                 requester=requester, schema=gated.schema,
             )  # fmt: skip
     except (AlreadyConsumed, CallMismatch, Unproven) as exc:
-        return Rejected(str(exc))
-    if isinstance(result, Pending | Refused):
+        result = Rejected(str(exc))
+    finally:
+        if turn is not None:
+            turn.waiting.discard(call_id)
+    if isinstance(result, Pending | Refused | Rejected):
+        if turn is not None and turn.take(call_id) is not None:
+            why = f"the browser's output is not used: the call was {_refusal(result)}"
+            await gate.ledger.record(
+                "refuse", call_id, turn.requester, why=why, chat=chat_id, tool=gated.call.tool
+            )
         return result
     if gated.long_running:
         assert isinstance(result, Task)
@@ -97,3 +111,12 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
             turn.started(gate.tasks, result)
         return result
     return Ran(result)
+
+
+def _refusal(result: Pending | Refused | Rejected) -> str:
+    match result:
+        case Refused():
+            return f"{result.status}: {result.reason or 'no reason given'}"
+        case Rejected():
+            return f"rejected: {result.reason}"
+    return "not decided yet"

@@ -16,7 +16,7 @@ from typing import Any
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.task import Task
-from signoff.integrations.turn import Asked, GateEvent, Handed, Progressed, Turn, current_turn
+from signoff.integrations.turn import Answered, Asked, GateEvent, Handed, Progressed, Turn, current_turn
 from signoff.integrations.ui import PartOutcome
 from signoff.protocol import (
     Abort,
@@ -55,8 +55,54 @@ class Translator:
         """Stops the run where it is (set by `translate` while it runs): the reply ends with `abort`."""
         self.step_open = False
         self.responding = False
+        self.unresolved: dict[str, str] = dict.fromkeys(self.visible, "")
+        """The calls of the message with no result yet, to their tool's name where this reply announced
+        them: a live turn pauses on them, and its browser's results may answer them."""
+        self.paused = False
+        """A live turn's stream paused, and nothing was streamed since."""
+        self.shown: set[str] = set()
+        """The calls whose question (to a person, or to the browser) went out in this reply."""
 
     def feed(self, item: Any) -> list[Chunk]:
+        chunks = self._chunks(item)
+        if self.turn.browser is None:  # only a live turn pauses: its client stays to answer
+            return chunks
+        for chunk in chunks:
+            if isinstance(chunk, ToolInputAvailable):
+                self.unresolved[chunk.tool_call_id] = chunk.tool_name
+            elif isinstance(chunk, ToolOutputAvailable | ToolOutputError | ToolOutputDenied):
+                self.unresolved.pop(chunk.tool_call_id, None)
+        match item:
+            case Asked(approval):
+                self.shown.add(approval.call.call_id)
+            case Handed(call):
+                self.shown.add(call.call_id)
+        if chunks or (isinstance(item, Answered) and item.accepted):
+            self.paused = False
+        if not self.paused and self.waits_on_client():
+            self.paused = True
+            chunks = [*chunks, *self.pause()]
+        return chunks
+
+    def waits_on_client(self) -> bool:
+        """Whether every open call of a live turn waits for a person or for the browser, and none for an
+        answer being recorded: then nothing comes until the client (or someone) answers."""
+        turn, browser = self.turn, self.turn.browser
+        assert browser is not None
+        return bool(self.unresolved) and all(
+            c in self.shown and (c in turn.waiting or c in browser.awaited) and c not in turn.answering
+            for c in self.unresolved
+        )
+
+    def pause(self) -> list[Chunk]:
+        """The pause of a live turn (issue 20): `finish-step`, where a standard AI SDK client ends its
+        stream, so it may answer with an ordinary message; the rest of the turn streams into the stream
+        that message opens. The results of the paused step's calls follow without a new `start-step`:
+        the model's next response opens one."""
+        self.step_open = False
+        return [FinishStep()]
+
+    def _chunks(self, item: Any) -> list[Chunk]:
         match item:
             case Asked(approval):
                 if approval.call.call_id not in self.visible:
@@ -67,6 +113,8 @@ class Translator:
                 return handed(call) if call.call_id in self.visible else []
             case Progressed(task):
                 return self.task(task)
+            case Answered():
+                return []
         return self.translate(item)
 
     def task(self, task: Task) -> list[Chunk]:
@@ -119,13 +167,10 @@ def output(call_id: str, result: PartOutcome) -> Chunk:
 
 
 def handed(call: ToolCall) -> list[Chunk]:
-    """A browser call handed over within a live turn: its input is available again, which moves an
-    answered approval to the state where the page shows it running, and a transient `data-browser-call`
-    tells the page to run it now rather than when the reply ends."""
-    return [
-        ToolInputAvailable(tool_call_id=call.call_id, tool_name=call.tool, input=call.args),
-        Data(name="browser-call", id=call.call_id, data={"toolCallId": call.call_id}, transient=True),
-    ]
+    """A browser call handed over within a live turn: the call was announced once, with its input, so
+    only a transient `data-browser-call` says that it may run now (one approved elsewhere, say); a
+    client that ran it already, or runs it with its approval, has sent or will send its result."""
+    return [Data(name="browser-call", id=call.call_id, data={"toolCallId": call.call_id}, transient=True)]
 
 
 _END, _STOP = object(), object()

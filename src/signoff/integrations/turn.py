@@ -46,7 +46,15 @@ class Progressed:
     task: Task
 
 
-GateEvent = Asked | Handed | Progressed
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A client answered the turn (on the live socket). `accepted`: the answer was taken, so the client
+    follows the turn on a new stream, which must end when the turn waits on it again."""
+
+    accepted: bool
+
+
+GateEvent = Asked | Handed | Progressed | Answered
 
 
 class Sink(Protocol):
@@ -99,13 +107,20 @@ class Browser:
         except TimeoutError:
             raise BrowserTimeout(f"the browser returned no result within {self.timeout:g} s") from None
         finally:
-            del self.awaited[call.call_id], self._results[call.call_id]
+            self.awaited.pop(call.call_id, None)
+            del self._results[call.call_id]
 
-    def deliver(self, outputs: Mapping[str, ToolOutput]) -> None:
-        """Resolve the awaited calls among `outputs` (checked by `trust.accept_outputs` first)."""
+    def deliver(self, outputs: Mapping[str, ToolOutput]) -> dict[str, ToolOutput]:
+        """Resolve the awaited calls among `outputs` (checked by `trust.accept_outputs` first), and return
+        the others: they came before their call was handed over, and its run must take them."""
+        early = {}
         for call_id, output in outputs.items():
-            if (result := self._results.get(call_id)) is not None and not result.done():
+            if (result := self._results.get(call_id)) is None:
+                early[call_id] = output
+            elif not result.done():
                 result.set_result(output)
+                del self.awaited[call_id]  # answered now, before its run wakes up to take it
+        return early
 
 
 @dataclass
@@ -121,6 +136,14 @@ class Turn:
     result comes with the next request."""
     held: dict[str, ToolOutput] = field(default_factory=dict)
     """Browser outputs that came with their call's approval in one message: its run takes its own."""
+    early: dict[str, ToolOutput] = field(default_factory=dict)
+    """Browser outputs that came on the live socket before their call was handed over (the browser ran
+    it as soon as it was announced): its run takes its own."""
+    waiting: set[str] = field(default_factory=set)
+    """Calls blocked on a person's decision right now."""
+    answering: set[str] = field(default_factory=set)
+    """Calls a client's answer is being recorded for: whatever the ledger says, the turn does not wait
+    on the client for them until the answer is taken (see `Translator.pause`)."""
     long_running: dict[str, str] = field(default_factory=dict)
     """The calls of this turn that started a task: call id to task id (seed 004's long-running ids)."""
     _unwatch: list[Callable[[], None]] = field(default_factory=list)
@@ -131,6 +154,14 @@ class Turn:
         self.long_running[task.call.call_id] = task.id
         self.sink.emit(Progressed(task))
         self._unwatch.append(tasks.watch(task.id, lambda changed: self.sink.emit(Progressed(changed))))
+
+    def take(self, call_id: str) -> tuple[ToolOutput, str] | None:
+        """The output the browser sent for a call before its run, and how it came, if it did."""
+        if (output := self.held.pop(call_id, None)) is not None:
+            return output, "the browser ran it with its approval, in one message"
+        if (output := self.early.pop(call_id, None)) is not None:
+            return output, "the browser ran it as soon as it was announced"
+        return None
 
     def stop_following(self) -> None:
         for unwatch in self._unwatch:
@@ -144,12 +175,12 @@ current_turn: ContextVar[Turn | None] = ContextVar("signoff_turn", default=None)
 async def in_browser(gate: Gate, call: ToolCall) -> ToolOutput | None:
     """Run an allowed browser call in the browser of the current turn, if it stays connected: its output,
     or None when the turn must end with the call open for the browser to answer in the next request. An
-    output the browser sent with the call's approval is taken at once, and audited.
+    output the browser sent before (with the call's approval, or at once) is taken, and audited.
 
     A browser that does not answer in time gives an error output the model sees, and an audit entry."""
     turn = current_turn.get()
-    if turn is not None and (output := turn.held.pop(call.call_id, None)) is not None:
-        why = "the browser ran it with its approval, in one message"
+    if turn is not None and (taken := turn.take(call.call_id)) is not None:
+        output, why = taken
         await gate.ledger.record(
             "run", call.call_id, turn.requester, chat=turn.chat_id, tool=call.tool, why=why
         )

@@ -39,8 +39,11 @@ from typing import Any
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 
+from signoff.core.approval import State
 from signoff.core.principal import Principal
-from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses
+from signoff.integrations.chat import Reply
+from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, ran_with_approval
+from signoff.integrations.turn import Browser, Turn
 from signoff.protocol import (
     BadRequest,
     ChatRequest,
@@ -171,22 +174,51 @@ class _Socket:
             )
         await self.chats.owned(request.chat_id, self.principal)
         chat, reply = self.chats.chat, self.chats.running.get(request.chat_id)
+        if reply is not None and reply.browser is not None and reply.turn is not None:
+            await self._answer_turn(request, reply, reply.browser, reply.turn)
+            return
         waiting = reply.asking() if reply is not None else await chat.waiting(request.chat_id)
         await accept_responses(
             chat.gate.ledger, request.chat_id, waiting, request.approvals, self.principal, chat.signing_key,
             chat.browser_names,
         )  # fmt: skip
-        if not request.outputs:
-            return
-        if reply is None or reply.browser is None:
+        if request.outputs:
             raise _FrameRefused(
                 f"the reply in chat {request.chat_id} takes browser results from its own socket"
             )
-        accepted = await accept_outputs(
-            chat.gate.ledger, request.chat_id, self.principal, reply.browser.awaited, reply.visible(),
-            reply.asking(), request.outputs,
-        )  # fmt: skip
-        reply.browser.deliver(accepted)
+
+    async def _answer_turn(self, request: ChatRequest, reply: Reply, browser: Browser, turn: Turn) -> None:
+        """An answer to a live turn run here, as a standard client sends it: the whole message list,
+        from which the approval responses and browser results count. An approved browser call whose
+        output came with its approval runs with it; a result that came before its call was handed over
+        waits for the call's run. While it is recorded, the turn does not pause on the calls it answers;
+        once it is taken, the client follows the turn on a new stream."""
+        chat, ledger, chat_id = self.chats.chat, self.chats.chat.gate.ledger, request.chat_id
+        browser_tools = chat.browser_names
+        answering = {r.call_id for r in request.approvals} | {o.call_id for o in request.outputs}
+        turn.answering |= answering
+        accepted = False
+        try:
+            decided = await accept_responses(
+                ledger, chat_id, reply.asking(), request.approvals, self.principal, chat.signing_key,
+                browser_tools,
+            )  # fmt: skip
+            for approval in decided:  # decided here: its waiter wakes up soon, the turn waits no more
+                if approval.state is not State.PENDING:
+                    turn.waiting.discard(approval.call.call_id)
+            held, given = await ran_with_approval(
+                ledger, chat_id, self.principal, decided, request.outputs, browser_tools
+            )
+            open_browser_calls = {c: t for c, t in reply.unresolved().items() if t in browser_tools}
+            outputs = await accept_outputs(
+                ledger, chat_id, self.principal, open_browser_calls, reply.visible(), turn.waiting, given
+            )
+            reply.held.update(browser.deliver(held))  # unless its run, woken already, awaits it
+            turn.early.update(browser.deliver(outputs))
+            accepted = True
+        finally:
+            turn.answering -= answering
+            reply.answered(accepted)
 
     async def _resume(self, chat_id: str) -> None:
         if self._busy():
