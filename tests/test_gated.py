@@ -33,6 +33,7 @@ from signoff.integrations.turn import (
     Progressed,
     Turn,
     current_turn,
+    in_browser,
 )
 from signoff.ledger import MemoryLedger
 from signoff.protocol import ToolOutput
@@ -170,6 +171,46 @@ async def test_a_connected_browser_is_handed_the_call_through_the_sink_before_it
     assert sink.events == [Handed(call)] and browser.awaited == {"c1": "get_location"}
     browser.deliver({"c1": ToolOutput(call_id="c1", tool="get_location", output={"city": "Tokyo"})})
     assert (await running).output == {"city": "Tokyo"} and browser.awaited == {}
+
+
+async def test_a_result_the_browser_sent_before_its_call_was_handed_over_is_taken_and_audited() -> None:
+    """The live socket holds a result that came before its call was handed over (`Browser.deliver` gives
+    it back); the call's run takes it instead of handing the call over, and the audit says how it came. A
+    call the gate refuses never uses it, and that is audited too."""
+    browser = Browser(timeout=5)
+    played = ToolOutput(call_id="c1", tool="change_bgm", output={"playing": True})
+    assert browser.deliver({"c1": played}) == {"c1": played}  # nobody awaits it yet
+    async with MemoryLedger() as ledger:
+        gate = Gate(
+            ledger,
+            Policy.from_dict({"tools": {"change_bgm": [{"action": "allow"}], "pay": [{"action": "deny"}]}}),
+        )
+        sink = Recorder()
+        turn = Turn(chat_id="chat", wait="blocking", sink=sink, requester="alice", browser=browser)
+        turn.early = {"c1": played, "c2": ToolOutput(call_id="c2", tool="pay", output={"paid": 50})}
+
+        async def in_the_browser(args: dict[str, Any]) -> Any:
+            output = await in_browser(gate, ToolCall("c1", "change_bgm", args))
+            return output.output if output else None
+
+        token = current_turn.set(turn)
+        try:
+            ran = await gated_call(
+                gate,
+                GatedCall(ToolCall("c1", "change_bgm", {}), in_the_browser),
+                chat_id="chat",
+                wait="blocking",
+            )
+            refused = await gated_call(
+                gate, GatedCall(ToolCall("c2", "pay", PAY), paid), chat_id="chat", wait="blocking"
+            )
+        finally:
+            current_turn.reset(token)
+        assert ran == Ran({"playing": True}) and sink.events == []  # never handed over
+        assert isinstance(refused, Refused) and turn.early == {}
+        audit = {(e.action, e.subject): e.detail["why"] for e in await ledger.audit(0, 100)}
+        assert audit[("run", "c1")] == "the browser ran it as soon as it was announced"
+        assert audit[("refuse", "c2")].startswith("the browser's output is not used: the call was denied")
 
 
 def _tools() -> FunctionToolset[None]:

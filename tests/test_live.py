@@ -7,13 +7,15 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import websockets
 
 from signoff.core.approval import State
+from signoff.core.policy import Policy
 from signoff.demo.runtime import RUNTIMES
 from signoff.demo.walkthrough import demo_policy
-from tests.chats import Site, decided, responded, serve_demo, user
+from tests.chats import Site, decided, responded, serve_demo, tool_part, user
 
 Socket = websockets.ClientConnection
 
@@ -191,3 +193,125 @@ async def test_without_the_subprotocol_frames_stay_bare_json(site: Site) -> None
         assert socket.subprotocol is None
         await socket.send('{"type":"ping"}')
         assert await socket.recv() == '{"type":"pong"}'
+
+
+# -- standard clients: the pause, results sent early, results that can't be taken ---------------------------
+
+
+def message(chat: str, first: dict[str, Any] | str, *parts: dict[str, Any]) -> str:
+    """An ordinary `message` frame as `sendMessages` sends it: the user's message and the assistant's."""
+    assert isinstance(first, dict)
+    assistant = {"id": first["messageId"], "role": "assistant", "parts": [{"type": "step-start"}, *parts]}
+    prompt = user(chat, "")["messages"][0]
+    return json.dumps(
+        {"type": "message", "id": chat, "trigger": "submit-message", "messages": [prompt, assistant]}
+    )
+
+
+def call_of(seen: list[dict[str, Any] | str], tool: str) -> dict[str, Any]:
+    return next(c for c in seen if isinstance(c, dict) and c.get("toolName") == tool and "input" in c)
+
+
+async def audited(site: Site, action: str, subject: str) -> list[str]:
+    return [
+        e.detail.get("why", "")
+        for e in await site.ledger.audit(0, 10_000)
+        if (e.action, e.subject) == (action, subject)
+    ]
+
+
+async def test_a_result_sent_as_soon_as_the_call_is_announced_is_taken(site: Site) -> None:
+    """Seed 001's client runs `change_bgm` on its `tool-input-available` and sends the result at once,
+    whether or not the server handed the call over yet (`tests/test_gated.py` takes the early path
+    alone): the call's run takes it, and the call is announced once."""
+    async with connect(site) as socket:
+        await socket.send(json.dumps({"type": "message", **user("c1", "play lofi beats")}))
+        seen = await until(socket, "tool-input-available")
+        played = tool_part(call_of(seen, "change_bgm"), state="output-available", output={"playing": True})
+        await socket.send(message("c1", seen[0], played))
+        rest = await until(socket, "[DONE]")
+    assert "Now playing lofi beats." in spoken(rest)
+    kinds = [c["type"] for c in seen + rest if isinstance(c, dict)]
+    assert kinds.count("tool-input-available") == 1 and kinds.count("tool-output-available") == 1
+    assert kinds.count("error") == 0
+
+
+async def test_a_result_that_cannot_be_taken_gets_an_error_and_the_turn_goes_on(site: Site) -> None:
+    """A location sent alone while its approval waits for a person, or a result for a call nobody made:
+    refused with an `error` chunk saying why, and audited; never dropped silently. The turn still takes
+    the real answer."""
+    async with connect(site) as socket:
+        await socket.send(json.dumps({"type": "message", **user("c1", "where am I")}))
+        seen = await paused(socket)
+        call = call_of(seen, "get_location")
+        alone = tool_part(call, state="output-available", output={"latitude": 1, "longitude": 2})
+        await socket.send(message("c1", seen[0], alone))
+        refused = await frame(socket)
+        assert isinstance(refused, dict) and refused["type"] == "error"
+        assert "waits for a person's approval, not for an output" in refused["errorText"]
+        ghost = {**alone, "toolCallId": "call_nobody_made"}
+        await socket.send(message("c1", seen[0], ghost))
+        refused = await frame(socket)
+        assert isinstance(refused, dict) and "no call call_nobody_made was made" in refused["errorText"]
+        asked = next(c for c in seen if isinstance(c, dict) and c["type"] == "tool-approval-request")
+        approve_and_run = tool_part(
+            call, state="output-available", output={"latitude": 35.68, "longitude": 139.76},
+            approval={"id": asked["approvalId"], "approved": True},
+        )  # fmt: skip
+        await socket.send(message("c1", seen[0], approve_and_run))
+        rest = await until(socket, "[DONE]")
+    assert "You are at 35.68, 139.76." in spoken(rest)
+    assert len(await audited(site, "refuse", call["toolCallId"])) == 1
+    assert len(await audited(site, "refuse", "call_nobody_made")) == 1
+    assert await audited(site, "run", call["toolCallId"]) == [
+        "the browser ran it with its approval, in one message"
+    ]
+    assert not any(isinstance(c, dict) and c.get("type") == "data-browser-call" for c in rest)  # not handed
+
+
+async def test_a_denied_location_sent_with_its_result_never_reaches_the_model(site: Site) -> None:
+    async with connect(site) as socket:
+        await socket.send(json.dumps({"type": "message", **user("c1", "where am I")}))
+        seen = await paused(socket)
+        call = call_of(seen, "get_location")
+        asked = next(c for c in seen if isinstance(c, dict) and c["type"] == "tool-approval-request")
+        denied = tool_part(
+            call, state="output-available", output={"latitude": 35.68, "longitude": 139.76},
+            approval={"id": asked["approvalId"], "approved": False, "reason": "not now"},
+        )  # fmt: skip
+        await socket.send(message("c1", seen[0], denied))
+        rest = await until(socket, "[DONE]")
+    assert "35.68" not in spoken(rest) and "not now" in spoken(rest)
+    assert await audited(site, "refuse", call["toolCallId"]) == [
+        "the browser's output is not used: the approval is denied"
+    ]
+
+
+@pytest.fixture
+async def quorum(runtime: str) -> AsyncIterator[Site]:
+    """Payments need two approvals: the chat's owner and an admin."""
+    text = '[[tools.process_payment]]\naction = "ask"\napprovers = ["requester", "role:admin"]\nquorum = 2\n'
+    async for served in serve_demo(runtime, Policy.from_toml(text)):
+        yield served
+
+
+async def test_an_answer_that_changes_nothing_pauses_the_turn_again(quorum: Site) -> None:
+    """The owner's approval is one vote of two: the client's new stream must end, so the server pauses
+    again at once; the second vote, from elsewhere, lets the turn go on with one `[DONE]`."""
+    async with connect(quorum) as socket:
+        await socket.send(json.dumps({"type": "message", **user("c1", "pay 50 USD to Hanako")}))
+        seen = await paused(socket)
+        await socket.send(answer("c1", seen, approved=True))
+        assert await frame(socket) == {"type": "finish-step"}  # the pause again, nothing else
+        (approval,) = await quorum.ledger.approvals(chat_id="c1")
+        assert approval.state is State.PENDING and len(approval.votes) == 1
+        async with httpx.AsyncClient(base_url=f"http://{quorum.base}") as client:
+            response = await client.post(
+                f"/api/approvals/{approval.id}/decision",
+                json={"approved": True},
+                headers={"authorization": "Bearer t"},
+            )
+            assert response.status_code == 200, response.text
+        rest = await until(socket, "[DONE]")
+    assert "Paid 50 USD to Hanako" in spoken(rest) and [c for c in rest if c == "[DONE]"] == ["[DONE]"]
+    assert quorum.wallets.balances["c1"] == 950

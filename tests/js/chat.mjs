@@ -16,6 +16,14 @@
 //   headers     optional object of extra headers on every chat request (DefaultChatTransport `headers`)
 //   timeoutMs   optional, default 20000: the most any one step may take
 //   maxRequests optional, default 10: more chat requests than this is reported as a runaway re-POST loop
+//   transport   optional, "sse" (default: DefaultChatTransport on `api`), "live" (the live socket at {base}/api/live
+//               through tests/js/live_transport.mjs, a minimal standard ChatTransport, JSON frames) or "live-sse"
+//               (the same, asking for the `sse` subprotocol: every frame `data: <json>\n\n`)
+//   browser     optional {"<tool>": {"output": <json>, "approval": bool}}: tools the client runs. Without approval,
+//               onToolCall adds the output as soon as the input is available; with it, `respond` approving the
+//               call adds the output right after the approval response (approve-and-run, one message). With
+//               `browser` set, sendAutomaticallyWhen also sends once every call of the last step has its output,
+//               and waits while an approved browser call has none.
 //   messages    optional initial chat.messages (a UIMessage array, e.g. an earlier transcript's `messages`): the
 //               chat continues in a fresh client, as a reloaded page that restored its messages would
 //   steps       list, run in order:
@@ -38,6 +46,10 @@
 //         `approval-requested`; chat.addToolApprovalResponse({id: part.approval.id, approved, reason}) for each, in
 //         the listed order (indices refer to the parts as they were before this step). sendAutomaticallyWhen then
 //         POSTs by itself; wait until idle.
+//     {"sleep": ms}
+//         Wait, with no chat activity (e.g. for a deadline to pass).
+//     {"resume": true}
+//         chat.resumeStream(); wait until idle.
 //     {"post": {...raw body...}}
 //         A raw fetch POST of that JSON to `api`, bypassing the chat object (recorded in `raw`).
 //     {"replay": n}
@@ -54,6 +66,8 @@
 //   requests   every chat request: <exchange> + {"body": <JSON sent>}
 //   raw        every post/replay result: <exchange> + {"body": <JSON sent>}
 //   decisions  every REST decision: {"tool", "index", "approval_id", "status", "body"}
+//   frames     live transports only: every frame in order, {"in": <chunk or "[DONE]">, "raw": <text frame>} or
+//              {"out": <frame sent>}; `requests` stays empty
 //   elapsedMs  wall time of the whole scenario
 //   <exchange> = {"method", "url", "headers": {request headers}, "status", "responseHeaders": {content-type,
 //                 cache-control, x-vercel-ai-ui-message-stream, x-accel-buffering (when present)},

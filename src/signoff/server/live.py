@@ -3,9 +3,12 @@
 The chunks are the ones the SSE routes send, as JSON text frames, and the text frame `[DONE]` ends each
 turn. A client that asks for the `sse` subprotocol gets each frame as an SSE event instead (`data: <json>`
 and a blank line, `data: [DONE]` at the end of a turn), as seed 000's transport reads them. Waits are
-blocking: a turn stays open while a tool waits for a person or for the browser, and the answers come back
-on the same socket, so a turn has one `[DONE]` however many questions it asked, in one step or one after
-another.
+blocking: a turn stays open while a tool waits for a person or for the browser, so a turn has one
+`[DONE]` however many questions it asked, in one step or one after another.
+
+A standard AI SDK client only sends once its stream has ended, so the turn pauses when it waits on the
+client: a `finish-step` (see `Translator.pause`), where the client ends its stream. Its answer is an
+ordinary `message` frame, and the rest of the turn streams into the stream it opened.
 
 A socket only follows a reply. The reply runs in the server like an SSE one (see `Streams`), so a socket
 that drops stops nothing and the approval stays pending. A socket that resumes the chat is shown the
@@ -13,8 +16,9 @@ reply again from its start, question included, and can answer it.
 
 Frames a client sends (JSON text):
 - `{type: "message", id, messages, trigger, messageId?}`: the body `POST /api/chat` takes. With no reply
-  running in the chat, it starts a turn. While one runs, it may carry only approval responses and browser
-  tool results for it.
+  running in the chat, it starts a turn. While one runs, only its approval responses and browser tool
+  results count (the rest is the client's copy of the chat): an approved browser call's output that came
+  with its approval is its result, and so is a result that came before the call was handed over.
 - `{type: "resume", id}`: follow the chat's running reply from its start; only `[DONE]` when none runs.
 - `{type: "interrupt"}`: stop the turn this socket follows; it ends with `abort`.
 - `{type: "ping"}`: answered with `{type: "pong"}`.
@@ -209,9 +213,10 @@ class _Socket:
             held, given = await ran_with_approval(
                 ledger, chat_id, self.principal, decided, request.outputs, browser_tools
             )
-            open_browser_calls = {c: t for c, t in reply.unresolved().items() if t in browser_tools}
+            asking = turn.waiting  # an output alone can't answer a person's question
+            runnable = {c: t for c, t in reply.unresolved().items() if t in browser_tools and c not in asking}
             outputs = await accept_outputs(
-                ledger, chat_id, self.principal, open_browser_calls, reply.visible(), turn.waiting, given
+                ledger, chat_id, self.principal, runnable, reply.visible(), asking, given
             )
             reply.held.update(browser.deliver(held))  # unless its run, woken already, awaits it
             turn.early.update(browser.deliver(outputs))
