@@ -63,7 +63,7 @@ async def test_the_plugin_alone_runs_an_approved_call_once_and_tells_the_model_a
     assert said == ["Paid 50 USD to Hanako; the balance is 950 USD."]
     assert len(wallets.payments) == 1
     said, wallets = await run_plugin("pay 50 USD to Hanako", approve=False)
-    assert said == ["I did not pay 50 USD to Hanako: refused by test: not today."]
+    assert said == ["I did not pay 50 USD to Hanako: denied by test: not today."]
     assert wallets.payments == []
 
 

@@ -129,8 +129,13 @@ def approval_for(view: LedgerView, recipient: str) -> Approval:
 
 
 def decider(mode: str, chat_id: str) -> str:
-    """Who the model names in a refusal: the chat's owner in deferred mode, the admin in blocking mode."""
+    """Who decided: the chat's owner in deferred mode, the admin in blocking mode."""
     return "anonymous" if mode == "deferred" else "admin"
+
+
+def named(mode: str) -> str:
+    """Who the model hears refused it, in words: the chat's user, or the admin who decided."""
+    return "the user" if mode == "deferred" else "admin"
 
 
 def answer(mode: str, *decisions: dict[str, Any], text: str) -> list[dict[str, Any]]:
@@ -268,7 +273,7 @@ def test_deny_one_payment(server: DemoServer, client: str, mode: str) -> None:
     [part] = tool_parts(reply, "process_payment")
     assert part["state"] == "output-denied" and "output" not in part, part
     text = text_of(reply)
-    assert f"I did not pay 50 USD to Hanako: refused by {decider(mode, chat_id)}: not this month." in text
+    assert f"I did not pay 50 USD to Hanako: denied by {named(mode)}: not this month." in text
     assert "Paid" not in text
 
     view = server.ledger(chat_id)
@@ -313,7 +318,7 @@ def test_two_payments_approve_first_deny_second(server: DemoServer, client: str,
     assert saburo["state"] == "output-denied", saburo
     text = text_of(reply)
     assert "Paid 10 USD to Jiro; the balance is 990 USD." in text
-    assert f"I did not pay 20 USD to Saburo: refused by {decider(mode, chat_id)}: too much." in text
+    assert f"I did not pay 20 USD to Saburo: denied by {named(mode)}: too much." in text
 
     view = server.ledger(chat_id)
     paid, refused = approval_for(view, "Jiro"), approval_for(view, "Saburo")

@@ -265,7 +265,7 @@ async def test_a_reloaded_chat_continues_from_the_servers_messages(site: Server)
     )
     assert answered.status_code == 200, answered.text
     assert chunks(answered.text)[0] == {"type": "start", "messageId": messages[-1]["id"]}
-    assert "Paid 10 USD to Jiro" in said(answered.text) and "refused by anonymous: no" in said(answered.text)
+    assert "Paid 10 USD to Jiro" in said(answered.text) and "denied by the user: no" in said(answered.text)
     after = (await view(site, "c1"))["messages"]
     follow_up = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "weather in Tokyo"}]}
     again = await site.client.post(

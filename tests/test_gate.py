@@ -41,7 +41,7 @@ async def test_policy_allow_and_deny_need_no_approval(ledger: Ledger) -> None:
     allowed = await gate.authorize(ToolCall("c1", "get_weather", {"city": "Tokyo"}), chat_id="chat")
     assert isinstance(allowed, Allowed) and allowed.via == "policy"
     denied = await gate.authorize(ToolCall("c2", "delete_everything", {}), chat_id="chat")
-    assert isinstance(denied, Denied) and denied.message.startswith("refused by delete_everything[0]")
+    assert isinstance(denied, Denied) and denied.message.startswith("denied by the policy")
     assert await ledger.approvals() == []
 
 
@@ -243,7 +243,7 @@ async def test_run_executes_exactly_once_and_refusals_carry_the_reason(ledger: L
         chat_id="chat",
         approvers=[lambda a: Decision.deny("bob", "Eve is not a customer")],
     )
-    assert isinstance(refused, Refused) and refused.message == "refused by bob: Eve is not a customer"
+    assert isinstance(refused, Refused) and refused.message == "denied by bob: Eve is not a customer"
     assert runs == [50]
     assert [e.action for e in await ledger.audit()].count("consume") == 1
 

@@ -129,7 +129,7 @@ async def test_an_approved_export_returns_at_once_with_a_pending_task_and_ends_t
 async def test_a_denied_export_never_starts_a_task(site: Server) -> None:
     first, reply = await ask(site, "lr-2", "export report q3")
     response = await site.client.post("/api/chat", json=answer(first, reply, [(False, "too big")]))
-    assert "I did not export the report q3: refused by anonymous: too big." in said(response.text)
+    assert "I did not export the report q3: denied by the user: too big." in said(response.text)
     await asyncio.sleep(0.05)
     assert await site.ledger.tasks() == []
     assert (await site.client.get("/api/chat/lr-2/tasks")).json() == {"tasks": []}

@@ -55,7 +55,7 @@ async def test_a_refusal_reaches_the_model_as_a_result_not_an_exception() -> Non
     assert paid == []
     assert json.loads(result.output) == {
         "by": "bob",
-        "message": "refused by bob: over budget",
+        "message": "denied by bob: over budget",
         "reason": "over budget",
         "status": "denied",
     }
@@ -116,7 +116,7 @@ async def test_the_toolset_wraps_one_toolset_explicitly() -> None:
         async with agent.run_stream_events("pay") as events:
             async for event in events:
                 last = event
-    assert paid == [] and "refused by" in last.result.output  # type: ignore[attr-defined]
+    assert paid == [] and "denied by" in last.result.output  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("wait", ["deferred", "blocking"])

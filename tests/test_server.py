@@ -71,7 +71,7 @@ async def test_list_get_and_decide_with_the_documented_shapes(site: Server) -> N
     )
     assert decided.status_code == 200
     assert decided.json()["decision"] == {
-        "verdict": "deny", "by": "admin", "name": "admin", "via": "bootstrap",
+        "verdict": "deny", "by": "admin", "name": "admin", "who": "admin", "via": "bootstrap",
         "reason": "no", "remember": "once",
     }  # fmt: skip
     again = await site.client.post(
@@ -161,7 +161,7 @@ async def test_deferred_continuation_resolves_every_call_before_any_step(site: S
     ]
     assert kinds.index("start-step") > 2 and response.text.count("[DONE]") == 1
     text = "".join(c["delta"] for c in second if c["type"] == "text-delta")
-    assert "Paid 10 USD to Jiro" in text and "refused by anonymous: too much" in text
+    assert "Paid 10 USD to Jiro" in text and "denied by the user: too much" in text
 
 
 async def test_blocking_keeps_one_stream_open_until_the_api_decides(site: Server) -> None:
@@ -181,7 +181,7 @@ async def test_blocking_keeps_one_stream_open_until_the_api_decides(site: Server
     assert response.text.count("[DONE]") == 1 and ": keep-alive" in response.text
     reply = chunks(response.text)
     assert {"type": "tool-output-denied", "toolCallId": approval["call"]["call_id"]} in reply
-    assert "refused by admin: not today" in said(response.text)
+    assert "denied by admin: not today" in said(response.text)
     assert (await resumed).status_code == 200 and chunks((await resumed).text) == reply
 
 

@@ -46,7 +46,7 @@ def test_approve_from_a_second_terminal_runs_the_tool_once(cli_env: dict[str, st
 
 def test_deny_from_a_second_terminal_tells_the_agent_why(cli_env: dict[str, str]) -> None:
     output = " ".join(run_walkthrough(cli_env, ["deny", "--reason", "not this month"]).split())
-    assert f"refused by cli:{getpass.getuser()}: not this month" in output
+    assert f"denied by {getpass.getuser()} (admin): not this month" in output
     assert "process_payment ran 0 time(s)" in output
 
 

@@ -50,21 +50,26 @@ class Allowed(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Refused(msgspec.Struct, frozen=True, kw_only=True):
-    """The call must not run. `message` is what an adapter hands to the model in place of a result."""
+    """The call must not run. `message` is what an adapter hands to the model in place of a result.
+
+    `by` is the id of whoever refused it, for the audit; `who` says it as a person reads it ("the user",
+    "alice (finance)", "the deadline", "the policy"), and is all the model hears of it."""
 
     status: ClassVar[str] = "refused"
     call: ToolCall
     by: str
     reason: str = ""
     approval_id: str | None = None
+    who: str = ""
 
     @property
     def message(self) -> str:
-        return f"refused by {self.by}: {self.reason or 'no reason given'}"
+        return f"{self.status} by {self.who or self.by}: {self.reason or 'no reason given'}"
 
     def to_result(self) -> dict[str, str]:
         """The typed tool result a model gets instead of the tool's: it can tell why, and react."""
-        return {"status": self.status, "by": self.by, "reason": self.reason, "message": self.message}
+        who = self.who or self.by
+        return {"status": self.status, "by": who, "reason": self.reason, "message": self.message}
 
 
 class Denied(Refused, frozen=True, kw_only=True):
@@ -144,7 +149,7 @@ class Gate:
             via: Literal["policy", "mode"] = "mode" if ruling.rule.startswith("mode:") else "policy"
             return Allowed(call=call, via=via, by=ruling.rule)
         if ruling.action == "deny":
-            return Denied(call=call, by=ruling.rule, reason=ruling.reason)
+            return Denied(call=call, by=ruling.rule, reason=ruling.reason, who="the policy")
 
         approval = await self.ledger.find(chat_id, call.call_id)
         if approval is None:
@@ -329,10 +334,10 @@ class Gate:
             case State.CONSUMED:
                 raise AlreadyConsumed(approval)
             case state:
-                by = approval.by or TIMEOUT_ACTOR
                 return _REFUSALS[state](
-                    call=approval.call, by=by, reason=approval.reason, approval_id=approval.id
-                )
+                    call=approval.call, by=approval.by or TIMEOUT_ACTOR, reason=approval.reason,
+                    approval_id=approval.id, who=approval.settled_by(),
+                )  # fmt: skip
 
     async def _use(self, grant: Grant, call: ToolCall, chat_id: str) -> Allowed:
         """A remembered approval covers this call: record that it was used, so the audit shows every run."""

@@ -59,10 +59,10 @@ export function cardState(
 ): { state: CardState; note: string } {
   const decision = approval?.decision;
   const name = (id: string, shown: string) => (id === me ? "you" : reveal(shown || id));
-  const by = decision ? name(decision.by, decision.name ?? "") : "you";
-  // a quorum's approvers, each of whom the votes name: "alice and bob"
+  const by = decision ? name(decision.by, decision.who || decision.name || "") : "you";
+  // a quorum's approvers, each of whom the votes name: "alice (finance) and bob"
   const votes = approval?.votes ?? [];
-  const approvers = votes.length > 1 ? together(votes.map((vote) => name(vote.by, vote.name))) : by;
+  const approvers = votes.length > 1 ? together(votes.map((vote) => name(vote.by, vote.who || vote.name))) : by;
   const because = (reason: string | undefined) => (reason ? `: ${reveal(reason)}` : "");
   const edited = decision?.args ? " with edited arguments" : "";
   const approved = `approved by ${approvers}${edited}${REMEMBERED[decision?.remember ?? "once"]}`;
@@ -75,10 +75,7 @@ export function cardState(
       case "expired":
         return { state: "expired", note: `expired${because(approval.closed?.reason) || ": nobody decided in time"}` };
       case "cancelled":
-        return {
-          state: "refused",
-          note: `cancelled by ${reveal(approval.closed?.by || "the server")}${because(approval.closed?.reason)}`,
-        };
+        return { state: "refused", note: cancelled(approval.closed, me, because) };
       case "denied":
         return refused(decision?.reason);
       default:
@@ -108,4 +105,11 @@ export function cardState(
       return { state: "done", note: decision ? `done · ${approved}` : "done" };
     }
   }
+}
+
+/** A cancelled approval's words: "a new message withdrew it", "cancelled by you: …", "cancelled by alice: …". */
+function cancelled(closed: Approval["closed"], me: string, because: (reason: string | undefined) => string): string {
+  if (closed?.who === "a new message") return "a new message withdrew it";
+  const who = closed?.by === me ? "you" : reveal(closed?.who || "signoff");
+  return `cancelled by ${who}${because(closed?.reason)}`;
 }

@@ -17,6 +17,8 @@ export interface Principal {
 export interface Vote {
   by: string;
   name: string;
+  /** As a person reads it: "alice (finance)". */
+  who?: string;
   verdict: "approve" | "edit";
   at: number;
 }
@@ -50,13 +52,16 @@ export interface Approval {
     verdict: "approve" | "deny" | "edit";
     by: string;
     name?: string;
+    /** Who decided, as a person reads it: "alice (finance)", "the chat's user", "the deadline". */
+    who?: string;
     via?: string;
     reason: string;
     remember: Remember;
     args?: Record<string, unknown>;
     digest?: string;
   };
-  closed?: { by: string; reason: string };
+  /** Who closed it without a decision, `who` as a person reads it: "the deadline", "a new message". */
+  closed?: { by: string; who?: string; reason: string };
   consumed_at?: number;
   /** Whether a decision from the principal of the request that fetched it would count now. */
   may_decide?: boolean;
@@ -120,11 +125,12 @@ export class ApiError extends Error {
   }
 }
 
-/** Who closed an approval, as an id and as a person reads it: the decider, or whoever expired or cancelled it. */
+/** Who closed an approval, as an id and as a person reads it: the decider, or whoever expired or cancelled it
+ * ("the deadline", "a new message"); never an id. */
 export function decider(approval: Approval): { id: string; name: string } {
   const { decision, closed } = approval;
-  if (decision) return { id: decision.by, name: decision.name || decision.by };
-  return { id: closed?.by ?? "", name: closed?.by || "someone else" };
+  if (decision) return { id: decision.by, name: decision.who || decision.name || decision.by };
+  return { id: closed?.by ?? "", name: closed?.who || "someone else" };
 }
 
 /** Fetches JSON; a non-2xx answer throws an ApiError carrying the server's `error.message` (or `error`,

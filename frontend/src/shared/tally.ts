@@ -9,7 +9,7 @@ export const votedBy = (approval: Approval, id: string): boolean =>
 /** "1 of 2: alice", like the server's `tally`, but with the viewer's own vote as "you". */
 export function tally(approval: Approval, me: string): string {
   const votes = approval.votes ?? [];
-  const names = votes.map((vote) => (vote.by === me ? "you" : reveal(vote.name || vote.by))).join(", ");
+  const names = votes.map((vote) => (vote.by === me ? "you" : reveal(vote.who || vote.name || vote.by))).join(", ");
   const counted = `${votes.length} of ${approval.quorum}`;
   return names ? `${counted}: ${names}` : counted;
 }

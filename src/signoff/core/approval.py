@@ -34,6 +34,10 @@ OnTimeout = Literal["deny", "allow"]
 Wait = Literal["blocking", "deferred"]
 """How a call waits for its approval: blocked where it was made, or its run ends and resumes later."""
 TIMEOUT_ACTOR = "signoff:timeout"
+WITHDRAWN = "the user sent a new message instead"
+"""Why a chat's open approvals are cancelled when its user writes again instead of answering."""
+OWNER = "the user"
+"""The chat's owner, as the model and other people read it."""
 
 
 class State(StrEnum):
@@ -132,6 +136,20 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     @property
     def reason(self) -> str:
         return self.decision.reason if self.decision else self.closed_reason
+
+    def settled_by(self, owner: str = OWNER) -> str:
+        """Who settled it, as a person reads it, `owner` standing for the chat's owner: `alice
+        (finance)`, `the deadline`, `a new message`; never an id like `browser:3ffc…` or `signoff:…`."""
+        by = self.by
+        if by == TIMEOUT_ACTOR:
+            return "the deadline"
+        if self.state is State.CANCELLED and self.closed_reason == WITHDRAWN:
+            return "a new message"
+        if by == self.requester:
+            return owner
+        if self.decision is not None:
+            return self.decision.principal.described
+        return "signoff" if by.startswith("signoff:") else by
 
     def is_due(self, now: float) -> bool:
         return self.state is State.PENDING and self.deadline is not None and now >= self.deadline

@@ -63,7 +63,7 @@ class AlreadyDecided(IllegalTransition):
 
     def __init__(self, winner: Approval, action: str = "decide") -> None:
         self.winner = winner
-        by = winner.decision.by if winner.decision else "signoff"
+        by = winner.settled_by(owner="the chat's user")
         message = f"approval {winner.id} was already decided: {winner.state} by {by}"
         super().__init__(winner.id, winner.state, action, message)
 

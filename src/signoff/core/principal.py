@@ -50,6 +50,13 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.name or self.id
 
     @property
+    def described(self) -> str:
+        """How a person reads it where it decides: the name, and the roles it decides in,
+        `alice (finance)`."""
+        roles = [role for role in self.roles if role != self.display]
+        return f"{self.display} ({', '.join(roles)})" if roles else self.display
+
+    @property
     def is_admin(self) -> bool:
         return ADMIN in self.roles
 

@@ -13,14 +13,12 @@ from typing import Any
 
 import msgspec
 
-from signoff.core.approval import State
+from signoff.core.approval import WITHDRAWN, State
 from signoff.core.errors import IllegalTransition, NotFound, StaleChat
 from signoff.core.principal import ANONYMOUS, Principal
 from signoff.integrations.trust import Untrusted
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
-
-SUPERSEDED = "the user sent a new message instead"
 
 
 class ChatState(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -108,7 +106,7 @@ def owner_principal(stored: StoredChat | None) -> Principal:
     return Principal(id=owner_of(stored) or ANONYMOUS.id)
 
 
-async def withdraw(ledger: Ledger, state: ChatState, actor: str, why: str = SUPERSEDED) -> None:
+async def withdraw(ledger: Ledger, state: ChatState, actor: str, why: str = WITHDRAWN) -> None:
     """Cancel the chat's open approvals in `actor`'s name; one decided meanwhile (or asked by the agent's
     own tools, with no ledger record) is left as it is."""
     for approval_id in filter(None, state.approvals.values()):

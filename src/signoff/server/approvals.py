@@ -109,6 +109,7 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
             {
                 "by": v.decision.by,
                 "name": v.decision.name or v.decision.by,
+                "who": v.decision.principal.described,
                 "verdict": v.decision.verdict,
                 "at": v.at,
             }
@@ -121,6 +122,7 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
             "verdict": d.verdict,
             "by": d.by,
             "name": d.name or d.by,
+            "who": approval.settled_by(owner="the chat's user"),
             "via": d.via,
             "reason": d.reason,
             "remember": d.remember,
@@ -130,7 +132,8 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
             decision["digest"] = digest(d.args)
         out["decision"] = decision
     if approval.closed_by:
-        out["closed"] = {"by": approval.closed_by, "reason": approval.closed_reason}
+        who = approval.settled_by(owner="the chat's user")
+        out["closed"] = {"by": approval.closed_by, "who": who, "reason": approval.closed_reason}
     if approval.consumed_at is not None:
         out["consumed_at"] = approval.consumed_at
     if viewer is not None:

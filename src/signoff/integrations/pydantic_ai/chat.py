@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 
-from signoff.core.approval import Approval
+from signoff.core.approval import WITHDRAWN, Approval
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
@@ -39,7 +39,6 @@ from signoff.integrations.pydantic_ai.messages import open_calls, ui_messages
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.state import (
-    SUPERSEDED,
     ChatState,
     encode_state,
     load_state,
@@ -172,7 +171,7 @@ class AgentChat(ServedChat):
             case Action.SUPERSEDE:
                 assert request.user_message is not None
                 run["user_prompt"] = request.user_message.text
-                cancelled = {"status": "cancelled", "message": SUPERSEDED}
+                cancelled = {"status": "cancelled", "message": f"cancelled by a new message: {WITHDRAWN}"}
                 for call_id in state.browser_calls:
                     results.calls.setdefault(call_id, cancelled)
                 run["deferred_tool_results"] = results

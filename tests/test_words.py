@@ -1,0 +1,70 @@
+"""Words for people (issue 20): whoever settled an approval reads as a person wherever a person or the model
+reads it, "the user", "alice (finance)", "the deadline", "a new message", never an id such as
+`browser:3ffc…` or `signoff:timeout`."""
+
+from __future__ import annotations
+
+import re
+
+from signoff.core.approval import WITHDRAWN, Approval
+from signoff.core.call import ToolCall
+from signoff.core.decision import Decision
+from signoff.core.policy import Policy
+from signoff.core.principal import Principal
+from signoff.gate import Gate, Refused
+from signoff.ledger import MemoryLedger
+from signoff.server.approvals import approval_json
+
+OWNER = "browser:3ffc9a1e"
+ALICE = Principal(id="oidc:alice-7f3a", name="alice", roles=("finance",), via="oidc")
+ID = re.compile(r"\b(browser|signoff|oidc|chat):")
+
+
+async def settle(how: str) -> tuple[Approval, Refused]:
+    """One payment asked in a chat owned by `OWNER`, settled `how`, and what the model hears of it."""
+    rule = '[[tools.pay]]\naction = "ask"\ndeadline = "1s"\napprovers = ["requester", "role:finance"]\n'
+    policy = Policy.from_toml(rule)
+    clock = [1000.0]
+    async with MemoryLedger(clock=lambda: clock[0]) as ledger:
+        gate = Gate(ledger, policy)
+        call = ToolCall(f"call-{how}", "pay", {"amount": 50})
+        approval = (await gate.authorize(call, chat_id="c1", wait="deferred", requester=OWNER)).approval  # type: ignore[union-attr]
+        match how:
+            case "owner":
+                await ledger.decide(
+                    approval.id, Decision.deny(Principal(id=OWNER, name="browser 3ffc9a"), "no")
+                )
+            case "alice":
+                await ledger.decide(approval.id, Decision.deny(ALICE, "too much"))
+            case "deadline":
+                clock[0] += 5
+            case "new message":
+                await ledger.cancel(approval.id, OWNER, WITHDRAWN)
+        refused = await gate.authorize(call, chat_id="c1", wait="deferred", requester=OWNER)
+        assert isinstance(refused, Refused)
+        return await ledger.get(approval.id), refused
+
+
+async def test_the_model_and_the_api_name_people_and_never_ids() -> None:
+    expected = {
+        "owner": ("the user", "denied by the user: no"),
+        "alice": ("alice (finance)", "denied by alice (finance): too much"),
+        "deadline": ("the deadline", "expired by the deadline: no decision before the deadline"),
+        "new message": ("a new message", f"cancelled by a new message: {WITHDRAWN}"),
+    }
+    for how, (who, message) in expected.items():
+        approval, refused = await settle(how)
+        assert approval.settled_by() == who and refused.message == message, how
+        assert refused.to_result()["by"] == who and not ID.search(str(refused.to_result()))
+        shown = approval_json(approval)
+        words = shown.get("decision", shown.get("closed", {}))["who"]
+        assert not ID.search(words), (how, words)
+    approval, _ = await settle("owner")
+    assert approval_json(approval)["decision"]["who"] == "the chat's user"  # as an approver reads it
+
+
+async def test_a_policy_denial_names_the_policy() -> None:
+    gate = Gate(MemoryLedger(), Policy.from_toml('[[tools.pay]]\naction = "deny"\n'))
+    refused = await gate.authorize(ToolCall("c", "pay", {}), chat_id="c1")
+    assert isinstance(refused, Refused) and refused.message.startswith("denied by the policy: ")
+    assert refused.by == "pay[0]" and not ID.search(refused.message)
