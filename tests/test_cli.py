@@ -75,7 +75,7 @@ def test_list_show_approve_deny(cli_env: dict[str, str]) -> None:
     ]
 
     lost = signoff(cli_env, "approvals", "approve", second)
-    assert lost.returncode == 1 and f"already decided: denied by {OPERATOR}" in lost.stderr
+    assert lost.returncode == 1 and f"already decided: denied by {getpass.getuser()} (admin)" in lost.stderr
 
     grants = signoff(cli_env, "grants", "list")
     assert grants.returncode == 0 and "process_payment" in grants.stdout and "session" in grants.stdout

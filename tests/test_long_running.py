@@ -168,7 +168,7 @@ async def test_the_chat_cancels_its_own_task_and_only_its_own(
     assert response.status_code == 200, response.text
     assert response.json()["cancel_by"] == "anonymous"
     ended = await settled(site.ledger, "lr-4")
-    assert (ended["state"], ended["error"]) == ("cancelled", "cancelled by anonymous")
+    assert (ended["state"], ended["error"]) == ("cancelled", "cancelled by the user")
     again = await site.client.post(f"/api/chat/lr-4/tasks/{task_id}/cancel", json={})
     assert again.status_code == 409 and again.json()["task"]["state"] == "cancelled"
     assert "was cancelled" in again.json()["error"]["message"]
@@ -286,7 +286,7 @@ async def test_the_cli_cancels_a_task_another_process_runs(tmp_path: Path) -> No
                 break
             await asyncio.sleep(0.05)
         ended = await ledger.get_task(task.id)
-        assert (ended.state, ended.error) == ("cancelled", f"cancelled by cli:{getpass.getuser()}")
+        assert (ended.state, ended.error) == ("cancelled", f"cancelled by {getpass.getuser()} (admin)")
         await gate.tasks.close()
 
 

@@ -75,7 +75,7 @@ def progress(percent: float, message: str = "") -> None:
     report = Progress(running.task.id, valid_progress(percent), message)
     if running.cancelling:
         raise TaskCancelled(
-            f"task {running.task.id} was cancelled by {running.task.cancel_by or 'its owner'}"
+            f"task {running.task.id} was cancelled by {running.task.cancel_who or running.task.cancel_by or 'its owner'}"
         )
     try:
         in_loop = asyncio.get_running_loop() is running.loop
@@ -137,10 +137,11 @@ class Tasks:
             self._beater = loop.create_task(self._beat(), name="signoff-task-heartbeat")
         return task
 
-    async def cancel(self, task_id: str, actor: str, reason: str = "") -> Task:
-        """Ask the task to stop, wherever it runs; raises `TaskFinished` if it already ended."""
+    async def cancel(self, task_id: str, actor: str, reason: str = "", who: str = "") -> Task:
+        """Ask the task to stop, wherever it runs, as `actor` (whom people read as `who`); raises
+        `TaskFinished` if it already ended."""
         task = await self.ledger.change_task(
-            task_id, lambda t: request_cancel(t, actor, reason, self.ledger.clock())
+            task_id, lambda t: request_cancel(t, actor, reason, self.ledger.clock(), who)
         )
         self._publish(task)
         self._stop(task_id, task.cancel_by)

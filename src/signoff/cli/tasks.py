@@ -45,6 +45,8 @@ def tasks_cancel(
     reason: Annotated[str, typer.Option(help="Why.")] = "",
 ) -> None:
     """Ask a task to stop. Its worker stops the body at its next chance and records it cancelled."""
-    task = with_ledger(ledger, lambda lg: Tasks(lg).cancel(task_id, operator().id, reason))
+    task = with_ledger(
+        ledger, lambda lg: Tasks(lg).cancel(task_id, operator().id, reason, operator().described)
+    )
     asked = "cancelled" if task.state is TaskState.CANCELLED else "asked to cancel"
     out.print(f"{task.id} {asked} by {shown(task.cancel_by)}", highlight=False)

@@ -82,6 +82,8 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=Tr
     started_at: float | None = None
     finished_at: float | None = None
     cancel_by: str = ""
+    cancel_who: str = ""
+    """Whoever asked it to stop, as a person reads it ("the user", "alice (ops)"); `cancel_by` is the id."""
     seq: int = 0
 
     def status(self) -> dict[str, Any]:
@@ -138,24 +140,25 @@ def finish(
     assert state.finished, state
     progress = 100 if state is TaskState.COMPLETED else task.progress
     if state is TaskState.CANCELLED and not error:
-        error = f"cancelled by {task.cancel_by or actor}"
+        error = f"cancelled by {task.cancel_who or task.cancel_by or actor}"
     after = msgspec.structs.replace(
         task, state=state, result=result, error=error, progress=progress, updated_at=now, finished_at=now
     )
     return after, _event(task, after, f"task-{state}", actor, now, error=error or None)
 
 
-def request_cancel(task: Task, actor: str, reason: str, now: float) -> tuple[Task, AuditEvent]:
-    """Ask a task to stop. One that has not begun ends here; a running one is marked, and its worker
-    stops the body and records `cancelled`."""
+def request_cancel(task: Task, actor: str, reason: str, now: float, who: str = "") -> tuple[Task, AuditEvent]:
+    """Ask a task to stop, `actor` (an id) saying so, whom people read as `who`. One that has not begun
+    ends here; a running one is marked, and its worker stops the body and records `cancelled`."""
     _unfinished(task, "cancel")
+    who = who or actor
     if task.state is TaskState.PENDING:
         after = msgspec.structs.replace(
-            task, state=TaskState.CANCELLED, cancel_by=actor, error=f"cancelled by {actor}", updated_at=now,
-            finished_at=now,
+            task, state=TaskState.CANCELLED, cancel_by=actor, cancel_who=who, error=f"cancelled by {who}",
+            updated_at=now, finished_at=now,
         )  # fmt: skip
     else:
-        after = msgspec.structs.replace(task, cancel_by=actor, updated_at=now)
+        after = msgspec.structs.replace(task, cancel_by=actor, cancel_who=who, updated_at=now)
     return after, _event(task, after, "task-cancel", actor, now, reason=reason or None)
 
 

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from signoff.core.approval import OWNER
 from signoff.core.errors import NotFound, TaskFinished
 from signoff.core.principal import Principal
 from signoff.core.task import Task, TaskState
@@ -89,7 +90,8 @@ class TasksAPI:
             )
         except BadBody as exc:
             return exc.response
-        return await self._cancel(request.path_params["id"], principal.id, body.reason, chat_id=None)
+        task_id = request.path_params["id"]
+        return await self._cancel(task_id, principal.id, principal.described, body.reason, chat_id=None)
 
     async def follow(self, request: Request) -> Response:
         _operator(request)
@@ -110,9 +112,9 @@ class TasksAPI:
             await self.chats.owned(chat_id, principal)
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
-        return await self._cancel(request.path_params["id"], principal.id, "", chat_id=chat_id)
+        return await self._cancel(request.path_params["id"], principal.id, OWNER, "", chat_id=chat_id)
 
-    async def _cancel(self, task_id: str, by: str, reason: str, *, chat_id: str | None) -> Response:
+    async def _cancel(self, task_id: str, by: str, who: str, reason: str, *, chat_id: str | None) -> Response:
         """A chat reaches only its own tasks: another chat's is as unknown as a missing one (and the
         attempt is audited)."""
         try:
@@ -120,7 +122,7 @@ class TasksAPI:
             if chat_id is not None and task.chat_id != chat_id:
                 await self.ledger.record("refuse", task_id, by, why="cancel from another chat", chat=chat_id)
                 raise NotFound(f"no task {task_id}")
-            return json_response((await self.tasks.cancel(task_id, by, reason)).public())
+            return json_response((await self.tasks.cancel(task_id, by, reason, who)).public())
         except NotFound as exc:
             return error(404, str(exc))
         except TaskFinished as exc:
