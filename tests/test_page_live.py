@@ -1,9 +1,11 @@
 """The chat page over the live socket (`?transport=live`, WS /api/live) in a real browser: the live-*
 scenarios of tests/js/page.mjs, run as in tests/test_page.py, then checked against the server's ledger.
 
-In a live turn the waits are blocking and the answers travel on the socket while the turn's stream is open:
-each scenario checks the frames the page sent, that each turn was one stream (one `[DONE]`, however many
-questions it asked) and that the page sent no POST /api/chat; here the ledger shows what each decision did.
+A live turn is one reply with one `[DONE]`, however many questions it asks; where it waits on the page it
+pauses (a `finish-step`), the page's stream ends there, and the page answers the AI SDK's own way: useChat's
+`addToolApprovalResponse` / `addToolOutput`, sent by `sendAutomaticallyWhen` as an ordinary `message` frame on
+the same socket. Each scenario checks the frames the page sent (which answers each message carried), that each
+turn had one `[DONE]` and that the page sent no POST /api/chat; here the ledger shows what each decision did.
 """
 
 from __future__ import annotations
@@ -59,6 +61,13 @@ def test_location_in_the_same_turn(server: DemoServer) -> None:
     assert approval.call.tool == "get_location" and approval.state == "consumed", approval
 
 
+def test_location_approved_in_the_inbox_runs_in_the_page(server: DemoServer) -> None:
+    chat_id = run_page(server, "live-location-inbox")["chat"]
+    [approval] = server.ledger(chat_id).approvals
+    assert approval.call.tool == "get_location" and approval.state == "consumed", approval
+    assert approval.decision is not None and approval.decision.by == "admin", approval
+
+
 def test_play_without_asking(server: DemoServer) -> None:
     run_page(server, "live-play")
 
@@ -75,6 +84,17 @@ def test_two_approvals_in_one_turn(server: DemoServer) -> None:
     assert jiro.state == "consumed" and len(view.actions(jiro.id, "consume")) == 1
     assert saburo.state == "denied" and saburo.decision is not None and saburo.decision.reason == "too much"
     assert view.actions(saburo.id, "consume") == []
+
+
+def test_one_approval_in_the_page_one_in_the_inbox(server: DemoServer) -> None:
+    report = run_page(server, "live-two-mixed")
+    view = server.ledger(report["chat"])
+    paid = {a.call.args["recipient"]: a for a in view.approvals}
+    jiro, saburo = paid["Jiro"], paid["Saburo"]
+    assert jiro.decision is not None and jiro.decision.by == report["me"], jiro
+    assert jiro.state == "consumed" and len(view.actions(jiro.id, "consume")) == 1
+    assert saburo.state == "denied" and saburo.decision is not None and saburo.decision.by == "admin", saburo
+    assert saburo.decision.reason == "too much" and view.actions(saburo.id, "consume") == []
 
 
 def test_remember_decides_on_the_server_alone(server: DemoServer) -> None:

@@ -197,31 +197,59 @@ async function api(token, method, path, body) {
   return { status: response.status, body: await response.json().catch(() => undefined) };
 }
 
-/** The page's WebSockets to /api/live and their frames: `sent` holds the parsed frames the page sent, `turns`
- * counts the `[DONE]` frames it received (one per turn), `received` the chunk types. */
+/** The page's WebSockets to /api/live and their frames: `sent` holds the parsed frames the page sent, each with
+ * its `kind` (see frameKind), `turns` counts the `[DONE]` frames it received (one per turn), `received` the
+ * chunk types. */
 function watchSockets(page) {
   const seen = { opened: 0, sent: [], turns: 0, received: [] };
+  const results = new Set(); // the calls the server sent a result for, on any of the page's sockets
   page.on('websocket', (socket) => {
     if (new URL(socket.url()).pathname !== '/api/live') return;
     seen.opened += 1;
-    socket.on('framesent', ({ payload }) => seen.sent.push(JSON.parse(String(payload))));
+    socket.on('framesent', ({ payload }) => {
+      if (process.env.SIGNOFF_PAGE_DEBUG) console.error(`  sent ${String(payload).slice(0, 300)}`);
+      const frame = JSON.parse(String(payload));
+      seen.sent.push({ ...frame, kind: frameKind(frame, results) });
+    });
     socket.on('framereceived', ({ payload }) => {
-      if (payload === '[DONE]') seen.turns += 1;
-      else seen.received.push(JSON.parse(String(payload)).type);
+      if (process.env.SIGNOFF_PAGE_DEBUG) console.error(`  received ${String(payload).slice(0, 200)}`);
+      if (payload === '[DONE]') {
+        seen.turns += 1;
+        return;
+      }
+      const chunk = JSON.parse(String(payload));
+      seen.received.push(chunk.type);
+      if (/^tool-output-(available|error|denied)$/.test(chunk.type)) results.add(chunk.toolCallId);
     });
   });
   return seen;
 }
 
-/** The kinds of frames the page sent, pings left out: `message`, `resume`, `interrupt`, or for a message that
- * answers a running turn, `answer:<state>` (e.g. `answer:approval-responded`). */
+const ANSWERS = new Set(['approval-responded', 'output-available', 'output-error']);
+
+/** What a frame the page sent is: `message`, `resume`, `interrupt`, `ping`, or for a message whose last message
+ * is the assistant's (an answer to the running turn, which carries the whole conversation), `answer:` and the
+ * answers in it: each tool part of the last step that the server sent no result for, by its state
+ * (`approval-responded`, `output-available`, `output-error`; `approval-responded+output-available` for a
+ * browser tool's approval and output in one part), in order and space-separated; `answer:nothing` if none. */
+function frameKind(frame, results) {
+  const last = frame.messages?.at(-1);
+  if (frame.type !== 'message' || last?.role !== 'assistant') return frame.type;
+  const start = last.parts.findLastIndex((part) => part.type === 'step-start');
+  const answers = last.parts
+    .slice(start + 1)
+    .filter((part) => part.toolCallId && !results.has(part.toolCallId) && ANSWERS.has(part.state))
+    .map((part) =>
+      part.state !== 'approval-responded' && part.approval?.approved !== undefined
+        ? `approval-responded+${part.state}`
+        : part.state,
+    );
+  return `answer:${answers.join(' ') || 'nothing'}`;
+}
+
+/** The kinds of frames the page sent, pings left out (see frameKind). */
 function sentKinds(sockets) {
-  return sockets.sent
-    .filter((frame) => frame.type !== 'ping')
-    .map((frame) => {
-      const last = frame.messages?.at(-1);
-      return frame.type === 'message' && last?.role === 'assistant' ? `answer:${last.parts[0].state}` : frame.type;
-    });
+  return sockets.sent.filter((frame) => frame.type !== 'ping').map((frame) => frame.kind);
 }
 
 function expectFrames(sockets, { sent, turns, opened = 1 }) {
@@ -687,13 +715,19 @@ const SCENARIOS = {
       await expectCard(page, card, 'asking', 'location');
       await expectHeadline(card, "Share this browser's location");
     });
-    await run.do('approve: the browser shares its location within the same turn', async () => {
+    await run.do('approve: the browser shares its location, with the approval in one message of the turn', async () => {
       await card.getByTestId('approve').click();
       await expectCard(page, card, 'done', 'location');
       await expectReply(page, 'You are at 35.6762, 139.6503.');
       await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
-      if (!sockets.received.includes('data-browser-call')) throw new Error('the server never handed the call over');
-      expectFrames(sockets, { sent: ['message', 'answer:approval-responded', 'answer:output-available'], turns: 1 });
+      expectFrames(sockets, { sent: ['message', 'answer:approval-responded+output-available'], turns: 1 });
+      // the one answer carries the approval and the position the browser gave
+      const answer = sockets.sent.find((frame) => frame.kind.startsWith('answer:'));
+      const part = answer.messages.at(-1).parts.find((p) => p.type === 'tool-get_location');
+      const { latitude, longitude } = part.output ?? {};
+      if (part.approval?.approved !== true || latitude !== 35.6762 || longitude !== 139.6503) {
+        throw new Error(`the answer's location part is ${JSON.stringify(part)}`);
+      }
       count(posts, 0, 'live');
     });
     await run.shot(page, 'done');
@@ -755,23 +789,21 @@ const SCENARIOS = {
       await expectCard(page, jiro, 'asking', 'Jiro');
       await expectCard(page, saburo, 'asking', 'Saburo');
     });
-    await run.do('approve Jiro: the turn still waits for Saburo', async () => {
+    await run.do('approve Jiro: nothing is sent while Saburo still asks, and the turn waits', async () => {
       await jiro.getByTestId('approve').click();
-      // Jiro's payment may run at once, while Saburo still asks
-      await jiro.and(page.locator('[data-state="approved"], [data-state="done"]')).waitFor({ timeout: WAIT_MS });
+      await expectCard(page, jiro, 'approved', 'Jiro');
       await page.waitForTimeout(300);
       await expectCard(page, saburo, 'asking', 'Saburo');
-      if (sockets.turns !== 0) throw new Error('the turn ended while Saburo still asks');
+      expectFrames(sockets, { sent: ['message'], turns: 0 });
     });
-    await run.do('deny Saburo: both end right, in the one turn', async () => {
+    await run.do('deny Saburo: both answers go in one message, and both end right, in the one turn', async () => {
       await deny(saburo, 'too much');
       await expectCard(page, jiro, 'done', 'Jiro');
       await expectCard(page, saburo, 'refused', 'Saburo');
       await expectReply(page, 'Paid 10 USD to Jiro; the balance is 990 USD.');
       await expectReply(page, 'too much');
       await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
-      const answers = ['answer:approval-responded', 'answer:approval-responded'];
-      expectFrames(sockets, { sent: ['message', ...answers], turns: 1 });
+      expectFrames(sockets, { sent: ['message', 'answer:approval-responded approval-responded'], turns: 1 });
       count(posts, 0, 'live');
     });
     await run.shot(page, 'done');
@@ -817,6 +849,81 @@ const SCENARIOS = {
       await expectReply(page, PAID_HANAKO);
       await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
       expectFrames(sockets, { sent: ['message'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'live-location-inbox'(run, browser) {
+    const context = await newContext(browser, {
+      permissions: ['geolocation'],
+      geolocation: { latitude: 35.6762, longitude: 139.6503 },
+    });
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
+    const card = cardOf(page, 'get_location');
+    await run.do('ask: where am I', async () => {
+      await say(page, 'where am I');
+      await expectCard(page, card, 'asking', 'location');
+    });
+    const inbox = await openInbox(run, context);
+    const row = inboxRow(inbox, id);
+    await run.do('approve from the inbox: the turn hands the call over, the page runs it and answers', async () => {
+      await row.getByTestId('approve').click();
+      await row.waitFor({ state: 'detached', timeout: WAIT_MS });
+      await expectCard(page, card, 'done', 'location');
+      await expectReply(page, 'You are at 35.6762, 139.6503.');
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      if (!sockets.received.includes('data-browser-call')) throw new Error('the server never handed the call over');
+      expectFrames(sockets, { sent: ['message', 'answer:output-available'], turns: 1 });
+      count(posts, 0, 'live');
+    });
+    await run.shot(page, 'done');
+  },
+
+  async 'live-two-mixed'(run, browser) {
+    const context = await newContext(browser);
+    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+    Object.assign(run.report, { chat: id, me: me.id });
+    const [jiro, saburo] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
+    await run.do('ask for two payments', async () => {
+      await say(page, 'pay 10 USD to Jiro and 20 USD to Saburo');
+      await expectCard(page, jiro, 'asking', 'Jiro');
+      await expectCard(page, saburo, 'asking', 'Saburo');
+    });
+    await run.do('approve Jiro in the page: nothing is sent while Saburo still asks', async () => {
+      await jiro.getByTestId('approve').click();
+      await expectCard(page, jiro, 'approved', 'Jiro');
+      await page.waitForTimeout(300);
+      expectFrames(sockets, { sent: ['message'], turns: 0 });
+    });
+    const inbox = await openInbox(run, context);
+    const row = inboxRow(inbox, id).filter({ hasText: 'Saburo' });
+    await run.do('deny Saburo in the inbox: the page sends its approval of Jiro, and both end right', async () => {
+      await row.getByTestId('reason').fill('too much');
+      await row.getByTestId('deny').click();
+      await row.waitFor({ state: 'detached', timeout: WAIT_MS });
+      await expectCard(page, saburo, 'refused', 'Saburo');
+      await expectCard(page, jiro, 'done', 'Jiro');
+      await expectReply(page, 'Paid 10 USD to Jiro; the balance is 990 USD.');
+      await expectReply(page, 'too much');
+      await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
+      // One answer: Jiro's approval, with Saburo's denial as the inbox decided it unless the server had already
+      // sent Saburo's result (a framework that streams the step's results together sends it only after Jiro's).
+      const [first, answer, ...more] = sockets.sent.filter((frame) => frame.type !== 'ping');
+      if (first?.kind !== 'message' || !answer || more.length > 0) {
+        throw new Error(`the page sent ${sentKinds(sockets).join(', ')}`);
+      }
+      const part = (who) => answer.messages.at(-1).parts.find((p) => p.input?.recipient === who);
+      const [jiroPart, saburoPart] = [part('Jiro'), part('Saburo')];
+      if (jiroPart?.state !== 'approval-responded' || jiroPart.approval.approved !== true) {
+        throw new Error(`the answer's Jiro part is ${JSON.stringify(jiroPart)}`);
+      }
+      const echoed = saburoPart?.state === 'approval-responded' && saburoPart.approval.approved === false;
+      if (!echoed && answer.kind !== 'answer:approval-responded') {
+        throw new Error(`the answer's Saburo part is ${JSON.stringify(saburoPart)} (${answer.kind})`);
+      }
+      expectFrames(sockets, { sent: ['message', answer.kind], turns: 1 });
       count(posts, 0, 'live');
     });
     await run.shot(page, 'done');

@@ -1,88 +1,185 @@
-// The chat over one WebSocket, WS /api/live (its protocol is the docstring of src/signoff/server/live.py).
-// Waits there are blocking: a turn stays open while a tool waits for a person or for this browser, so the
-// answers must travel while the stream is open. useChat only sends once a stream has ended, hence `respond`.
+// The chat over one WebSocket, WS /api/live (its protocol is the docstring of src/signoff/server/live.py), as a
+// plain AI SDK ChatTransport: useChat answers with its own addToolApprovalResponse / addToolOutput, and
+// `sendAutomaticallyWhen` sends the answer like any request, here a `message` frame on the same socket.
+//
+// A live turn is one reply with one `[DONE]`, however many questions it asks. Where it waits on the client, the
+// server pauses it with a `finish-step`, and the rule that follows lets useChat answer with an ordinary request:
+// - the turn's open calls are a set: a toolCallId joins it on `tool-input-available` and leaves it on
+//   `tool-output-available`, `tool-output-error` or `tool-output-denied`;
+// - a `finish-step` while that set is not empty is the pause: the current stream closes there, so the chat's
+//   status goes to "ready" and useChat may send the answer;
+// - chunks that come while no stream is open (a decision made elsewhere, a deadline, a timeout moved the turn
+//   on) are queued, and `onQueued` tells the page, which follows the turn with the chat's `resumeStream()`;
+// - the next stream takes the queue: the one an answer's `sendMessages` opens, or the one `reconnectToStream`
+//   hands back mid-turn on the same socket, which sends no frame;
+// - `[DONE]` ends the turn: the open stream closes, and the open calls and the queue are cleared (a turn that
+//   ended while no stream was open keeps its queue until the page's resume shows it, to the end).
+// A socket with no turn follows one with `{type: "resume"}`: the server replays the running reply from its
+// start (`resumeStreamIsReplay`). useChat (ai 6.0.x) resumes a stream into a fresh message, so a mid-turn
+// resume on the same socket replays too: the turn's chunks so far, from its `start` (which names the message),
+// then the queue. A turn that streams into an earlier message (its reply opens with results of that message's
+// calls) can't be replayed so, as useChatSession says of its catch-up.
+// A socket that closes under a running turn stops nothing in the server: the turn's open stream ends in an
+// error, or, while it was paused, the next resume reports it; an answer then follows the turn on a new socket
+// (the answer, then `resume`), skipping the replayed chunks the page already has.
 import type { ChatTransport, UIMessage, UIMessageChunk } from "ai";
-import type { ToolPart } from "./parts";
 
 type Send = Parameters<ChatTransport<UIMessage>["sendMessages"]>[0];
 type Reconnect = Parameters<ChatTransport<UIMessage>["reconnectToStream"]>[0];
-/** How a running turn is answered: an approval response, or a browser tool's result. */
-export type Answer =
-  | { state: "approval-responded"; approval: { id: string; approved: boolean; reason?: string } }
-  | { state: "output-available"; output: unknown }
-  | { state: "output-error"; errorText: string };
-type AnswerPart = Pick<ToolPart, "type" | "toolCallId" | "input"> & { toolName?: string } & Answer;
 type Frame =
-  | {
-      type: "message";
-      id: string;
-      messages: UIMessage[] | [{ id: string; role: "assistant"; parts: [AnswerPart] }];
-      trigger: Send["trigger"];
-      messageId?: string;
-    }
+  | { type: "message"; id: string; messages: UIMessage[]; trigger: Send["trigger"]; messageId?: string }
   | { type: "resume"; id: string }
   | { type: "interrupt" }
   | { type: "ping" };
 
 const DONE = "[DONE]";
 const PING_MS = 20_000; // well inside the idle timeouts of proxies, while a turn waits for a person
+const CLOSED = "the live connection closed; reload the page to follow the reply";
 
 /** /api/live on the page's own host, over wss: when the page came over https:. */
 export const liveUrl = (): string => `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/live`;
 
+export interface LiveOptions {
+  url?: string;
+  /** Chunks of the turn came while no stream was open, or the socket closed under a paused turn: the page
+   * follows the turn with the chat's `resumeStream()` (which reports the closed socket as the chat's error). */
+  onQueued?: () => void;
+}
+
 export class LiveChatTransport implements ChatTransport<UIMessage> {
-  /** The server replays a resumed reply from its start. */
+  /** The server replays a resumed reply from its start; so does a mid-turn `reconnectToStream` (see there). */
   readonly resumeStreamIsReplay = true;
+  private readonly url: string;
+  private readonly onQueued: (() => void) | undefined;
   private socket: WebSocket | undefined;
   private opening: Promise<WebSocket> | undefined;
-  /** The turn the socket follows: the server's chunks go to its stream until `[DONE]`. */
+  /** The turn the socket follows; once ended, until a stream took the chunks it queued. */
   private turn: Turn | undefined;
+  /** A turn whose socket closed before its `[DONE]`: the reply goes on in the server. */
+  private lost: Turn | undefined;
+  private readonly listeners = new Set<() => void>();
+  private waking = false;
 
-  constructor(private readonly url: string = liveUrl()) {}
+  constructor({ url = liveUrl(), onQueued }: LiveOptions = {}) {
+    this.url = url;
+    this.onQueued = onQueued;
+  }
+
+  /** A turn runs: from the frame that started or followed it to its `[DONE]`, paused or not (the server
+   * refuses a new user message meanwhile), and while a turn's socket closed under it. */
+  get turnOpen(): boolean {
+    return (this.turn !== undefined && !this.turn.ended) || this.lost !== undefined;
+  }
+
+  /** Something waits for the page to follow the turn (see `onQueued`). */
+  get queued(): boolean {
+    const turn = this.turn;
+    return (turn !== undefined && turn.feed === undefined && turn.queue.length > 0) || this.lost?.reported === false;
+  }
+
+  /** Whether the running turn announced the call and sent no result for it yet. */
+  awaits(toolCallId: string): boolean {
+    return (this.turn ?? this.lost)?.open.has(toolCallId) ?? false;
+  }
+
+  /** For useSyncExternalStore: called whenever `turnOpen` may have changed. */
+  readonly subscribe = (listener: () => void): (() => void) => {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  };
 
   async sendMessages({ chatId, messages, trigger, messageId, abortSignal }: Send) {
-    const turn = await this.begin({ type: "message", id: chatId, messages, trigger, messageId });
-    abortSignal?.addEventListener("abort", () => {
-      if (this.turn !== turn || turn.interrupted) return;
-      turn.interrupted = true; // the server ends the turn with `abort`, then `[DONE]`
-      this.socket?.send(JSON.stringify({ type: "interrupt" } satisfies Frame));
-    });
-    return turn.stream;
+    const frame: Frame = { type: "message", id: chatId, messages, trigger, messageId };
+    for (;;) {
+      const socket = await this.connect();
+      let turn = this.turn;
+      // An interrupted turn's last frames are still coming and must not land in the next stream.
+      if (turn?.interrupted && !turn.ended) {
+        await turn.over;
+        continue;
+      }
+      let feed: Feed;
+      if (turn !== undefined && !turn.ended) {
+        // An answer to the running turn: what the turn queued came before it, so its pauses are over.
+        feed = this.attach(turn, { fresh: true });
+        socket.send(JSON.stringify(frame));
+      } else if (this.lost !== undefined) {
+        // An answer after the socket closed under the turn: this socket follows the turn again, from the
+        // chunks the page has not seen yet (the server replays the reply from its start).
+        turn = this.turn = this.lost.again();
+        this.lost = undefined;
+        feed = this.attach(turn, { fresh: true });
+        socket.send(JSON.stringify(frame));
+        socket.send(JSON.stringify({ type: "resume", id: chatId } satisfies Frame));
+      } else {
+        turn = this.turn = new Turn();
+        feed = this.attach(turn, { fresh: true });
+        socket.send(JSON.stringify(frame));
+      }
+      this.changed();
+      const started = turn;
+      abortSignal?.addEventListener("abort", () => {
+        if (this.turn !== started || started.ended || started.interrupted || started.feed !== feed) return;
+        started.interrupted = true; // the server ends the turn with `abort`, then `[DONE]`
+        this.socket?.send(JSON.stringify({ type: "interrupt" } satisfies Frame));
+      });
+      return feed.stream;
+    }
   }
 
   // An abort here never interrupts: useChat also aborts a resume that another resume replaces.
-  async reconnectToStream({ chatId }: Reconnect) {
-    const turn = await this.begin({ type: "resume", id: chatId });
-    return (await turn.started) ? turn.stream : null; // only `[DONE]`: no reply runs
-  }
-
-  /** Answers a call of the running turn, in message `messageId`, without a stream of its own: the turn's
-   * stream carries what follows. The server takes the one changed part, nothing else of the chat. */
-  async respond(chatId: string, messageId: string, part: ToolPart, answer: Answer): Promise<void> {
-    const { type, toolCallId, input } = part;
-    const answered: AnswerPart = { type, toolCallId, input, ...answer };
-    if (part.type === "dynamic-tool") answered.toolName = part.toolName;
-    const messages: [{ id: string; role: "assistant"; parts: [AnswerPart] }] = [
-      { id: messageId, role: "assistant", parts: [answered] },
-    ];
-    (await this.connect()).send(
-      JSON.stringify({ type: "message", id: chatId, messages, trigger: "submit-message" } satisfies Frame),
-    );
-  }
-
-  private async begin(frame: Frame): Promise<Turn> {
+  async reconnectToStream({ chatId }: Reconnect): Promise<ReadableStream<UIMessageChunk> | null> {
     for (;;) {
-      const socket = await this.connect();
-      if (this.turn === undefined) {
-        const turn = (this.turn = new Turn());
-        socket.send(JSON.stringify(frame));
-        return turn;
+      const lost = this.lost;
+      if (lost !== undefined && !lost.reported) {
+        lost.reported = true; // once: the chat shows it as its error, and an answer follows the turn again
+        throw new Error(CLOSED);
       }
-      // An interrupted turn's last frames are still coming and must not land in the new one. Any other
-      // turn still followed was let go by its reader; a socket follows one turn, so start on a fresh one.
-      if (this.turn.interrupted) await this.turn.ended;
-      else this.drop(new Error("the live connection was replaced"));
+      const turn = this.turn;
+      if (turn?.interrupted) {
+        await turn.over; // its last frames must not land in this stream
+        continue;
+      }
+      // Mid-turn on this socket: no frame. useChat (ai 6.0.x) resumes into a fresh message, so the stream is
+      // the turn replayed from its `start` (which names the message), then the queue, then what follows.
+      if (turn !== undefined) return this.attach(turn, { fresh: false }).stream;
+      const socket = await this.connect();
+      if (this.turn !== undefined) continue; // a turn began meanwhile
+      this.lost = undefined; // the server's replay from the start rebuilds the turn
+      const fresh = (this.turn = new Turn());
+      const feed = this.attach(fresh, { fresh: true });
+      socket.send(JSON.stringify({ type: "resume", id: chatId } satisfies Frame));
+      this.changed();
+      return (await feed.started) ? feed.stream : null; // only `[DONE]`: no reply runs
     }
+  }
+
+  /** Opens the turn's stream, fed first by what the turn queued. `fresh`: a new request, whose answer the
+   * server moves the turn on with, so queued pauses are over; else a mid-turn resume, which replays the turn
+   * so far and stops at a queued pause like the stream it replaces would have. */
+  private attach(turn: Turn, { fresh }: { fresh: boolean }): Feed {
+    turn.feed?.close(); // a reader that still had one let go of it for the new one
+    const feed = new Feed(() => {
+      if (turn.feed === feed) turn.feed = undefined;
+    });
+    turn.feed = feed;
+    if (!fresh) for (const chunk of turn.shown) feed.push(chunk);
+    const queued = turn.queue.splice(0);
+    for (const [index, { chunk, pause }] of queued.entries()) {
+      this.deliver(turn, chunk, pause && !fresh && !turn.ended);
+      if (turn.feed === undefined) {
+        turn.queue.push(...queued.slice(index + 1));
+        this.wake();
+        break;
+      }
+    }
+    // A replay of a turn paused with nothing queued stops where the turn waits, as its stream did.
+    if (!fresh && turn.feed === feed && turn.paused && !turn.ended) {
+      turn.feed = undefined;
+      feed.close();
+    }
+    if (turn.ended && turn.queue.length === 0) this.finish(turn);
+    return feed;
   }
 
   private connect(): Promise<WebSocket> {
@@ -96,9 +193,7 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
     };
     socket.onclose = () => {
       clearInterval(ping);
-      // The reply goes on in the server and its approval stays pending: a reload follows it again.
-      const error = new Error("the live connection closed; reload the page to follow the reply");
-      if (this.socket === socket) this.drop(error);
+      if (this.socket === socket) this.closed();
     };
     this.socket = socket;
     this.opening = new Promise((resolve, reject) => {
@@ -109,63 +204,215 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
   }
 
   private receive(text: string): void {
+    const turn = this.turn;
     if (text === DONE) {
-      this.turn?.close();
-      this.turn = undefined;
+      if (turn === undefined || turn.ended) return;
+      turn.end();
+      if (turn.feed !== undefined || turn.queue.length === 0 || turn.interrupted) this.finish(turn);
+      else this.wake(); // the turn ended while paused: a stream still has to show its last chunks
+      this.changed();
       return;
     }
     const chunk = JSON.parse(text) as UIMessageChunk | { type: "pong" };
-    // Without a turn, only a refused answer can come (an `error`); the card that sent it stays as it was.
-    if (chunk.type !== "pong") this.turn?.push(chunk);
+    if (chunk.type === "pong" || turn === undefined || turn.ended) return;
+    if (turn.interrupted) return; // nobody reads the rest of a turn the page stopped
+    if (!turn.replayed(chunk)) return;
+    const pause = turn.track(chunk);
+    if (!transient(chunk) && chunk.type !== "error") turn.paused = pause;
+    if (chunk.type === "error") {
+      // a refused frame: the open stream ends in this error (useChat's status "error"); the turn goes on
+      turn.feed?.push(chunk);
+      return;
+    }
+    if (turn.feed !== undefined) this.deliver(turn, chunk, pause);
+    else {
+      turn.queue.push({ chunk, pause });
+      this.wake();
+    }
   }
 
-  private drop(error: Error): void {
-    const socket = this.socket;
+  /** Gives a chunk to the open stream, which closes at a pause. */
+  private deliver(turn: Turn, chunk: UIMessageChunk, pause: boolean): void {
+    const feed = turn.feed as Feed;
+    feed.push(chunk);
+    turn.show(chunk);
+    if (pause) {
+      turn.feed = undefined;
+      feed.close();
+    }
+  }
+
+  /** The turn is over and a stream has shown all of it. */
+  private finish(turn: Turn): void {
+    turn.feed?.close();
+    turn.feed = undefined;
+    if (this.turn === turn) this.turn = undefined;
+    this.changed();
+  }
+
+  private closed(): void {
     this.socket = this.opening = undefined;
-    this.turn?.fail(error);
+    const turn = this.turn;
+    if (turn === undefined || turn.ended) return; // an ended turn's queue stays for a stream to take
     this.turn = undefined;
-    socket?.close();
+    if (!turn.interrupted) {
+      // The reply goes on in the server and its approval stays pending: an answer or a reload follows it.
+      this.lost = turn;
+      turn.reported = turn.feed !== undefined;
+      turn.feed?.fail(new Error(CLOSED));
+      turn.feed = undefined;
+      if (!turn.reported) this.wake();
+    }
+    turn.end();
+    this.changed();
+  }
+
+  /** Tells the page, once the chunks that came with it were handled, that it should follow the turn. */
+  private wake(): void {
+    if (this.waking) return;
+    this.waking = true;
+    queueMicrotask(() => {
+      this.waking = false;
+      if (this.queued) this.onQueued?.();
+    });
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
   }
 }
 
-/** One turn's stream, fed by the socket. */
+interface Queued {
+  chunk: UIMessageChunk;
+  /** It is a pause (see the rule at the top). */
+  pause: boolean;
+}
+
+/** What the page knows of one turn. */
 class Turn {
+  /** The calls announced in the turn with no result yet. */
+  readonly open = new Set<string>();
+  /** The chunks the page's streams were given, for a mid-turn replay: all but transient ones. */
+  readonly shown: UIMessageChunk[] = [];
+  /** Chunks that came while no stream was open. */
+  queue: Queued[] = [];
+  /** The stream open now, if any. */
+  feed: Feed | undefined;
   interrupted = false;
+  ended = false;
+  /** The last chunk of the reply so far is a pause. */
+  paused = false;
+  /** For a turn whose socket closed: whether the page was told (a stream failed, or a resume threw). */
+  reported = false;
+  /** The replay's chunks to skip when this turn is followed again on a new socket: the ones already shown. */
+  private skip: UIMessageChunk[] = [];
+  readonly over: Promise<void>;
+  private resolveOver!: () => void;
+
+  constructor() {
+    this.over = new Promise((resolve) => (this.resolveOver = resolve));
+  }
+
+  end(): void {
+    this.ended = true;
+    this.resolveOver();
+  }
+
+  /** The same turn, followed again on a new socket from the server's replay. */
+  again(): Turn {
+    const turn = new Turn();
+    for (const call of this.open) turn.open.add(call);
+    turn.shown.push(...this.shown);
+    turn.skip = [...this.shown];
+    turn.paused = this.paused;
+    return turn;
+  }
+
+  /** Whether a chunk is news: false while a replay repeats what the page was shown before its socket closed. */
+  replayed(chunk: UIMessageChunk): boolean {
+    if (this.skip.length === 0) return true;
+    if (chunk.type === "error") return true; // not the reply's own: a refused frame
+    if (transient(chunk)) return false; // long over
+    const next = this.skip.shift() as UIMessageChunk;
+    if (same(next, chunk)) return false;
+    // The replay is not what the page was shown: it can't go on from where it was.
+    this.skip = [];
+    this.feed?.fail(new Error(`${CLOSED} (the reply was not replayed as it was shown)`));
+    this.feed = undefined;
+    this.interrupted = true; // drop the rest of it
+    return false;
+  }
+
+  /** Keeps the open calls, and says whether the chunk is a pause. */
+  track(chunk: UIMessageChunk): boolean {
+    switch (chunk.type) {
+      case "tool-input-available":
+        this.open.add(chunk.toolCallId);
+        return false;
+      case "tool-output-available":
+      case "tool-output-error":
+      case "tool-output-denied":
+        this.open.delete(chunk.toolCallId);
+        return false;
+      case "finish-step":
+        return this.open.size > 0;
+      default:
+        return false;
+    }
+  }
+
+  show(chunk: UIMessageChunk): void {
+    if (!transient(chunk)) this.shown.push(chunk);
+  }
+}
+
+const transient = (chunk: UIMessageChunk): boolean => "transient" in chunk && chunk.transient === true;
+
+/** The same chunk of the reply, as far as the page can tell. */
+function same(a: UIMessageChunk, b: UIMessageChunk): boolean {
+  const key = (chunk: UIMessageChunk) => {
+    const { type } = chunk;
+    const named = chunk as { toolCallId?: string; id?: string; messageId?: string };
+    return `${type}:${named.toolCallId ?? named.id ?? named.messageId ?? ""}`;
+  };
+  return key(a) === key(b);
+}
+
+/** One stream handed to useChat. */
+class Feed {
   readonly stream: ReadableStream<UIMessageChunk>;
   /** Settles with the first frame: whether a chunk came before `[DONE]`. */
   readonly started: Promise<boolean>;
-  readonly ended: Promise<void>;
   private controller!: ReadableStreamDefaultController<UIMessageChunk>;
-  private open = true; // false once ended, or once the reader let go
-  private start!: { resolve: (started: boolean) => void; reject: (error: Error) => void };
-  private end!: () => void;
+  private live = true; // false once closed, failed, or let go by its reader
+  private settle!: { resolve: (started: boolean) => void; reject: (error: Error) => void };
 
-  constructor() {
+  constructor(letGo: () => void) {
     this.stream = new ReadableStream({
       start: (controller) => void (this.controller = controller),
-      cancel: () => void (this.open = false),
+      cancel: () => {
+        this.live = false;
+        letGo();
+      },
     });
-    this.started = new Promise((resolve, reject) => (this.start = { resolve, reject }));
-    this.started.catch(() => undefined); // a turn nobody waits on may fail too
-    this.ended = new Promise((resolve) => (this.end = resolve));
+    this.started = new Promise((resolve, reject) => (this.settle = { resolve, reject }));
+    this.started.catch(() => undefined); // a stream nobody waits on may fail too
   }
 
   push(chunk: UIMessageChunk): void {
-    this.start.resolve(true);
-    if (this.open) this.controller.enqueue(chunk);
+    this.settle.resolve(true);
+    if (this.live) this.controller.enqueue(chunk);
   }
 
   close(): void {
-    this.start.resolve(false);
-    if (this.open) this.controller.close();
-    this.open = false;
-    this.end();
+    this.settle.resolve(false);
+    if (this.live) this.controller.close();
+    this.live = false;
   }
 
   fail(error: Error): void {
-    this.start.reject(error);
-    if (this.open) this.controller.error(error);
-    this.open = false;
-    this.end();
+    this.settle.reject(error);
+    if (this.live) this.controller.error(error);
+    this.live = false;
   }
 }

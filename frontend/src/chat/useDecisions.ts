@@ -20,8 +20,6 @@ export interface Answering {
   serverAlone: (direct: boolean) => boolean;
   /** Answers the card in the chat, with the decision as it stands. */
   respond: (part: ToolPart, response: ApprovalResponse) => Promise<void>;
-  /** Called once the server's decision was the whole answer. */
-  settled?: () => void;
 }
 
 export interface Decisions {
@@ -35,7 +33,7 @@ export const approvedState = (approval: Approval | undefined) =>
 
 export function useDecisions(
   { chatId, approvals, upsertApproval }: ChatSession,
-  { serverAlone, respond, settled }: Answering,
+  { serverAlone, respond }: Answering,
 ): Decisions {
   const [answered, setAnswered] = useState<ReadonlySet<string>>(new Set());
 
@@ -55,11 +53,11 @@ export function useDecisions(
       });
       if (stands.state === "pending") {
         unanswer(); // one vote of several: the others decide it, and the chat's events bring that here
-        return settled?.();
+        return;
       }
       approved = approvedState(stands);
       reason = stands.decision?.reason || stands.closed?.reason || "";
-      if (alone) return settled?.();
+      if (alone) return;
     }
     await respond(part, { id, approved, reason: reason || undefined });
   }

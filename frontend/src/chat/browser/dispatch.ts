@@ -2,7 +2,6 @@
 // runs, and an agent may declare one this page does not implement: then the page answers at once with an
 // error, rather than leave the reply waiting for a result that never comes.
 import { getToolName } from "ai";
-import type { Answer } from "../liveTransport";
 import type { ToolPart } from "../parts";
 
 /** What an implementation returns: an output, or why the browser could not; a refusal is never a made-up
@@ -10,8 +9,8 @@ import type { ToolPart } from "../parts";
 export type ToolResult = { output: Record<string, unknown> } | { errorText: string };
 export type BrowserTool = (input: unknown) => Promise<ToolResult>;
 export type Registry = ReadonlyMap<string, BrowserTool>;
-/** A browser call's answer, as `addToolOutput` and the live socket take it. */
-export type BrowserAnswer = Exclude<Answer, { state: "approval-responded" }>;
+/** A browser call's answer, as `addToolOutput` takes it. */
+export type BrowserAnswer = { state: "output-available"; output: unknown } | { state: "output-error"; errorText: string };
 
 /** SSE: the server hands a browser call over by streaming its complete input once it may run (at once, or
  * after its approval); the reply ends there. `browser` holds the names of the tools the server declared. */
