@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -37,18 +38,20 @@ import sys
 import tempfile
 import time
 import timeit
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Self
+from unittest import mock
 
-import httpx
 import uvicorn
 from figures import Report, fmt_time, machine_busy_seconds, percentile, status, yardstick
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 from pydantic_ai.ui.vercel_ai import response_types as vercel
@@ -64,9 +67,20 @@ from signoff.demo.model import scripted_model
 from signoff.demo.tools import Wallets, get_weather
 from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
+from signoff.integrations.pydantic_ai import chat as pydantic_chat
 from signoff.integrations.pydantic_ai.chat import AgentChat
+from signoff.integrations.pydantic_ai.toolset import (
+    BrowserToolset,
+    LongRunningToolset,
+    Signoff,
+    SignoffToolset,
+)
 from signoff.ledger import open_ledger
+from signoff.ledger.chats import ChatLedger
+from signoff.ledger.memory import MemoryBackend
+from signoff.ledger.sqlite.backend import SqliteBackend
 from signoff.protocol import encode, frame, parse_chat_request
+from signoff.server.app import Settings, create_app
 
 PROMPT = "pay 50 USD to Hanako"
 EXPECTED_TEXT = "Paid 50 USD to Hanako"  # what the scripted model says once the payment really ran
@@ -85,7 +99,6 @@ FLOOR_WARMUP = 20
 ENCODE_ITERATIONS = 20_000  # per chunk and per encoder, in each of ENCODE_REPEATS rounds; the best counts
 ENCODE_REPEATS = 5
 READY_TIMEOUT = 60.0  # seconds a server may take to start listening (imports on a busy 2-core VM are slow)
-REQUEST_TIMEOUT = 60.0
 SSE_SEPARATOR = (",", ":")  # what JSON.stringify and msgspec write: no spaces
 
 
@@ -267,6 +280,46 @@ class FlowFailed(Exception):
     """A flow that did not end with the tool run and its reply streamed: always counted, never hidden."""
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection over a raw asyncio stream: the load generator's client.
+
+    An HTTP client library's own work per request shares the machine's two cores with the servers measured,
+    and hides part of the gap between them, so the requests are written as bytes built in one step, and
+    the responses are read with the least parsing HTTP/1.1 allows: the status
+    line, `content-length` or `transfer-encoding: chunked`, nothing else. Both servers answer an SSE
+    stream chunked, and an error with a length.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
+        self.reader, self.writer = reader, writer
+        head = f"POST {CHAT_PATH} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+        self.head = head.encode()
+
+    @classmethod
+    async def open(cls, url: str) -> Connection:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        return cls(reader, writer, f"{host}:{port}")
+
+    async def post(self, body: bytes) -> tuple[int, bytes]:
+        """POST `body` to the chat route; the status and the whole body, de-chunked."""
+        self.writer.write(b"%scontent-length: %d\r\n\r\n%s" % (self.head, len(body), body))
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        lower = head.lower()
+        if b"transfer-encoding: chunked" in lower:
+            parts = []
+            while size := int((await self.reader.readuntil(b"\r\n"))[:-2], 16):
+                parts.append((await self.reader.readexactly(size + 2))[:-2])
+            await self.reader.readuntil(b"\r\n")
+            return status, b"".join(parts)
+        length = int(lower.split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 def new_id() -> str:
     """An id like the AI SDK's `generateId()`: 16 URL-safe characters."""
     return secrets.token_urlsafe(12)
@@ -306,13 +359,14 @@ def approval_body(
     return json.dumps(body, separators=SSE_SEPARATOR).encode()
 
 
-def parse_stream(response: httpx.Response, request: str) -> list[dict[str, Any]]:
+def parse_stream(response: tuple[int, bytes], request: str) -> list[dict[str, Any]]:
     """The chunks of one SSE response; a non-200, a stream without `[DONE]` or an `error` chunk fails."""
-    if response.status_code != 200:
-        raise FlowFailed(f"{request}: HTTP {response.status_code}: {response.text[:200]}")
+    status_code, content = response
+    if status_code != 200:
+        raise FlowFailed(f"{request}: HTTP {status_code}: {content[:200]!r}")
     chunks: list[dict[str, Any]] = []
     done = False
-    for event in response.content.split(b"\n\n"):
+    for event in content.split(b"\n\n"):
         for line in event.split(b"\n"):
             if not line.startswith(b"data: "):
                 continue  # keep-alive comments and blank lines
@@ -336,13 +390,10 @@ def first(chunks: list[dict[str, Any]], kind: str, request: str) -> dict[str, An
     raise FlowFailed(f"{request}: no {kind} chunk")
 
 
-async def one_flow(client: httpx.AsyncClient, url: str, chat_id: str) -> None:
+async def one_flow(connection: Connection, chat_id: str) -> None:
     """Both requests of one approved payment, checked: the tool must have run and the reply be streamed."""
     user_message = {"id": new_id(), "role": "user", "parts": [{"type": "text", "text": PROMPT}]}
-    headers = {"content-type": "application/json"}
-    asked = parse_stream(
-        await client.post(url, content=submit_body(chat_id, user_message), headers=headers), "request 1"
-    )
+    asked = parse_stream(await connection.post(submit_body(chat_id, user_message)), "request 1")
     # A `start` without messageId (the peer's) leaves the id to the client, as `useChat` does.
     assistant_id = first(asked, "start", "request 1").get("messageId") or new_id()
     call = first(asked, "tool-input-available", "request 1")
@@ -350,7 +401,7 @@ async def one_flow(client: httpx.AsyncClient, url: str, chat_id: str) -> None:
     if call.get("toolName") != "process_payment" or request.get("toolCallId") != call.get("toolCallId"):
         raise FlowFailed(f"request 1: unexpected tool call {call} / approval request {request}")
     body = approval_body(chat_id, user_message, assistant_id, call, request["approvalId"])
-    answered = parse_stream(await client.post(url, content=body, headers=headers), "request 2")
+    answered = parse_stream(await connection.post(body), "request 2")
     output = first(answered, "tool-output-available", "request 2")
     if output.get("toolCallId") != call["toolCallId"] or not (output.get("output") or {}).get("success"):
         raise FlowFailed(f"request 2: the payment did not run: {output}")
@@ -386,23 +437,24 @@ async def run_load(server: Server, concurrency: int, warmup: float, seconds: flo
     A flow counts when it completes inside the window; its latency is from sending request 1 to the last
     byte of response 2. Each flow has its own chat id. Workers stop starting flows at the window's end.
     """
-    url = server.url + CHAT_PATH
     prefix = f"bench-{server.name}-{concurrency}-{secrets.token_hex(4)}"
     results: list[tuple[float, float, str | None]] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    connections = [await Connection.open(server.url) for _ in range(concurrency)]
     loop_start = time.perf_counter()
     window_start = loop_start + warmup
     window_end = window_start + seconds
 
-    async def worker(index: int, client: httpx.AsyncClient) -> None:
+    async def worker(index: int, connection: Connection) -> None:
         n = 0
         while (start := time.perf_counter()) < window_end:
             n += 1
             error = None
             try:
-                await one_flow(client, url, f"{prefix}-{index}-{n}")
+                await one_flow(connection, f"{prefix}-{index}-{n}")
             except Exception as exc:  # any failure is a failed flow, counted and shown, never a crash
                 error = f"{type(exc).__name__}: {exc}"
+                connection.close()  # its stream may be anywhere in a response: start afresh
+                connection = await Connection.open(server.url)
             results.append((start, time.perf_counter(), error))
 
     async def meter() -> tuple[float, float, float]:
@@ -412,10 +464,13 @@ async def run_load(server: Server, concurrency: int, warmup: float, seconds: flo
         cpu, own = cpu_seconds(server.pid) - cpu0, time.process_time() - own0
         return cpu, own, machine_busy_seconds() - all0 - cpu - own
 
-    async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT) as client:
+    try:
         metering = asyncio.ensure_future(meter())
-        await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
+        await asyncio.gather(*(worker(i, c) for i, c in enumerate(connections)))
         server_cpu, client_cpu, other_cpu = await metering
+    finally:
+        for connection in connections:
+            connection.close()
 
     inside = [r for r in results if window_start <= r[1] <= window_end]
     errors = [r[2] for r in results if r[2] is not None]
@@ -472,8 +527,8 @@ async def bench_http(
             f"(sdk_version=6) at {servers.peer.url} (stateless: the client carries the history)"
         )
         report.line(
-            f"  both: one uvicorn worker (asyncio, h11), the scripted model, the demo's tools; load from this"
-            f" process, httpx {version('httpx')}, one chat per flow"
+            "  both: one uvicorn worker (asyncio, h11), the scripted model, the demo's tools; load from this"
+            " process over raw keep-alive sockets (one per worker, requests built as bytes), a chat per flow"
         )
         report.line(
             f"  {os.cpu_count()} CPUs shared by both servers and the load generator, nothing pinned; the idle"
@@ -684,6 +739,228 @@ async def bench_floor(report: Report, count: int) -> float:
     return bare
 
 
+# -- counts: what one flow makes signoff do ----------------------------------------------------------------
+
+
+def _counted(counts: Counter[str], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(fn):
+
+        async def counted_async(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return await fn(*args, **kwargs)
+
+        return counted_async
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        counts[name] += 1
+        return fn(*args, **kwargs)
+
+    return counted
+
+
+class _CountedAdapter:
+    """`ModelMessagesTypeAdapter` as the pydantic-ai chat sees it, counting whole-history parses and dumps."""
+
+    def __init__(self, counts: Counter[str]) -> None:
+        self.validate_json = _counted(
+            counts, "history parses (pydantic)", ModelMessagesTypeAdapter.validate_json
+        )
+        self.dump_json = _counted(counts, "history dumps (pydantic)", ModelMessagesTypeAdapter.dump_json)
+
+
+COUNTED: list[tuple[object, str, str]] = [
+    (SqliteBackend, "run", "SQLite thread round trips"),
+    (SqliteBackend, "transact", "ledger write transactions"),
+    (MemoryBackend, "transact", "ledger write transactions"),
+    (ChatLedger, "save_chat", "chat-state saves"),
+    (ChatLedger, "log_replies", "reply-log writes"),
+    (pydantic_chat, "open_calls", "history scans (msgspec)"),
+    (SignoffToolset, "__init__", "toolset wrappers built"),
+    (LongRunningToolset, "__init__", "toolset wrappers built"),
+    (BrowserToolset, "__init__", "toolset wrappers built"),
+    (Signoff, "__init__", "capabilities built"),
+]
+"""What the counts line counts, and where: bench-only wrappers around the product's own functions."""
+
+
+@contextlib.contextmanager
+def counting() -> Iterator[Counter[str]]:
+    """Counts calls to `COUNTED`, whole-history parses and the asyncio tasks created, while it is open."""
+    counts: Counter[str] = Counter()
+    loop = asyncio.get_running_loop()
+    factory = loop.get_task_factory()
+
+    def task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        counts["asyncio tasks created"] += 1
+        return factory(loop, coro, **kwargs) if factory else asyncio.Task(coro, loop=loop, **kwargs)
+
+    with contextlib.ExitStack() as stack:
+        for owner, attribute, name in COUNTED:
+            wrapped = _counted(counts, name, getattr(owner, attribute))
+            stack.enter_context(mock.patch.object(owner, attribute, wrapped))
+        stack.enter_context(
+            mock.patch.object(pydantic_chat, "ModelMessagesTypeAdapter", _CountedAdapter(counts))
+        )
+        loop.set_task_factory(task)
+        stack.callback(loop.set_task_factory, factory)
+        yield counts
+
+
+async def bench_counts(report: Report, flows: int) -> None:
+    """The real server in this process (uvicorn, the demo's app, SSE), one flow at a time, with `COUNTED`
+    counted: what each approval flow makes signoff do, per ledger."""
+    status(f"counts: {flows} flows per ledger through the real server, in this process")
+    report.line(
+        f"counts: per approval flow (2 requests), the demo's server in this process over HTTP, one flow at a"
+        f" time, {flows} flows after {FLOOR_WARMUP} warm-up"
+    )
+    per_ledger: dict[str, Counter[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="signoff-flows-") as where:
+        for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'counts.db'}")):
+            async with open_ledger(url) as ledger:
+                app = create_app(
+                    demo_agent(), ledger, Settings(token="bench", anonymous=True), policy=demo_policy()
+                )
+                server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+                serving = asyncio.ensure_future(server.serve())
+                while not server.started:  # noqa: ASYNC110 - uvicorn has a flag, not an event
+                    await asyncio.sleep(0.01)
+                port = server.servers[0].sockets[0].getsockname()[1]
+                connection = await Connection.open(f"http://127.0.0.1:{port}")
+                prefix = secrets.token_hex(4)
+                for n in range(FLOOR_WARMUP):
+                    await one_flow(connection, f"warm-{prefix}-{n}")
+                with counting() as counts:
+                    for n in range(flows):
+                        await one_flow(connection, f"count-{prefix}-{n}")
+                per_ledger[name] = counts
+                connection.close()
+                server.should_exit = True
+                await serving
+    names = sorted({key for counts in per_ledger.values() for key in counts})
+    report.line(f"  {'per flow':<34}{'memory':>10}{'SQLite':>10}")
+    for key in names:
+        memory, sqlite = (per_ledger[ledger][key] / flows for ledger in ("memory", "SQLite"))
+        report.line(f"  {key:<34}{memory:>10.1f}{sqlite:>10.1f}")
+
+
+# -- growth: the K-th flow in one chat ----------------------------------------------------------------------
+
+
+GROWTH_FLOWS = 50
+GROWTH_PROMPT = "pay 5 USD to Hanako"  # the wallet holds 1,000 USD: 50 payments of 5 fit
+COUNT_FLOWS = 20
+GROWTH_EDGE = 5
+"""Flows averaged at each end: the first `GROWTH_EDGE` against the last."""
+
+
+def done_turn(
+    user_message: dict[str, Any],
+    assistant_id: str,
+    call: dict[str, Any],
+    approval_id: str,
+    output: Any,
+    text: str,
+) -> list[dict[str, Any]]:
+    """A finished flow as the AI SDK client keeps it: the user's message and the assistant's, its
+    payment part answered and run, then the reply's text."""
+    assistant = {
+        "id": assistant_id,
+        "role": "assistant",
+        "parts": [
+            {"type": "step-start"},
+            {
+                "type": "tool-process_payment", "toolCallId": call["toolCallId"], "state": "output-available",
+                "input": call["input"], "output": output, "approval": {"id": approval_id, "approved": True},
+            },
+            {"type": "step-start"},
+            {"type": "text", "text": text, "state": "done"},
+        ],
+    }  # fmt: skip
+    return [user_message, assistant]
+
+
+def body_of(chat_id: str, messages: list[dict[str, Any]], message_id: str | None = None) -> bytes:
+    body: dict[str, Any] = {"id": chat_id, "messages": messages, "trigger": "submit-message"}
+    if message_id:
+        body["messageId"] = message_id
+    return json.dumps(body, separators=SSE_SEPARATOR).encode()
+
+
+Reply = Callable[[bytes], Awaitable[list[dict[str, Any]]]]
+
+
+async def growing_flow(reply: Reply, chat_id: str, history: list[dict[str, Any]]) -> None:
+    """One more approved payment in a chat whose client holds `history`, which grows by the flow."""
+    user_message = {"id": new_id(), "role": "user", "parts": [{"type": "text", "text": GROWTH_PROMPT}]}
+    asked = await reply(body_of(chat_id, [*history, user_message]))
+    assistant_id = first(asked, "start", "request 1").get("messageId") or new_id()
+    call = first(asked, "tool-input-available", "request 1")
+    approval_id = first(asked, "tool-approval-request", "request 1")["approvalId"]
+    pending = done_turn(user_message, assistant_id, call, approval_id, None, "")
+    pending[1]["parts"][1] = {**pending[1]["parts"][1], "state": "approval-responded", "output": None}
+    del pending[1]["parts"][2:], pending[1]["parts"][1]["output"]
+    answered = await reply(body_of(chat_id, [*history, *pending], assistant_id))
+    output = first(answered, "tool-output-available", "request 2")["output"]
+    if not (output or {}).get("success"):
+        raise FlowFailed(f"request 2: the payment did not run: {output}")
+    text = "".join(c.get("delta", "") for c in answered if c.get("type") == "text-delta")
+    history += done_turn(user_message, assistant_id, call, approval_id, output, text)
+
+
+def plain(chunks: Sequence[Any]) -> list[dict[str, Any]]:
+    """Either server's chunks as the client reads them (the peer's `[DONE]` is a chunk of its own)."""
+    wire = [encode(c) if isinstance(c, protocol.Chunk) else c.encode(6) for c in chunks]
+    return [json.loads(text) for text in wire if text != "[DONE]"]
+
+
+async def flow_costs(reply: Reply, count: int) -> list[float]:
+    """CPU seconds of each of `count` flows in one chat, in order."""
+    chat_id, history, costs = f"growth-{new_id()}", [], []
+    for _ in range(count):
+        start = time.process_time()
+        await growing_flow(reply, chat_id, history)
+        costs.append(time.process_time() - start)
+    return costs
+
+
+async def bench_growth(report: Report, count: int) -> None:
+    """The K-th approval flow in one chat against the first: the client sends the whole conversation every
+    time; the peer re-validates it all, signoff holds it and reads only what is new."""
+    status(f"growth: {count} flows in one chat, per server, in this process")
+    agent = peer_agent()
+
+    async def peer(body: bytes) -> list[dict[str, Any]]:
+        return plain(await peer_reply(agent, body))
+
+    lines = {"pydantic-ai VercelAIAdapter": await flow_costs(peer, count)}
+    with tempfile.TemporaryDirectory(prefix="signoff-flows-") as where:
+        for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'growth.db'}")):
+            async with open_ledger(url) as ledger:
+                chat = AgentChat(demo_agent(), Gate(ledger, demo_policy(), actor="signoff:server"))
+
+                async def ours(body: bytes, chat: AgentChat = chat) -> list[dict[str, Any]]:
+                    return plain(await signoff_reply(chat, body))
+
+                lines[f"signoff AgentChat, {name} ledger"] = await flow_costs(ours, count)
+    edge = min(GROWTH_EDGE, count // 2)
+    report.line(
+        f"growth: CPU per flow in one chat, in this process, no HTTP: flows 1-{edge} against flows"
+        f" {count - edge + 1}-{count} (the client sends the whole conversation each time)"
+    )
+    report.line(f"  {'':<34}{'first':>10}{'last':>10}{'last/first':>12}")
+    for name, costs in lines.items():
+        early, late = sum(costs[:edge]) / edge, sum(costs[-edge:]) / edge
+        report.line(f"  {name:<34}{fmt_time(early):>10}{fmt_time(late):>10}{late / early:>11.2f}x")
+    ours = lines["signoff AgentChat, SQLite ledger"]
+    report.judge(
+        f"the {count}th flow in one chat",
+        f"{sum(ours[-edge:]) / sum(ours[:edge]):.2f}x the first (SQLite ledger)",
+        "within 20 % of the first",
+        sum(ours[-edge:]) <= 1.2 * sum(ours[:edge]),
+    )
+
+
 # -- chunk encoding -----------------------------------------------------------------------------------------
 
 
@@ -861,6 +1138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             default=FLOOR_FLOWS,
             help=f"flows per floor line, after {FLOOR_WARMUP} warm-up flows (default {FLOOR_FLOWS})",
         )
+    counts = commands.add_parser("counts", help="what one flow makes signoff do: transactions, saves, parses")
+    for sub in (every, counts):
+        sub.add_argument("--count-flows", type=int, default=COUNT_FLOWS, help="flows counted per ledger")
+    growth = commands.add_parser("growth", help="the K-th flow in one chat against the first")
+    for sub in (every, growth):
+        sub.add_argument("--growth-flows", type=int, default=GROWTH_FLOWS, help="flows in the one chat")
     for sub in (every, commands.add_parser("encode", help="bytes and time per encoded SSE chunk")):
         sub.add_argument(
             "--iterations",
@@ -882,8 +1165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if getattr(args, "seconds", 1.0) <= 0 or getattr(args, "warmup", 0.0) < 0:
         parser.error("--seconds must be more than 0 and --warmup at least 0")
-    if getattr(args, "iterations", 1) < 1 or getattr(args, "flows", 1) < 1:
-        parser.error("--iterations and --flows must be at least 1")
+    if min(getattr(args, name, 2) for name in ("iterations", "flows", "count_flows", "growth_flows")) < 1:
+        parser.error("--iterations, --flows, --count-flows and --growth-flows must be at least 1")
 
     report = Report(noun="goal")
     header(report)
@@ -894,6 +1177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("floor", "all"):
         report.line()
         floor = asyncio.run(bench_floor(report, args.flows))
+    if args.command in ("counts", "all"):
+        report.line()
+        asyncio.run(bench_counts(report, args.count_flows))
+    if args.command in ("growth", "all"):
+        report.line()
+        asyncio.run(bench_growth(report, args.growth_flows))
     if args.command in ("http", "all"):
         report.line()
         asyncio.run(bench_http(report, args.concurrency, args.seconds, args.warmup, args.ledger, floor))
