@@ -610,7 +610,7 @@ const SCENARIOS = {
 
   async 'inbox-race'(run, browser) {
     const context = await newContext(browser);
-    const { page, id, me } = await openChat(run, context, { wait: 'blocking' });
+    const { page, id } = await openChat(run, context, { wait: 'blocking' });
     const card = await payAndAsk(run, page);
     const inbox = await openInbox(run, context);
     const row = inboxRow(inbox, id);
@@ -631,7 +631,7 @@ const SCENARIOS = {
         await expectCard(page, card, 'done', 'payment');
         await expectReply(page, PAID_HANAKO);
       } else {
-        await expectText(inbox, inboxLost, `already decided by ${me.name}`, 'the inbox');
+        await expectText(inbox, inboxLost, "already decided by the chat's user", 'the inbox');
         await expectCard(page, card, 'refused', 'payment');
         await expectReply(page, 'changed my mind');
       }
@@ -1090,7 +1090,7 @@ const SCENARIOS = {
       const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 600 USD to Hanako' });
       await expectText(inbox, recent.getByTestId('decided-by'), 'bob', 'the recent decision');
       await expectCard(page, card, 'done', 'payment');
-      await expectText(page, card.getByTestId('card-note'), 'approved by alice and bob', 'the card');
+      await expectText(page, card.getByTestId('card-note'), 'approved by alice (finance) and bob (finance)', 'the card');
       await expectReply(page, 'Paid 600 USD to Hanako; the balance is 400 USD.');
     });
     await run.shot(page, 'paid');
