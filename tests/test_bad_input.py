@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -126,10 +128,13 @@ async def test_unauthenticated_refusals_are_counted_not_each_written(
     before = len(await ledger.audit(0, 100_000))
     bogus = {"authorization": "Bearer nope"}
     answers = []
+    started = time.time()
     for _ in range(10):
         answers += await asyncio.gather(*(client.get("/api/approvals", headers=bogus) for _ in range(100)))
+    seconds = math.floor(time.time()) - math.floor(started) + 1  # the wall-clock seconds they spanned
     assert len(answers) == 1000 and {a.status_code for a in answers} == {401}
     await asyncio.sleep(1.5)  # the counts of the last second are written when it ends
     written = (await ledger.audit(0, 100_000))[before:]
-    assert 1 <= len(written) <= 4, f"{len(written)} entries for 1,000 refusals from one source"
+    # one entry per source, reason and second: as many as the seconds the 1,000 took, however fast
+    assert 1 <= len(written) <= seconds, f"{len(written)} entries for 1,000 refusals in {seconds} s"
     assert sum(e.detail.get("count", 1) for e in written) == 1000

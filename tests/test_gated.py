@@ -32,6 +32,7 @@ from signoff.integrations.turn import (
     Handed,
     Progressed,
     Turn,
+    Withheld,
     current_turn,
     in_browser,
 )
@@ -206,7 +207,8 @@ async def test_a_result_the_browser_sent_before_its_call_was_handed_over_is_take
             )
         finally:
             current_turn.reset(token)
-        assert ran == Ran({"playing": True}) and sink.events == []  # never handed over
+        assert ran == Ran({"playing": True})  # never handed over; the refused call's result is known now
+        assert sink.events == [Withheld(ToolCall("c2", "pay", PAY))]
         assert isinstance(refused, Refused) and turn.early == {}
         audit = {(e.action, e.subject): e.detail["why"] for e in await ledger.audit(0, 100)}
         assert audit[("run", "c1")] == "the browser ran it as soon as it was announced"

@@ -315,3 +315,36 @@ async def test_an_answer_that_changes_nothing_pauses_the_turn_again(quorum: Site
         rest = await until(socket, "[DONE]")
     assert "Paid 50 USD to Hanako" in spoken(rest) and [c for c in rest if c == "[DONE]"] == ["[DONE]"]
     assert quorum.wallets.balances["c1"] == 950
+
+
+async def test_a_call_refused_elsewhere_shows_its_result_while_the_turn_waits_on_the_other(
+    site: Site,
+) -> None:
+    """Two payments ask in one step; the inbox denies Saburo's while the client still holds both. His
+    result goes out at once, on either framework (ADK reports a step's results together, later), and the
+    turn pauses again on Jiro's; one answer then ends the turn."""
+    async with connect(site) as socket:
+        await socket.send(
+            json.dumps({"type": "message", **user("c1", "pay 10 USD to Jiro and 20 USD to Saburo")})
+        )
+        seen = await until(socket, "finish-step")
+        asked = [c for c in seen if isinstance(c, dict) and c["type"] == "tool-approval-request"]
+        assert len(asked) == 2
+        saburo = next(
+            a for a in await site.ledger.approvals(chat_id="c1") if a.call.args["recipient"] == "Saburo"
+        )
+        async with httpx.AsyncClient(base_url=f"http://{site.base}") as client:
+            denied = await client.post(
+                f"/api/approvals/{saburo.id}/decision", json={"approved": False, "reason": "no"},
+                headers={"authorization": "Bearer t"},
+            )  # fmt: skip
+            assert denied.status_code == 200, denied.text
+        moved = await until(socket, "finish-step")
+        assert [c["type"] for c in moved if isinstance(c, dict)] == ["tool-output-denied", "finish-step"]
+        assert moved[0]["toolCallId"] == saburo.call.call_id  # type: ignore[index]
+        jiro = next(c for c in asked if c["toolCallId"] != saburo.call.call_id)
+        await socket.send(answer("c1", seen, approved=True, **jiro))
+        rest = await until(socket, "[DONE]")
+    kinds = [c["type"] for c in rest if isinstance(c, dict)]
+    assert kinds.count("tool-output-denied") == 0 and "Paid 10 USD to Jiro" in spoken(rest)
+    assert site.wallets.balances["c1"] == 990

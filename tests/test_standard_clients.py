@@ -182,26 +182,25 @@ def check_call_over_sse(kinds: list[str]) -> None:
     assert len([k for k in kinds if k.startswith("tool-output")]) <= 1, kinds
 
 
-@pytest.fixture(params=["pydantic-ai", "adk"])
-async def sites(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Site, Site]]:
+@pytest.fixture
+async def sites(runtime: str) -> AsyncIterator[tuple[Site, Site]]:
     """The demo, and the demo whose payments expire unanswered after `DEADLINE` seconds."""
     hurried = f'mode = "interactive"\n[[tools.process_payment]]\naction = "ask"\ndeadline = "{DEADLINE}s"\n'
-    async for site in serve_demo(request.param, demo_policy()):
-        async for late in serve_demo(request.param, Policy.from_toml(hurried)):
+    async for site in serve_demo(runtime, demo_policy()):
+        async for late in serve_demo(runtime, Policy.from_toml(hurried)):
             yield site, late
 
 
 MATRIX = [
-    *(
-        pytest.param(client, transport, id=f"{client}-{transport}")
-        for client in CLIENTS
-        for transport in TRANSPORTS
-    )
+    *(pytest.param("pydantic-ai", c, t, id=f"pydantic-ai-{c}-{t}") for c in CLIENTS for t in TRANSPORTS),
+    *(pytest.param("adk", "ai-7", t, id=f"adk-ai-7-{t}") for t in TRANSPORTS),
 ]
+"""Every client on every transport over pydantic-ai; ADK, whose stream is the same protocol, with the
+newest client."""
 
 
 @needs_node
-@pytest.mark.parametrize(("client", "transport"), MATRIX)
+@pytest.mark.parametrize(("runtime", "client", "transport"), MATRIX)
 async def test_the_seed_scenarios_with_standard_calls_only(
     sites: tuple[Site, Site], client: str, transport: str
 ) -> None:

@@ -74,9 +74,9 @@ def progress(percent: float, message: str = "") -> None:
     tasks, running = current
     report = Progress(running.task.id, valid_progress(percent), message)
     if running.cancelling:
-        raise TaskCancelled(
-            f"task {running.task.id} was cancelled by {running.task.cancel_who or running.task.cancel_by or 'its owner'}"
-        )
+        task = running.task
+        who = task.cancel_who or task.cancel_by or "its owner"
+        raise TaskCancelled(f"task {task.id} was cancelled by {who}")
     try:
         in_loop = asyncio.get_running_loop() is running.loop
     except RuntimeError:

@@ -41,7 +41,7 @@ export class LiveChatTransport {
   async sendMessages({ chatId, messages, trigger, messageId, abortSignal }) {
     const socket = await this.#connect();
     const over = this.#queue.includes(DONE);
-    const stream = this.#stream();
+    const stream = this.#stream({ answering: !over });
     if (over) return stream;
     abortSignal?.addEventListener('abort', () => this.#send(socket, { type: 'interrupt' }));
     this.#send(socket, { type: 'message', id: chatId, messages, trigger, messageId });
@@ -50,14 +50,15 @@ export class LiveChatTransport {
 
   // Mid-turn, following the turn needs no frame: the socket still carries it.
   async reconnectToStream() {
-    return this.#inTurn || this.#queue.length > 0 ? this.#stream() : null;
+    return this.#inTurn || this.#queue.length > 0 ? this.#stream({ answering: false }) : null;
   }
 
   close() {
     this.#socket?.close();
   }
 
-  #stream() {
+  // A stream that carries an answer does not end at a pause queued before it: the answer moves the turn on.
+  #stream({ answering }) {
     const stream = new ReadableStream({
       start: (controller) => {
         this.#controller = controller;
@@ -66,11 +67,11 @@ export class LiveChatTransport {
         this.#controller = undefined;
       },
     });
-    for (const item of this.#queue.splice(0)) this.#deliver(item);
+    for (const item of this.#queue.splice(0)) this.#deliver(item, { pauses: !answering });
     return stream;
   }
 
-  #deliver(item) {
+  #deliver(item, { pauses = true } = {}) {
     if (this.#controller === undefined) {
       this.#queue.push(item);
       return;
@@ -85,7 +86,7 @@ export class LiveChatTransport {
     this.#controller.enqueue(item);
     if (item.type === 'tool-input-available') this.#open.add(item.toolCallId);
     if (RESULTS.has(item.type)) this.#open.delete(item.toolCallId);
-    if (item.type === 'finish-step' && this.#open.size > 0) this.#end(); // the pause: the chat may answer
+    if (pauses && item.type === 'finish-step' && this.#open.size > 0) this.#end(); // the pause: the chat may answer
   }
 
   #end() {

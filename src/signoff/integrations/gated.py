@@ -20,7 +20,7 @@ from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import Asked, current_turn
+from signoff.integrations.turn import Asked, Withheld, current_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +98,8 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
     finally:
         if turn is not None:
             turn.waiting.discard(call_id)
+    if isinstance(result, Refused) and turn is not None:
+        turn.sink.emit(Withheld(gated.call))
     if isinstance(result, Pending | Refused | Rejected):
         if turn is not None and turn.take(call_id) is not None:
             why = f"the browser's output is not used: the call was {_refusal(result)}"

@@ -11,12 +11,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.task import Task
-from signoff.integrations.turn import Answered, Asked, GateEvent, Handed, Progressed, Turn, current_turn
+from signoff.integrations.turn import (
+    Answered,
+    Asked,
+    GateEvent,
+    Handed,
+    Progressed,
+    Turn,
+    Withheld,
+    current_turn,
+)
 from signoff.integrations.ui import PartOutcome
 from signoff.protocol import (
     Abort,
@@ -62,15 +71,22 @@ class Translator:
         """A live turn's stream paused, and nothing was streamed since."""
         self.shown: set[str] = set()
         """The calls whose question (to a person, or to the browser) went out in this reply."""
+        self.withheld: set[str] = set()
+        """Refused calls whose result went out before the framework reported it."""
 
     def feed(self, item: Any) -> list[Chunk]:
         chunks = self._chunks(item)
         if self.turn.browser is None:  # only a live turn pauses: its client stays to answer
             return chunks
+        if isinstance(item, Withheld) and item.call.call_id in self.unresolved:
+            self.withheld.add(item.call.call_id)  # its result goes now, while the client may be paused
+            chunks = [ToolOutputDenied(tool_call_id=item.call.call_id)]
+        elif self.withheld:  # the framework's own result for it comes later: it went already
+            chunks = [c for c in chunks if not (_is_result(c) and c.tool_call_id in self.withheld)]
         for chunk in chunks:
             if isinstance(chunk, ToolInputAvailable):
                 self.unresolved[chunk.tool_call_id] = chunk.tool_name
-            elif isinstance(chunk, ToolOutputAvailable | ToolOutputError | ToolOutputDenied):
+            elif _is_result(chunk):
                 self.unresolved.pop(chunk.tool_call_id, None)
         match item:
             case Asked(approval):
@@ -113,7 +129,7 @@ class Translator:
                 return handed(call) if call.call_id in self.visible else []
             case Progressed(task):
                 return self.task(task)
-            case Answered():
+            case Answered() | Withheld():
                 return []
         return self.translate(item)
 
@@ -145,6 +161,10 @@ class Translator:
             return []
         self.step_open = False
         return [FinishStep()]
+
+
+def _is_result(chunk: Chunk) -> TypeGuard[ToolOutputAvailable | ToolOutputError | ToolOutputDenied]:
+    return isinstance(chunk, ToolOutputAvailable | ToolOutputError | ToolOutputDenied)
 
 
 def ask(approval: Approval, signing_key: bytes) -> ToolApprovalRequest:

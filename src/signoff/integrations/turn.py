@@ -54,7 +54,15 @@ class Answered:
     accepted: bool
 
 
-GateEvent = Asked | Handed | Progressed | Answered
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """A call of the turn was refused: its result is known now, before the framework reports it (ADK
+    reports a step's results together, once every call of the step is done)."""
+
+    call: ToolCall
+
+
+GateEvent = Asked | Handed | Progressed | Answered | Withheld
 
 
 class Sink(Protocol):
