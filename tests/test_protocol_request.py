@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from signoff.core.errors import SignoffError
 from signoff.protocol import ApprovalResponse, BadRequest, ChatRequest, ToolOutput, parse_chat_request
-from signoff.protocol.request import MAX_ID, MAX_MESSAGES, MAX_TEXT
+from signoff.protocol.request import MAX_ID, MAX_MESSAGES, MAX_TEXT, too_deep
 
 USER_TURN: dict[str, Any] = {
     "parts": [{"type": "text", "text": "pay 10 USD to Jiro and 20 USD to Saburo"}],
@@ -501,3 +501,29 @@ def test_fuzz_json_values(value: Any) -> None:
 @given(near_valid())
 def test_fuzz_near_valid_bodies(body: Any) -> None:
     check(parses_or_refuses(msgspec.json.encode(body)))
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+_TRICKY = st.text(alphabet='[]{}"\\ab\n', max_size=8)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TRICKY,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_TRICKY, children, max_size=3),
+    max_leaves=40,
+)
+
+
+@given(_JSON, st.integers(min_value=0, max_value=12))
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_the_depth_read_from_the_text_is_the_documents_whatever_its_strings_hold(
+    value: Any, limit: int
+) -> None:
+    """`too_deep` reads nesting from the bytes (brackets inside strings and escapes don't count), and
+    agrees with walking the decoded document."""
+    assert too_deep(msgspec.json.encode(value), limit) == (_depth(value) > limit)

@@ -12,6 +12,7 @@ with a typed error before a byte is streamed; `AgentReply.chunks` then runs the 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 from signoff.core.approval import WITHDRAWN, Approval
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
+from signoff.integrations.chat import BrowserToolInfo, ChatView, Loaded, RunningReply, ServedChat
 from signoff.integrations.machine import Action
 from signoff.integrations.pydantic_ai.messages import open_calls, ui_messages
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
@@ -68,6 +69,8 @@ class AgentReply(RunningReply[AgentTranslator]):
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
     begun: ChatState = field(default_factory=ChatState)
     """The chat as this reply began from."""
+    history: History = field(default_factory=lambda: History([], []))
+    """The history `begun` holds."""
     browser: Browser | None = None
     """Set when the browser stays connected while the reply runs (the live socket)."""
     held: dict[str, ToolOutput] = field(default_factory=dict)
@@ -107,15 +110,15 @@ class AgentReply(RunningReply[AgentTranslator]):
         self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
 
     async def _save(self, messages: list[ModelMessage], output: object) -> None:
-        state = ChatState(
-            history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(messages)), assistant_id=self.message_id
-        )
+        history = dump(self.history, messages)
+        state = ChatState(history=msgspec.Raw(saved(history)), assistant_id=self.message_id)
         if isinstance(output, DeferredToolRequests):
             started = {c for c, m in output.metadata.items() if TASK in m}
             if any(c.tool_call_id not in started for c in output.calls):  # the browser's to run
                 self.browser_due = self.chat.gate.ledger.clock() + self.chat.browser_timeout
         async with self._saving:
             await self._store(state)
+        self.chat.histories.keep(self.chat_id, self.stored.version, history)
 
 
 class AgentChat(ServedChat):
@@ -134,6 +137,7 @@ class AgentChat(ServedChat):
         self.agent = agent
         self.model = model
         self.browser_tools = _browser_tools(agent)
+        self.histories = Histories()
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
         """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
@@ -151,7 +155,8 @@ class AgentChat(ServedChat):
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AgentReply:
         ledger = self.gate.ledger
         loaded = await self.load(request.chat_id)
-        history = ModelMessagesTypeAdapter.validate_json(bytes(loaded[1].history))
+        read = self.histories.read(request.chat_id, loaded)
+        history = read.messages
         made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
         begun = await self.begin(request, principal, loaded, made)
         state = begun.state
@@ -183,7 +188,7 @@ class AgentChat(ServedChat):
         message_id = begun.message_id()
         return AgentReply(
             self, request.chat_id, wait, begun.stored, message_id, begun.continued, run, begun=state,
-            held=begun.held,
+            history=read, held=begun.held,
         )  # fmt: skip
 
     async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
@@ -194,6 +199,55 @@ class AgentChat(ServedChat):
         stored, state = await load_state(self.gate.ledger, chat_id, begun=begun)
         state.tasks = await self.classify(chat_id, stored, state, open_calls(bytes(state.history)))
         return stored, state
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """A chat's history, parsed, and, where known, each message's own JSON as saved."""
+
+    messages: list[ModelMessage]
+    dumped: list[bytes]
+
+
+class Histories:
+    """The histories this process saved last, by chat and stored version, so the chat's next request here
+    neither parses its whole history again nor dumps it whole to save: a request costs what is new, however
+    long the chat. A chat another worker saved since has another version, and is read from its record. At
+    most `size` chats are kept, the most recently used."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, tuple[int, History]] = OrderedDict()
+
+    def keep(self, chat_id: str, version: int, history: History) -> None:
+        self._kept[chat_id] = (version, history)
+        self._kept.move_to_end(chat_id)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+
+    def read(self, chat_id: str, loaded: Loaded) -> History:
+        """The chat's history as `loaded`: kept, when it is the version kept (its list a copy: a run
+        appends to the list it is given), else parsed, with no message's JSON known."""
+        stored, state = loaded
+        kept = self._kept.get(chat_id)
+        if stored is not None and kept is not None and kept[0] == stored.version:
+            self._kept.move_to_end(chat_id)
+            return History(list(kept[1].messages), kept[1].dumped)
+        return History(ModelMessagesTypeAdapter.validate_json(bytes(state.history)), [])
+
+
+def dump(before: History, messages: list[ModelMessage]) -> History:
+    """`messages` with each one's JSON: a message the run kept from `before` (the very object) keeps the
+    JSON it was saved as, and only the others are dumped; `saved` joins them into what dumping the whole
+    list gives."""
+    known = {id(m): d for m, d in zip(before.messages, before.dumped, strict=False)}
+    return History(
+        messages, [known.get(id(m)) or ModelMessagesTypeAdapter.dump_json([m])[1:-1] for m in messages]
+    )
+
+
+def saved(history: History) -> bytes:
+    return b"[" + b",".join(history.dumped) + b"]"
 
 
 def _browser_tools(agent: AbstractAgent[Any, Any]) -> tuple[BrowserToolInfo, ...]:

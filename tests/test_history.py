@@ -1,0 +1,66 @@
+"""A long chat costs what is new, not what it holds: a worker keeps the history it saved last, parsed, and
+saves a reply by appending its messages to the history as saved. Both must give exactly what parsing and
+dumping the whole history would, on this worker and on any other."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from unittest import mock
+
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from signoff.core.principal import Principal
+from signoff.demo.agent import demo_agent
+from signoff.demo.walkthrough import demo_policy
+from signoff.gate import Gate
+from signoff.integrations.pydantic_ai import chat as pydantic_chat
+from signoff.integrations.pydantic_ai.chat import AgentChat
+from signoff.integrations.state import load_state
+from signoff.ledger import MemoryLedger
+from signoff.protocol import ToolApprovalRequest, ToolInputAvailable, parse_chat_request
+
+ME = Principal(id="browser:me", via="session")
+
+
+async def turn(chat: AgentChat, messages: list[dict[str, Any]], message_id: str | None = None) -> list[Any]:
+    body: dict[str, Any] = {"id": "c1", "messages": messages, "trigger": "submit-message"}
+    if message_id:
+        body["messageId"] = message_id
+    reply = await chat.prepare(parse_chat_request(json.dumps(body).encode()), "deferred", ME)
+    return [chunk async for chunk in reply.chunks()]
+
+
+async def pay(chat: AgentChat, n: int) -> None:
+    """One approved payment in chat c1, as the client sends it (its copy of the chat is not needed)."""
+    prompt = {"id": f"u{n}", "role": "user", "parts": [{"type": "text", "text": "pay 5 USD to Hanako"}]}
+    asked = await turn(chat, [prompt])
+    call = next(c for c in asked if isinstance(c, ToolInputAvailable))
+    question = next(c for c in asked if isinstance(c, ToolApprovalRequest))
+    part = {
+        "type": "tool-process_payment", "toolCallId": call.tool_call_id, "state": "approval-responded",
+        "input": call.input, "approval": {"id": question.approval_id, "approved": True},
+    }  # fmt: skip
+    assistant = {"id": asked[0].message_id, "role": "assistant", "parts": [part]}
+    answered = await turn(chat, [prompt, assistant], asked[0].message_id)
+    assert "Paid 5 USD to Hanako" in "".join(getattr(c, "delta", "") for c in answered)
+
+
+async def test_a_chat_saved_by_appending_reads_back_the_same_here_and_on_another_worker() -> None:
+    async with MemoryLedger() as ledger:
+        here = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        there = AgentChat(demo_agent(), Gate(ledger, demo_policy()))  # another worker: keeps nothing of c1
+        parse = ModelMessagesTypeAdapter.validate_json
+        # parses per flow: the new chat's first request; none while `here` holds what it saved; one where
+        # the other worker saved last
+        expected = [1, 0, 0, 1, 1]
+        with mock.patch.object(
+            pydantic_chat, "ModelMessagesTypeAdapter", wraps=ModelMessagesTypeAdapter
+        ) as seen:
+            for n, chat in enumerate([here, here, here, there, here]):
+                parses = seen.validate_json.call_count
+                await pay(chat, n)
+                assert seen.validate_json.call_count - parses == expected[n], n
+                saved = bytes((await load_state(ledger, "c1"))[1].history)
+                assert saved == ModelMessagesTypeAdapter.dump_json(parse(saved))  # exactly a whole dump
+                assert len(parse(saved)) == 4 * (n + 1)  # prompt, tool call, tool return, reply per flow
