@@ -109,9 +109,14 @@ class LongRunningToolset(WrapperToolset[AgentDepsT]):
 
     gate: Gate = field(kw_only=True)
     chat_id: str = field(default="default", kw_only=True)
+    checker: FunctionToolset[AgentDepsT] | None = field(default=None, kw_only=True, repr=False)
+    """`check_task`'s toolset: made once, as its schema is, and carried by the copies pydantic-ai makes
+    of this toolset for each run."""
 
     def __post_init__(self) -> None:
-        self._checker = FunctionToolset[AgentDepsT]([Tool(self._check_task, name="check_task")])
+        if self.checker is None:
+            self.checker = FunctionToolset[AgentDepsT]([Tool(self._check_task, name="check_task")])
+        self._checker: FunctionToolset[AgentDepsT] = self.checker
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         tools = await super().get_tools(ctx)
