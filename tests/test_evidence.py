@@ -275,7 +275,11 @@ def test_the_server_appends_checkpoints_outside_the_database(tmp_path: Path) -> 
         "1",
     ]
     with signoff_server(tmp_path, args, "token") as (base, _):
-        ready = (tmp_path / "demo.stdout").read_text()
+        for _ in range(100):  # the ready line comes first; the lines after it are written one by one
+            ready = (tmp_path / "demo.stdout").read_text()
+            if "audit key:" in ready:
+                break
+            time.sleep(0.05)
         assert f"audit key: {os.environ['SIGNOFF_AUDIT_KEY_FILE']}" in ready
         message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "pay 50 USD to Hanako"}]}
         httpx.post(f"{base}/api/chat", json={"id": "c1", "messages": [message]}, timeout=30)
