@@ -279,6 +279,28 @@ async function say(page, text) {
   await page.getByTestId('send').click();
 }
 
+/** A live chat asks for two payments and its page approves Jiro's: nothing is sent while Saburo's still asks,
+ * and the turn waits. */
+async function liveTwoPaymentsJiroApproved(run, browser) {
+  const context = await newContext(browser);
+  const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
+  Object.assign(run.report, { chat: id, me: me.id });
+  const [jiro, saburo] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
+  await run.do('ask for two payments', async () => {
+    await say(page, 'pay 10 USD to Jiro and 20 USD to Saburo');
+    await expectCard(page, jiro, 'asking', 'Jiro');
+    await expectCard(page, saburo, 'asking', 'Saburo');
+  });
+  await run.do('approve Jiro: nothing is sent while Saburo still asks, and the turn waits', async () => {
+    await jiro.getByTestId('approve').click();
+    await expectCard(page, jiro, 'approved', 'Jiro');
+    await page.waitForTimeout(300);
+    await expectCard(page, saburo, 'asking', 'Saburo');
+    expectFrames(sockets, { sent: ['message'], turns: 0 });
+  });
+  return { context, page, id, posts, sockets, jiro, saburo };
+}
+
 const cardOf = (page, tool, index = 0) => page.locator(`[data-testid="tool-card"][data-tool="${tool}"]`).nth(index);
 
 async function expectCard(page, card, state, what) {
@@ -780,22 +802,7 @@ const SCENARIOS = {
   },
 
   async 'live-two-payments'(run, browser) {
-    const context = await newContext(browser);
-    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
-    Object.assign(run.report, { chat: id, me: me.id });
-    const [jiro, saburo] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
-    await run.do('ask for two payments', async () => {
-      await say(page, 'pay 10 USD to Jiro and 20 USD to Saburo');
-      await expectCard(page, jiro, 'asking', 'Jiro');
-      await expectCard(page, saburo, 'asking', 'Saburo');
-    });
-    await run.do('approve Jiro: nothing is sent while Saburo still asks, and the turn waits', async () => {
-      await jiro.getByTestId('approve').click();
-      await expectCard(page, jiro, 'approved', 'Jiro');
-      await page.waitForTimeout(300);
-      await expectCard(page, saburo, 'asking', 'Saburo');
-      expectFrames(sockets, { sent: ['message'], turns: 0 });
-    });
+    const { page, posts, sockets, jiro, saburo } = await liveTwoPaymentsJiroApproved(run, browser);
     await run.do('deny Saburo: both answers go in one message, and both end right, in the one turn', async () => {
       await deny(saburo, 'too much');
       await expectCard(page, jiro, 'done', 'Jiro');
@@ -882,21 +889,7 @@ const SCENARIOS = {
   },
 
   async 'live-two-mixed'(run, browser) {
-    const context = await newContext(browser);
-    const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
-    Object.assign(run.report, { chat: id, me: me.id });
-    const [jiro, saburo] = [cardOf(page, 'process_payment', 0), cardOf(page, 'process_payment', 1)];
-    await run.do('ask for two payments', async () => {
-      await say(page, 'pay 10 USD to Jiro and 20 USD to Saburo');
-      await expectCard(page, jiro, 'asking', 'Jiro');
-      await expectCard(page, saburo, 'asking', 'Saburo');
-    });
-    await run.do('approve Jiro in the page: nothing is sent while Saburo still asks', async () => {
-      await jiro.getByTestId('approve').click();
-      await expectCard(page, jiro, 'approved', 'Jiro');
-      await page.waitForTimeout(300);
-      expectFrames(sockets, { sent: ['message'], turns: 0 });
-    });
+    const { context, page, id, posts, sockets, jiro, saburo } = await liveTwoPaymentsJiroApproved(run, browser);
     const inbox = await openInbox(run, context);
     const row = inboxRow(inbox, id).filter({ hasText: 'Saburo' });
     await run.do('deny Saburo in the inbox: the page sends its approval of Jiro, and both end right', async () => {
