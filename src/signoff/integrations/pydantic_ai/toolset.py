@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, Tool, ToolFailed, ToolReturn
+from pydantic import TypeAdapter, with_config
+from pydantic_ai import ApprovalRequired, CallDeferred, RunContext, ToolFailed, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
-from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_ai.toolsets.function import FunctionToolsetTool
-from pydantic_core import ValidationError, to_jsonable_python
+from pydantic_core import SchemaValidator, ValidationError, to_jsonable_python
+from typing_extensions import TypedDict
 
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
@@ -102,6 +104,22 @@ class BrowserToolset(WrapperToolset[AgentDepsT]):
         return output.output
 
 
+@with_config(extra="forbid")
+class _CheckTask(TypedDict):
+    task_id: str
+
+
+_CHECK_TASK_ARGS = TypeAdapter(_CheckTask)
+_CHECK_TASK_VALIDATOR = SchemaValidator(_CHECK_TASK_ARGS.core_schema)
+CHECK_TASK = ToolDefinition(
+    name="check_task",
+    description="Check a long-running call's task: its status and progress, or its result once it has ended.",
+    parameters_json_schema=_CHECK_TASK_ARGS.json_schema(),
+)
+"""`check_task` as the model sees it: made once, at import. Building it from a function per run (its
+docstring parsed, its schema generated) was the largest single cost of a request in the profile."""
+
+
 @dataclass
 class LongRunningToolset(WrapperToolset[AgentDepsT]):
     """Long-running tools (seed 004) are marked, their descriptions get the seed's NOTE, and the agent
@@ -109,14 +127,6 @@ class LongRunningToolset(WrapperToolset[AgentDepsT]):
 
     gate: Gate = field(kw_only=True)
     chat_id: str = field(default="default", kw_only=True)
-    checker: FunctionToolset[AgentDepsT] | None = field(default=None, kw_only=True, repr=False)
-    """`check_task`'s toolset: made once, as its schema is, and carried by the copies pydantic-ai makes
-    of this toolset for each run."""
-
-    def __post_init__(self) -> None:
-        if self.checker is None:
-            self.checker = FunctionToolset[AgentDepsT]([Tool(self._check_task, name="check_task")])
-        self._checker: FunctionToolset[AgentDepsT] = self.checker
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         tools = await super().get_tools(ctx)
@@ -129,24 +139,22 @@ class LongRunningToolset(WrapperToolset[AgentDepsT]):
                 tool, tool_def=replace(tool.tool_def, description=described, metadata=metadata)
             )
         if marked:
-            tools.update(await self._checker.get_tools(ctx))
+            tools[CHECK_TASK.name] = ToolsetTool(
+                toolset=self, tool_def=CHECK_TASK, max_retries=1, args_validator=_CHECK_TASK_VALIDATOR
+            )
         return tools
 
     def answers(self, tool: ToolsetTool[Any]) -> bool:
         """`tool` is this toolset's own `check_task`."""
-        return tool.toolset is self._checker
+        return tool.tool_def is CHECK_TASK
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
-        if self.answers(tool):
-            return await self._checker.call_tool(name, tool_args, ctx, tool)
-        return await super().call_tool(name, tool_args, ctx, tool)
-
-    async def _check_task(self, task_id: str) -> dict[str, Any]:
-        """Check a long-running call's task: its status and progress, or its result once it has ended."""
-        turn = current_turn.get()
-        return await self.gate.tasks.check(task_id, turn.chat_id if turn else self.chat_id)
+        if not self.answers(tool):
+            return await super().call_tool(name, tool_args, ctx, tool)
+        turn = current_turn.get()  # pydantic-ai has validated the arguments against CHECK_TASK's schema
+        return await self.gate.tasks.check(tool_args["task_id"], turn.chat_id if turn else self.chat_id)
 
 
 @dataclass
