@@ -33,6 +33,7 @@ import re
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,7 @@ DEFAULT_SECONDS = 10.0
 DEFAULT_WARMUP = 2.0
 FLOOR_FLOWS = 200
 FLOOR_WARMUP = 20
+FLOOR_ROUNDS = 10
 ENCODE_ITERATIONS = 20_000  # per chunk and per encoder, in each of ENCODE_REPEATS rounds; the best counts
 ENCODE_REPEATS = 5
 READY_TIMEOUT = 60.0  # seconds a server may take to start listening (imports on a busy 2-core VM are slow)
@@ -693,14 +695,22 @@ def numbered_flow(chat: AgentChat, prefix: str, n: int) -> Awaitable[None]:
     return signoff_flow(chat, f"floor-{prefix}-{n}")
 
 
-async def cpu_per_flow(flow: Callable[[int], Awaitable[None]], count: int) -> float:
-    """CPU seconds per flow of this process, after FLOOR_WARMUP flows that are not counted."""
-    for n in range(FLOOR_WARMUP):
-        await flow(-1 - n)
-    start = time.process_time()
-    for n in range(count):
-        await flow(n)
-    return (time.process_time() - start) / count
+async def cpu_per_flow(flows: dict[str, Callable[[int], Awaitable[None]]], count: int) -> dict[str, float]:
+    """CPU seconds per flow of this process for each of `flows`, after FLOOR_WARMUP flows each that are not
+    counted: the median of FLOOR_ROUNDS rounds, each running every flow in turn, so that the machine's
+    drift over a run (clock speed, neighbours) falls on every line alike instead of on the last one."""
+    for flow in flows.values():
+        for n in range(FLOOR_WARMUP):
+            await flow(-1 - n)
+    per_round = max(1, count // FLOOR_ROUNDS)
+    rounds: dict[str, list[float]] = {name: [] for name in flows}
+    for r in range(FLOOR_ROUNDS):
+        for name, flow in flows.items():
+            start = time.process_time()
+            for n in range(per_round):
+                await flow(r * per_round + n)
+            rounds[name].append((time.process_time() - start) / per_round)
+    return {name: statistics.median(costs) for name, costs in rounds.items()}
 
 
 async def bench_floor(report: Report, count: int) -> float:
@@ -710,17 +720,21 @@ async def bench_floor(report: Report, count: int) -> float:
     """
     status(f"floor: {count:,} flows per line in this process, no HTTP")
     agent = peer_agent()
-    bare = await cpu_per_flow(lambda n: bare_flow(agent), count)
-    adapter = await cpu_per_flow(lambda n: peer_flow(agent, f"floor-{new_id()}"), count)
-    costs: dict[str, float] = {}
+    flows: dict[str, Callable[[int], Awaitable[None]]] = {
+        "bare": lambda n: bare_flow(agent),
+        "adapter": lambda n: peer_flow(agent, f"floor-{new_id()}"),
+    }
     with tempfile.TemporaryDirectory(prefix="signoff-flows-") as where:
-        for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'floor.db'}")):
-            async with open_ledger(url) as ledger:
+        async with contextlib.AsyncExitStack() as stack:
+            for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'floor.db'}")):
+                ledger = await stack.enter_async_context(open_ledger(url))
                 chat = AgentChat(demo_agent(), Gate(ledger, demo_policy(), actor="signoff:server"))
-                costs[name] = await cpu_per_flow(partial(numbered_flow, chat, secrets.token_hex(4)), count)
+                flows[name] = partial(numbered_flow, chat, secrets.token_hex(4))
+            costs = await cpu_per_flow(flows, count)
+    bare, adapter = costs.pop("bare"), costs.pop("adapter")
     report.line(
         f"floor: CPU per flow in one process, no HTTP, one flow at a time ({count:,} flows per line after"
-        f" {FLOOR_WARMUP} warm-up)"
+        f" {FLOOR_WARMUP} warm-up; the median of {FLOOR_ROUNDS} interleaved rounds)"
     )
     report.line(
         f"  {'pydantic-ai agent alone':<34}{fmt_time(bare):>10}  the peer's agent, run_stream_events twice:"
@@ -737,7 +751,7 @@ async def bench_floor(report: Report, count: int) -> float:
     )
     report.line(
         f"  {'signoff AgentChat, SQLite ledger':<34}{fmt_time(sqlite):>10}  +{fmt_time(sqlite - memory)}:"
-        " the ledger's thread round trips and transactions"
+        " the ledger's transactions and reads"
     )
     for name, cost in costs.items():
         above = cost - bare

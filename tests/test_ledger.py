@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -31,6 +32,7 @@ from signoff.core.errors import (
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
 from signoff.ledger.records import ReplyFrames
+from signoff.ledger.sqlite.backend import CHECKPOINT_EVERY
 from signoff.ledger.redis import RedisLedger
 from tests.conftest import POSTGRES, REDIS, FakeClock, drop
 
@@ -445,6 +447,49 @@ async def test_an_unopenable_sqlite_file_is_a_clear_error(tmp_path: Path) -> Non
 async def test_an_unstarted_sqlite_ledger_says_so(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="not started"):
         await SqliteLedger(tmp_path / "x.db").get("apr_x")
+
+
+async def ticks_while(work: asyncio.Task[object], period: float = 0.01) -> int:
+    """How many times a `period` sleep woke while `work` ran: a loop stalled by `work` barely ticks."""
+    ticks = 0
+    while not work.done():
+        await asyncio.sleep(period)
+        ticks += 1
+    return ticks
+
+
+async def test_sqlite_waits_for_another_writers_lock_off_the_event_loop(tmp_path: Path) -> None:
+    """Writes run inline on the loop, but one that must wait for another process's write lock waits on
+    the ledger's thread: the loop keeps serving, and the write lands whole once the lock is free."""
+    path = tmp_path / "s.db"
+    async with SqliteLedger(path) as ledger:
+        approval = await ask(ledger)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # the CLI, say, in the middle of a write
+        deciding = asyncio.create_task(ledger.decide(approval.id, Decision.approve("alice")))
+        reading = asyncio.create_task(ledger.get(approval.id))  # queued behind the waiting write
+        asyncio.get_running_loop().call_later(0.5, other.execute, "COMMIT")
+        assert await ticks_while(deciding) >= 20  # the 0.5 s wait did not stall the loop
+        assert (await deciding).state is State.APPROVED
+        assert (await reading).state is State.APPROVED  # in order: it ran after the write
+        assert (await ledger.get(approval.id)).state is State.APPROVED  # inline again
+        other.close()
+        assert await ledger.verify_audit() == (2, None)
+
+
+async def test_sqlite_checkpoints_its_wal_as_it_goes(tmp_path: Path) -> None:
+    """Automatic checkpoints are off for inline commits; the thread checkpoints instead, so the WAL is
+    reused rather than growing with every commit."""
+    path = tmp_path / "s.db"
+    wal = path.with_name("s.db-wal")
+    async with SqliteLedger(path) as ledger:
+        sizes = []
+        for round_ in range(4):
+            for i in range(CHECKPOINT_EVERY):
+                await ask(ledger, ToolCall(f"c{round_}-{i}", "t", {"i": i}))
+            sizes.append(wal.stat().st_size)
+        assert len(await ledger.approvals()) == 4 * CHECKPOINT_EVERY
+    assert sizes[-1] <= sizes[0] * 1.5, sizes  # reused: 4 rounds of commits did not make it 4 times longer
 
 
 async def test_callers_cancelled_mid_write_leave_no_transaction_open(tmp_path: Path) -> None:

@@ -1,12 +1,26 @@
-"""The SQLite database: one file in WAL mode, safe across processes, worked on by one thread of its own.
+"""The SQLite database: one file in WAL mode, safe across processes, worked on by one connection.
 
-Each operation is one plain function run on the ledger's thread, holding its own `sqlite3` connection. A
-write is a whole `BEGIN IMMEDIATE … COMMIT` inside that one function: SQLite's write lock is taken up
-front, so loading the records, running the steps and appending their audit entries never interleave with
-another writer, in this process or any other; and because the function runs to its end on the thread, a
-caller cancelled halfway can never leave a transaction open. This is why aiosqlite is not used: it hands
-every statement to its thread separately (six hops per decision, ~110 µs each here, against ~15 µs of
-SQLite work) and has no public way to run a transaction as one unit.
+Each operation is one plain function holding the connection: a read, or a whole `BEGIN IMMEDIATE …
+COMMIT`. SQLite's write lock is taken up front, so loading the records, running the steps and appending
+their audit entries never interleave with another writer, in this process or any other; and because the
+function runs to its end, a caller cancelled halfway can never leave a transaction open. This is why
+aiosqlite is not used: it hands every statement to its thread separately (six hops per decision, ~110 µs
+each here, against ~15 µs of SQLite work) and has no public way to run a transaction as one unit.
+
+Where the function runs is the point of this module. With `synchronous=normal` a commit only appends to
+the WAL, without waiting for the disk, so an operation is tens of microseconds of work: it runs at once, on
+the event loop, as long as nothing makes it wait. A hop to a thread would cost more than the work, and
+under load the loop and the thread fight over the GIL (the profile showed the ledger's thread at a quarter
+of the server's CPU). What could make it wait goes to the ledger's thread instead, so the loop never
+stalls:
+- another connection's write lock (the CLI, another worker): the inline attempt does not wait for it
+  (`busy_timeout` 0), and on `SQLITE_BUSY` the whole function runs again on the thread, which waits up
+  to 30 s;
+- the WAL checkpoint, which writes the database file and waits for the disk: automatic checkpoints are
+  off, and the thread checkpoints after every `CHECKPOINT_EVERY` commits;
+- with `synchronous=full` every commit waits for the disk, so everything runs on the thread.
+While anything runs on the thread, later operations queue behind it there, in order, so the connection is
+never used by two at once.
 
 A process learns of decisions made elsewhere (the CLI, another worker) through the watcher's reads, which
 `PRAGMA data_version` spares while no other connection has committed.
@@ -17,10 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -38,6 +52,12 @@ from signoff.ledger.stores import Backend
 
 Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
+log = logging.getLogger("signoff.ledger")
+
+WAIT_MS = 30_000
+"""How long an operation on the ledger's thread waits for another connection's write lock."""
+CHECKPOINT_EVERY = 500
+"""Commits between checkpoints: the WAL stays a few MB, and each checkpoint stays short."""
 
 
 class SqliteBackend(Backend):
@@ -53,11 +73,17 @@ class SqliteBackend(Backend):
         self._thread: ThreadPoolExecutor | None = None
         self._seen: int | None = None
         """The `data_version` the watcher last read."""
+        self._on_thread = 0
+        """Operations submitted to the thread and not yet done: while any are, all go there."""
+        self._waits = True
+        """The connection's busy timeout is `WAIT_MS` (on the thread), not 0 (inline)."""
+        self._commits = 0
+        """Commits since the last checkpoint."""
 
     async def start(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signoff-sqlite")
         try:
-            await self.run(self._connect)
+            await self._on_the_thread(self._connect)
         except BaseException:
             await self.close()
             raise
@@ -74,8 +100,10 @@ class SqliteBackend(Backend):
     def _connect(self) -> None:
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 30000")
+            self._db.execute(f"PRAGMA busy_timeout = {WAIT_MS}")
             self._db.execute("PRAGMA journal_mode = WAL")
+            if self.synchronous == "normal":  # commits run inline, so the thread checkpoints
+                self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._db.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             with self.transaction() as db:
                 (version,) = db.execute("PRAGMA user_version").fetchone()
@@ -93,18 +121,66 @@ class SqliteBackend(Backend):
     async def close(self) -> None:
         if self._thread is not None:
             if self._db is not None:
-                await self.run(self._db.close)
+                await self._on_the_thread(self._db.close)
                 self._db = None
             self._thread.shutdown()
             self._thread = None
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(*args)` on the ledger's thread, where the connection lives."""
+        """`fn(*args)` on the connection: inline when nothing can make it wait, else on the ledger's thread
+        (see the module's docstring)."""
         if self._thread is None:
             raise RuntimeError(
                 "the SQLite ledger is not started: use `async with ledger:` or `await ledger.start()`"
             )
-        return await asyncio.get_running_loop().run_in_executor(self._thread, partial(fn, *args))
+        if self._on_thread or self.synchronous == "full":
+            return await self._on_the_thread(fn, *args)
+        try:
+            if self._waits:
+                self._set_wait(0)
+            result = fn(*args)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            return await self._on_the_thread(fn, *args)  # nothing of it was written: run it whole there
+        if self._commits >= CHECKPOINT_EVERY:
+            self._commits = 0
+            self._submit(self._checkpoint)  # nobody waits for it; operations queue behind it meanwhile
+        return result
+
+    async def _on_the_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.wrap_future(self._submit(fn, *args))
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Queue `fn(*args)` on the thread. It counts as on the thread until it has really finished there:
+        a caller that stops waiting (cancelled) does not stop a function already running."""
+        assert self._thread is not None
+        loop = asyncio.get_running_loop()
+        self._on_thread += 1
+        job = self._thread.submit(self._waiting, fn, *args)
+        job.add_done_callback(lambda _: loop.call_soon_threadsafe(self._finished))
+        return job
+
+    def _finished(self) -> None:
+        self._on_thread -= 1
+
+    def _waiting(self, fn: Callable[..., T], *args: Any) -> T:
+        if not self._waits:
+            self._set_wait(WAIT_MS)
+        return fn(*args)
+
+    def _set_wait(self, ms: int) -> None:
+        assert self._db is not None
+        self._db.execute(f"PRAGMA busy_timeout = {ms}")
+        self._waits = ms > 0
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database file as far as readers allow (`PASSIVE` never waits for them)."""
+        assert self._db is not None
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:  # the WAL still holds every commit: the next checkpoint tries again
+            log.warning("SQLite ledger %s: checkpoint failed: %s", self.path, exc)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -117,6 +193,7 @@ class SqliteBackend(Backend):
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._commits += 1
 
     def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         assert self._db is not None
