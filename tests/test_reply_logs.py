@@ -79,3 +79,45 @@ async def test_a_log_entry_that_is_not_a_chunk_ends_the_follow_instead_of_failin
 
 async def _collect(source: AsyncIterator[Chunk]) -> list[Chunk]:
     return [item async for item in source]
+
+
+async def test_readers_of_a_running_reply_are_woken_and_kept_alive_independently() -> None:
+    """Each reader gets every chunk; a quiet reply gives a reader None every `idle` seconds (its SSE edge's
+    keep-alive); and a reader that goes away (cancelled) disturbs no other."""
+    stream = Streams(MemoryLedger()).open("c1")
+    assert stream is not None
+    seen: list[Chunk | None] = []
+
+    async def keep(into: list[Chunk | None], idle: float | None) -> None:
+        async for chunk in stream.follow(idle):
+            into.append(chunk)
+
+    alive = asyncio.create_task(keep(seen, 0.05))
+    gone = asyncio.create_task(keep([], None))
+    stream.push(A)
+    await asyncio.sleep(0.18)  # quiet: about three keep-alives
+    gone.cancel()
+    stream.push(B)
+    stream.close()
+    await asyncio.wait_for(alive, 1)
+    assert gone.cancelled()
+    assert [c for c in seen if c is not None] == [A, B]
+    assert 2 <= seen.count(None) <= 4 and seen[0] == A and seen[-1] == B
+
+
+async def test_a_quiet_reply_followed_from_the_log_is_kept_alive_too() -> None:
+    ledger = MemoryLedger()
+    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [encode(A)], meta=b"")])
+    elsewhere = Streams(ledger, heartbeat=0.2, poll=0.01)
+    running = await elsewhere.find("c1")
+    assert running is not None
+    seen: list[Chunk | None] = []
+
+    async def keep() -> None:
+        async for chunk in running.follow(0.05):
+            seen.append(chunk)
+            if chunk is None and seen.count(None) == 2:
+                await ledger.log_replies([ReplyFrames("c1", "r1", 1, [encode(B)], done=True)])
+
+    await asyncio.wait_for(keep(), 2)
+    assert [c for c in seen if c is not None] == [A, B] and seen.count(None) == 2

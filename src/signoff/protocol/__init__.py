@@ -45,7 +45,7 @@ from signoff.protocol.request import (
     parse_json,
 )
 from signoff.protocol.signature import sign, verify
-from signoff.protocol.sse import DONE, HEADERS, frame
+from signoff.protocol.sse import DONE, HEADERS, KEEPALIVE, frame
 from signoff.protocol.version import VERSION_HEADER, ClientVersion, client_version
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "decode",
     "DONE",
     "HEADERS",
+    "KEEPALIVE",
     "VERSION_HEADER",
     "Abort",
     "ApprovalResponse",

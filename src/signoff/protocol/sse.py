@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 DONE = b"data: [DONE]\n\n"
-"""The event that ends a reply's stream. (Keep-alive comments are sse-starlette's to send.)"""
+"""The event that ends a reply's stream."""
+KEEPALIVE = b": keep-alive\n\n"
+"""A comment, which every SSE parser skips: sent while a stream is quiet, so proxies keep it open."""
 
 HEADERS: Mapping[str, str] = MappingProxyType(
     {

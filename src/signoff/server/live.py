@@ -245,7 +245,8 @@ class _Socket:
         async def forward() -> None:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client went away
                 async for chunk in running.follow():
-                    await self._send(encode(chunk, self.version).decode())
+                    if chunk is not None:  # never None without `idle`: a socket has its own pings
+                        await self._send(encode(chunk, self.version).decode())
                 self.following = None  # over for this socket: a frame read meanwhile may start the next
                 await self._send(DONE)
 

@@ -22,7 +22,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Protocol
 
 import msgspec
@@ -50,50 +49,70 @@ class Followed(Protocol):
 
     meta: Meta
 
-    def follow(self) -> AsyncIterator[Chunk]:
+    def follow(self, idle: float | None = None) -> AsyncIterator[Chunk | None]:
         """Every chunk from the first, then each new one as it comes, until the reply ends (or, on
-        another worker, stops being written)."""
+        another worker, stops being written); with `idle`, None whenever that many seconds pass without
+        one, so an SSE edge can keep its connection alive while the reply waits on a person."""
         ...
 
 
 class Stream:
-    """A reply running in this process."""
+    """A reply running in this process.
+
+    Readers wait on futures of their own that a push settles: one reader cancelled (its client went away)
+    never disturbs another, and a push costs no lock, as everything here runs on the event loop."""
 
     def __init__(self) -> None:
         self.chunks: list[Chunk] = []
         self.closed = False
         self.meta = Meta()
-        self._changed = asyncio.Condition()
+        self._readers: list[asyncio.Future[bool]] = []
 
-    async def push(self, chunk: Chunk) -> None:
-        async with self._changed:
-            self.chunks.append(chunk)
-            self._changed.notify_all()
+    def push(self, chunk: Chunk) -> None:
+        self.chunks.append(chunk)
+        self._wake()
 
-    async def close(self) -> None:
-        async with self._changed:
-            self.closed = True
-            self._changed.notify_all()
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
 
-    async def after(self, sent: int) -> tuple[list[Chunk], bool]:
-        """The chunks after the first `sent` once there are any (or the reply ended), and whether the
-        reply has ended."""
-        async with self._changed:
-            await self._changed.wait_for(partial(self._beyond, sent))
-            return self.chunks[sent:], self.closed
-
-    async def follow(self) -> AsyncIterator[Chunk]:
+    async def follow(self, idle: float | None = None) -> AsyncIterator[Chunk | None]:
         sent = 0
         while True:
-            fresh, done = await self.after(sent)
+            if len(self.chunks) == sent and not self.closed:
+                if not await self._moved(idle):
+                    yield None
+                continue
+            fresh = self.chunks[sent:]
             sent += len(fresh)
             for chunk in fresh:
                 yield chunk
-            if done and sent == len(self.chunks):
+            if self.closed and sent == len(self.chunks):
                 return
 
-    def _beyond(self, sent: int) -> bool:
-        return len(self.chunks) > sent or self.closed
+    async def _moved(self, idle: float | None) -> bool:
+        """Wait for the next push or the close: True, or False once `idle` seconds passed first."""
+        loop = asyncio.get_running_loop()
+        moved: asyncio.Future[bool] = loop.create_future()
+        self._readers.append(moved)
+        timer = None if idle is None else loop.call_later(idle, _settle, moved, False)
+        try:
+            return await moved
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if not moved.done():  # cancelled: no longer a reader
+                self._readers.remove(moved)
+
+    def _wake(self) -> None:
+        readers, self._readers = self._readers, []
+        for moved in readers:
+            _settle(moved, True)
+
+
+def _settle(moved: asyncio.Future[bool], value: bool) -> None:
+    if not moved.done():
+        moved.set_result(value)
 
 
 @dataclass
@@ -110,8 +129,8 @@ class Logged:
     def __post_init__(self) -> None:
         self.meta = _decode_meta(self.first.meta) if self.first.meta else Meta()
 
-    async def follow(self) -> AsyncIterator[Chunk]:
-        current, sent = self.first, 0
+    async def follow(self, idle: float | None = None) -> AsyncIterator[Chunk | None]:
+        current, sent, heard = self.first, 0, time.monotonic()
         while True:
             for logged in current.frames:
                 try:
@@ -123,6 +142,11 @@ class Logged:
             sent += len(current.frames)
             if current.done or self.ledger.clock() - current.updated_at > self.stale:
                 return  # ended, or its worker died: the page reloads the chat as stored
+            now = time.monotonic()
+            if current.frames or (idle is not None and now - heard >= idle):
+                heard = now
+                if not current.frames:
+                    yield None
             await asyncio.sleep(self.poll)
             later = await self.ledger.reply_log(self.chat_id, after=sent)
             if later is None or later.reply != current.reply:
@@ -203,11 +227,11 @@ class Streams:
         async def pump() -> None:
             try:
                 async for chunk in chunks:
-                    await stream.push(chunk)
+                    stream.push(chunk)
             except Exception:  # a bug below must not kill the server; readers see the stream end
                 log.exception("the reply in chat %s failed", chat_id)
             finally:
-                await stream.close()
+                stream.close()
                 self.release(chat_id, stream)
                 self._finished[chat_id] = stream
                 asyncio.get_running_loop().call_later(self.linger, self._forget, chat_id, stream)
