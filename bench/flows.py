@@ -876,6 +876,7 @@ GROWTH_FLOWS = 50
 GROWTH_PROMPT = "pay 5 USD to Hanako"  # the wallet holds 1,000 USD: 50 payments of 5 fit
 COUNT_FLOWS = 20
 GROWTH_EDGE = 5
+GROWTH_SERIES = 3
 """Flows averaged at each end: the first `GROWTH_EDGE` against the last."""
 
 
@@ -915,6 +916,21 @@ def body_of(chat_id: str, messages: list[dict[str, Any]], message_id: str | None
 Reply = Callable[[bytes], Awaitable[list[dict[str, Any]]]]
 
 
+class Served:
+    """A server's reply function, timed: only the server's own CPU counts, not the client's work of
+    encoding the growing conversation into each body and parsing the chunks back."""
+
+    def __init__(self, serve: Callable[[bytes], Awaitable[Sequence[Any]]]) -> None:
+        self.serve = serve
+        self.cpu = 0.0
+
+    async def __call__(self, body: bytes) -> list[dict[str, Any]]:
+        start = time.process_time()
+        chunks = await self.serve(body)
+        self.cpu += time.process_time() - start
+        return plain(chunks)
+
+
 async def growing_flow(reply: Reply, chat_id: str, history: list[dict[str, Any]]) -> None:
     """One more approved payment in a chat whose client holds `history`, which grows by the flow."""
     user_message = {"id": new_id(), "role": "user", "parts": [{"type": "text", "text": GROWTH_PROMPT}]}
@@ -939,22 +955,29 @@ def plain(chunks: Sequence[Any]) -> list[dict[str, Any]]:
     return [json.loads(text) for text in wire if text != "[DONE]"]
 
 
-async def flow_costs(reply: Reply, count: int) -> list[float]:
-    """CPU seconds of each of `count` flows in one chat, in order."""
-    chat_id, history, costs = f"growth-{new_id()}", [], []
-    for _ in range(count):
-        start = time.process_time()
+Step = Callable[[], Awaitable[float]]
+"""The next flow of one growing conversation: its server's CPU seconds."""
+
+
+def chat_steps(reply: Served) -> Step:
+    """Flows in one new chat, the client holding its whole conversation."""
+    chat_id, history = f"growth-{new_id()}", []
+
+    async def step() -> float:
+        before = reply.cpu
         await growing_flow(reply, chat_id, history)
-        costs.append(time.process_time() - start)
-    return costs
+        return reply.cpu - before
+
+    return step
 
 
-async def agent_costs(agent: PeerAgent, count: int) -> list[float]:
-    """CPU seconds of each of `count` flows' two agent runs in one conversation: what the model and
-    pydantic-ai's loop cost as the history grows, for every server."""
+def agent_steps(agent: PeerAgent) -> Step:
+    """Two agent runs per flow in one conversation: what the model and pydantic-ai's loop cost as the
+    history grows, for every server."""
     history: list[Any] = []
-    costs = []
-    for _ in range(count):
+
+    async def step() -> float:
+        nonlocal history
         start = time.process_time()
         async with agent.run_stream_events(GROWTH_PROMPT, message_history=history) as events:
             asked = await final_result(events)
@@ -966,51 +989,59 @@ async def agent_costs(agent: PeerAgent, count: int) -> list[float]:
             message_history=asked.all_messages(), deferred_tool_results=approved
         ) as events:
             history = (await final_result(events)).all_messages()
-        costs.append(time.process_time() - start)
-    return costs
+        return time.process_time() - start
+
+    return step
 
 
 async def bench_growth(report: Report, count: int) -> None:
     """The K-th approval flow in one chat against the first: the client sends the whole conversation every
     time; the peer re-validates it all, signoff holds it. The agent alone grows too (the model reads the
-    whole history), so each server's own work is its cost above the agent alone's, flow by flow."""
-    status(f"growth: {count} flows in one chat, per server, in this process")
+    whole history), so each server's own work is its cost above the agent alone's, flow by flow.
+
+    The lines run in lockstep (flow K of every line, then flow K+1), in GROWTH_SERIES new conversations
+    each, and each flow's figure is the median over the series: a figure that is a small difference of
+    two large ones must not carry the machine's drift between one line's run and the next."""
+    status(f"growth: {count} flows in one chat, per server, {GROWTH_SERIES} series in lockstep")
     agent = peer_agent()
-
-    async def peer(body: bytes) -> list[dict[str, Any]]:
-        return plain(await peer_reply(agent, body))
-
-    await agent_costs(agent, FLOOR_WARMUP)  # warm caches before any line is measured
-    lines = {
-        "pydantic-ai agent alone": await agent_costs(agent, count),
-        "pydantic-ai VercelAIAdapter": await flow_costs(peer, count),
+    peer = Served(partial(peer_reply, agent))
+    lines: dict[str, Callable[[], Step]] = {
+        "pydantic-ai agent alone": partial(agent_steps, agent),
+        "pydantic-ai VercelAIAdapter": partial(chat_steps, peer),
     }
     with tempfile.TemporaryDirectory(prefix="signoff-flows-") as where:
-        for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'growth.db'}")):
-            async with open_ledger(url) as ledger:
+        async with contextlib.AsyncExitStack() as stack:
+            for name, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(where) / 'growth.db'}")):
+                ledger = await stack.enter_async_context(open_ledger(url))
                 chat = AgentChat(demo_agent(), Gate(ledger, demo_policy(), actor="signoff:server"))
-
-                async def ours(body: bytes, chat: AgentChat = chat) -> list[dict[str, Any]]:
-                    return plain(await signoff_reply(chat, body))
-
-                await flow_costs(ours, FLOOR_WARMUP)
-                lines[f"signoff AgentChat, {name} ledger"] = await flow_costs(ours, count)
+                served = Served(partial(signoff_reply, chat))
+                lines[f"signoff AgentChat, {name} ledger"] = partial(chat_steps, served)
+            for new in lines.values():  # warm caches before any line is measured
+                warm = new()
+                for _ in range(FLOOR_WARMUP):
+                    await warm()
+            flows: dict[str, list[list[float]]] = {name: [[] for _ in range(count)] for name in lines}
+            for _ in range(GROWTH_SERIES):
+                steps = {name: new() for name, new in lines.items()}
+                for k in range(count):
+                    for name, step in steps.items():
+                        flows[name][k].append(await step())
+    costs = {name: [statistics.median(series) for series in per_flow] for name, per_flow in flows.items()}
     edge = min(GROWTH_EDGE, count // 2)
     report.line(
         f"growth: CPU per flow in one chat, in this process, no HTTP: flows 1-{edge} against flows"
-        f" {count - edge + 1}-{count} (the client sends the whole conversation each time), after"
-        f" {FLOOR_WARMUP} warm-up flows in another chat; `own` = above the agent alone"
+        f" {count - edge + 1}-{count} (the client sends the whole conversation each time; only the server's"
+        f" CPU counts, not the client's encoding of it), each flow the median of {GROWTH_SERIES} chats,"
+        f" the lines in lockstep, after {FLOOR_WARMUP} warm-up flows; `own` = above the agent alone"
     )
     report.line(f"  {'':<34}{'first':>10}{'last':>10}{'last/first':>12}{'own first':>11}{'own last':>10}")
-    bare = lines["pydantic-ai agent alone"]
+    bare = costs["pydantic-ai agent alone"]
     base_early, base_late = sum(bare[:edge]) / edge, sum(bare[-edge:]) / edge
-    for name, costs in lines.items():
-        early, late = sum(costs[:edge]) / edge, sum(costs[-edge:]) / edge
-        own = (
-            f"{fmt_time(early - base_early):>11}{fmt_time(late - base_late):>10}" if costs is not bare else ""
-        )
+    for name, line in costs.items():
+        early, late = sum(line[:edge]) / edge, sum(line[-edge:]) / edge
+        own = "" if line is bare else f"{fmt_time(early - base_early):>11}{fmt_time(late - base_late):>10}"
         report.line(f"  {name:<34}{fmt_time(early):>10}{fmt_time(late):>10}{late / early:>11.2f}x{own}")
-    ours = lines["signoff AgentChat, SQLite ledger"]
+    ours = costs["signoff AgentChat, SQLite ledger"]
     own_early, own_late = sum(ours[:edge]) / edge - base_early, sum(ours[-edge:]) / edge - base_late
     report.judge(
         f"the {count}th flow in one chat",

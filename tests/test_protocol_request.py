@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from signoff.core.errors import SignoffError
 from signoff.protocol import ApprovalResponse, BadRequest, ChatRequest, ToolOutput, parse_chat_request
-from signoff.protocol.request import MAX_ID, MAX_MESSAGES, MAX_TEXT, too_deep
+from signoff.protocol.request import MAX_DEPTH, MAX_ID, MAX_MESSAGES, MAX_TEXT, too_deep
 
 USER_TURN: dict[str, Any] = {
     "parts": [{"type": "text", "text": "pay 10 USD to Jiro and 20 USD to Saburo"}],
@@ -412,6 +412,20 @@ def test_the_field_path_points_into_later_messages() -> None:
     error = bad(body)
     assert error.field == "messages[1].parts[3].approval.approved"
     assert error.message == "is required"
+
+
+def test_only_the_last_message_is_held_to_the_nesting_bound() -> None:
+    """The history a client sends is checked for shape only (signoff holds its own): nesting deep in an
+    earlier message is never used, so it costs nothing to leave; in the last message it is refused."""
+    deep: Any = "x"
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    earlier = message(id="old", parts=[{"type": "data-x", "data": deep}])
+    request = parse_chat_request(msgspec.json.encode(FIRST | {"messages": [earlier, USER_TURN]}))
+    assert request.user_message is not None and request.user_message.id == USER_TURN["id"]
+    last = message(id="new", parts=[{"type": "text", "text": "hi"}, {"type": "data-x", "data": deep}])
+    error = bad(FIRST | {"messages": [USER_TURN, last]})
+    assert (error.field, error.message) == ("messages[1]", f"is nested deeper than {MAX_DEPTH} levels")
 
 
 def test_bad_request_is_a_signoff_value_error_naming_the_field() -> None:

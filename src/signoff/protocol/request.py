@@ -51,7 +51,9 @@ MAX_TEXT: Final = 256 * 1024
 MAX_ID: Final = 256
 MAX_DEPTH: Final = 64
 """Levels a body may nest (a chat request's own take five): deeper is a 400 before any of it is used, so
-no code that walks a value (digests, the audit, the tool) meets a structure deep enough to exhaust it."""
+no code that walks a value (digests, the audit, the tool) meets a structure deep enough to exhaust it. Of
+a chat request, only the last message is ever used, so only it is held to this: the client's history
+grows with every turn, and reading all of it for nesting cost every request more than the last."""
 
 CHAT_REQUEST_SCHEMA: Final = {
     "type": "object",
@@ -92,6 +94,12 @@ class BadRequest(SignoffError, ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
+
+    def within(self, prefix: str) -> BadRequest:
+        """This fault, found in a value checked on its own, as a fault of the value at `prefix`."""
+        return BadRequest(
+            f"{prefix}{'.' if self.field and self.field[0] != '[' else ''}{self.field}", self.message
+        )
 
 
 class UserMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,20 +150,24 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 def parse_chat_request(body: bytes) -> ChatRequest:
     """Raises only `BadRequest`, whatever the bytes."""
-    return _chat_request(parse_json(body))
+    return _chat_request(_decode(body))
 
 
 def parse_json(body: bytes | str) -> Any:
     """A JSON document no deeper than `MAX_DEPTH`; raises only `BadRequest`, whatever the bytes."""
+    document = _decode(body)
+    if too_deep(body.encode() if isinstance(body, str) else body):
+        raise BadRequest("body", f"is nested deeper than {MAX_DEPTH} levels")
+    return document
+
+
+def _decode(body: bytes | str) -> Any:
     try:
-        document = msgspec.json.decode(body)
+        return msgspec.json.decode(body)
     except RecursionError:
         raise BadRequest("body", f"is nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # msgspec.DecodeError and UnicodeDecodeError are ValueErrors
         raise BadRequest("body", f"is not JSON ({exc})") from None
-    if too_deep(body.encode() if isinstance(body, str) else body):
-        raise BadRequest("body", f"is nested deeper than {MAX_DEPTH} levels")
-    return document
 
 
 _PAIRS = bytes.maketrans(b"[]{}", b"()()")
@@ -254,10 +266,15 @@ def _chat_request(document: Any) -> ChatRequest:
         raise BadRequest("messages", "must not be empty")
     hint = None
     for index, message in enumerate(messages):
-        if _check_message(message, f"messages[{index}]"):
-            hint = 7
+        try:
+            if _check_message(message):
+                hint = 7
+        except BadRequest as exc:  # field names are built only for a fault: most bodies have none
+            raise exc.within(f"messages[{index}]") from None
     last: dict[str, Any] = messages[-1]
     field = f"messages[{len(messages) - 1}]"
+    if too_deep(msgspec.json.encode(last)):
+        raise BadRequest(field, f"is nested deeper than {MAX_DEPTH} levels")
     user_message = _user_message(last, field) if last["role"] == "user" else None
     assistant = last["role"] == "assistant"
     approvals, outputs = _tool_parts(last["parts"], f"{field}.parts") if assistant else ((), ())
@@ -274,25 +291,25 @@ def _chat_request(document: Any) -> ChatRequest:
     )
 
 
-def _check_message(value: Any, field: str) -> bool:
-    """Checks the shape every message shares; True when it holds a part only ai 7.x produces."""
-    message = _object(value, field)
-    _id(message, "id", f"{field}.id")
+def _check_message(value: Any) -> bool:
+    """Checks the shape every message shares; True when it holds a part only ai 7.x produces. A fault's
+    field is relative to the message."""
+    message = _object(value, "")
+    _id(message, "id", "id")
     role = message.get("role", _MISSING)
     if not isinstance(role, str) or role not in ROLES:
-        raise BadRequest(f"{field}.role", _fault(role, "one of " + ", ".join(ROLES)))
+        raise BadRequest("role", _fault(role, "one of " + ", ".join(ROLES)))
     v7 = False
-    for index, item in enumerate(_list(message, "parts", f"{field}.parts", MAX_PARTS)):
-        part = _object(item, f"{field}.parts[{index}]")
-        kind = part.get("type")
+    for index, part in enumerate(_list(message, "parts", "parts", MAX_PARTS)):
+        kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(kind, str) or not kind:
-            raise BadRequest(f"{field}.parts[{index}].type", "must be a non-empty string")
-        approval = part.get("approval")
-        v7 = (
-            v7
-            or kind in _V7_PART_TYPES
-            or (isinstance(approval, dict) and any(key in approval for key in _V7_APPROVAL_KEYS))
-        )
+            _object(part, f"parts[{index}]")
+            raise BadRequest(f"parts[{index}].type", "must be a non-empty string")
+        if not v7:
+            approval = part.get("approval")
+            v7 = kind in _V7_PART_TYPES or (
+                isinstance(approval, dict) and any(key in approval for key in _V7_APPROVAL_KEYS)
+            )
     return v7
 
 
