@@ -71,8 +71,6 @@ from signoff.gate import Gate
 from signoff.integrations.pydantic_ai import chat as pydantic_chat
 from signoff.integrations.pydantic_ai.chat import AgentChat
 from signoff.integrations.pydantic_ai.toolset import (
-    BrowserToolset,
-    LongRunningToolset,
     Signoff,
     SignoffToolset,
 )
@@ -794,15 +792,14 @@ class _CountedAdapter:
 
 
 COUNTED: list[tuple[object, str, str]] = [
-    (SqliteBackend, "run", "SQLite thread round trips"),
+    (SqliteBackend, "run", "SQLite ledger operations"),
+    (SqliteBackend, "_submit", "  of which on the ledger's thread"),
     (SqliteBackend, "transact", "ledger write transactions"),
     (MemoryBackend, "transact", "ledger write transactions"),
     (ChatLedger, "save_chat", "chat-state saves"),
     (ChatLedger, "log_replies", "reply-log writes"),
     (pydantic_chat, "open_calls", "history scans (msgspec)"),
     (SignoffToolset, "__init__", "toolset wrappers built"),
-    (LongRunningToolset, "__init__", "toolset wrappers built"),
-    (BrowserToolset, "__init__", "toolset wrappers built"),
     (Signoff, "__init__", "capabilities built"),
 ]
 """What the counts line counts, and where: bench-only wrappers around the product's own functions."""

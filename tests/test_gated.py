@@ -10,7 +10,7 @@ import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
+from pydantic_ai.toolsets import CombinedToolset, ExternalToolset, FunctionToolset
 from pydantic_ai.usage import RunUsage
 
 from signoff.core.approval import Approval
@@ -24,6 +24,7 @@ from signoff.integrations.pydantic_ai.toolset import (
     BrowserToolset,
     LongRunningToolset,
     SignoffToolset,
+    is_check_task,
 )
 from signoff.integrations.turn import (
     Asked,
@@ -238,7 +239,7 @@ async def test_the_long_running_wrapper_alone_marks_notes_and_adds_check_task() 
     assert set(tools) == {"export_report", "quick", "check_task"}
     assert "NOTE" in (tools["export_report"].tool_def.description or "")
     assert "NOTE" not in (tools["quick"].tool_def.description or "")
-    assert wrapped.answers(tools["check_task"]) and not wrapped.answers(tools["quick"])
+    assert is_check_task(tools["check_task"]) and not is_check_task(tools["quick"])
 
 
 async def test_the_browser_wrapper_alone_makes_external_tools_callable() -> None:
@@ -249,18 +250,18 @@ async def test_the_browser_wrapper_alone_makes_external_tools_callable() -> None
     assert tools["get_location"].tool_def.kind == "function"
 
 
-def test_the_gate_wrapper_wraps_its_toolset_once_however_often_pydantic_ai_replaces_it() -> None:
-    async def check() -> None:
-        async with MemoryLedger() as ledger:
-            gated = SignoffToolset(_tools(), gate=Gate(ledger))
-            assert isinstance(gated.wrapped, LongRunningToolset)
-            assert isinstance(gated.wrapped.wrapped, BrowserToolset)
-            again = gated.visit_and_replace(lambda t: t)
-            assert isinstance(again, SignoffToolset)
-            assert isinstance(again.wrapped, LongRunningToolset)
-            assert not isinstance(again.wrapped.wrapped.wrapped, BrowserToolset)
-
-    asyncio.run(check())
+async def test_the_gate_wrapper_alone_does_what_all_three_do() -> None:
+    """One wrapper for the gate, the browser and long-running tools: pydantic-ai copies each wrapper of a
+    run's toolset at every run and step, so signoff adds one, whatever it wraps."""
+    external = ExternalToolset[None]([ToolDefinition(name="get_location", kind="external")])
+    async with MemoryLedger() as ledger:
+        gated = SignoffToolset(CombinedToolset([_tools(), external]), gate=Gate(ledger))
+        tools = await gated.get_tools(_context(Agent(TestModel())))
+        again = gated.visit_and_replace(lambda t: t)
+    assert set(tools) == {"export_report", "quick", "check_task", "get_location"}
+    assert "NOTE" in (tools["export_report"].tool_def.description or "")
+    assert tools["get_location"].tool_def.kind == "function" and is_check_task(tools["check_task"])
+    assert isinstance(again, SignoffToolset) and isinstance(again.wrapped, CombinedToolset)
 
 
 def _context(agent: Agent[None, Any]) -> Any:

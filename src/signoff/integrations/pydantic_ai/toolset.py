@@ -73,35 +73,26 @@ def _marked_long_running(tool: ToolsetTool[Any]) -> bool:
     return (tool.tool_def.metadata or {}).get("signoff") == LONG_RUNNING["signoff"]
 
 
-@dataclass
-class BrowserToolset(WrapperToolset[AgentDepsT]):
-    """Browser tools (pydantic-ai's external tools) run in the browser of the turn.
+def _browser_made_callable(tools: dict[str, ToolsetTool[AgentDepsT]]) -> dict[str, ToolsetTool[AgentDepsT]]:
+    """pydantic-ai hands an external tool out without calling any toolset: marked as the browser's, it
+    looks like an ordinary one, so its call comes to the toolset."""
+    return {
+        name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_as_browser(tool)))
+        if tool.tool_def.kind == "external"
+        else tool
+        for name, tool in tools.items()
+    }
 
-    pydantic-ai hands an external tool out without calling any toolset, so here it looks like an ordinary
-    one; once allowed, its call runs in the connected browser, or the run ends with the call open
-    (`CallDeferred`) for the browser to answer in the next request."""
 
-    gate: Gate = field(kw_only=True)
-
-    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
-        return {
-            name: replace(tool, tool_def=replace(tool.tool_def, kind="function", metadata=_as_browser(tool)))
-            if tool.tool_def.kind == "external"
-            else tool
-            for name, tool in (await super().get_tools(ctx)).items()
-        }
-
-    async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
-    ) -> Any:
-        if not _is_browser(tool):
-            return await super().call_tool(name, tool_args, ctx, tool)
-        output = await in_browser(self.gate, ToolCall(ctx.tool_call_id or "", name, tool_args))
-        if output is None:
-            raise CallDeferred()
-        if output.error_text is not None:
-            raise ToolFailed(output.error_text)
-        return output.output
+async def _run_in_browser(gate: Gate, name: str, tool_args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+    """The call run in the turn's connected browser, or the run ended with it open (`CallDeferred`) for
+    the browser to answer in the next request."""
+    output = await in_browser(gate, ToolCall(ctx.tool_call_id or "", name, tool_args))
+    if output is None:
+        raise CallDeferred()
+    if output.error_text is not None:
+        raise ToolFailed(output.error_text)
+    return output.output
 
 
 @with_config(extra="forbid")
@@ -120,46 +111,82 @@ CHECK_TASK = ToolDefinition(
 docstring parsed, its schema generated) was the largest single cost of a request in the profile."""
 
 
+def _long_running_marked(
+    tools: dict[str, ToolsetTool[AgentDepsT]], owner: AbstractToolset[AgentDepsT]
+) -> dict[str, ToolsetTool[AgentDepsT]]:
+    """Long-running tools (seed 004) marked, their descriptions with the seed's NOTE, and, if there are
+    any, `check_task`, answered by `owner`."""
+    marked = {name for name, tool in tools.items() if _is_long_running(name, tool)}
+    for name in marked:
+        tool = tools[name]
+        metadata = {**(tool.tool_def.metadata or {}), **LONG_RUNNING}
+        described = with_note(tool.tool_def.description)
+        tools[name] = replace(tool, tool_def=replace(tool.tool_def, description=described, metadata=metadata))
+    if marked:
+        tools[CHECK_TASK.name] = ToolsetTool(
+            toolset=owner, tool_def=CHECK_TASK, max_retries=1, args_validator=_CHECK_TASK_VALIDATOR
+        )
+    return tools
+
+
+def is_check_task(tool: ToolsetTool[Any]) -> bool:
+    """`tool` is signoff's own `check_task`."""
+    return tool.tool_def is CHECK_TASK
+
+
+async def _check_task(gate: Gate, chat_id: str, tool_args: dict[str, Any]) -> dict[str, Any]:
+    """The task's status and progress, or its result, for the turn's chat (`chat_id` outside a server).
+    pydantic-ai has validated the arguments against CHECK_TASK's schema."""
+    turn = current_turn.get()
+    return await gate.tasks.check(tool_args["task_id"], turn.chat_id if turn else chat_id)
+
+
+@dataclass
+class BrowserToolset(WrapperToolset[AgentDepsT]):
+    """Browser tools (pydantic-ai's external tools) run in the browser of the turn; for a toolset used
+    without the gate. (`SignoffToolset` does the same in its one wrapper.)"""
+
+    gate: Gate = field(kw_only=True)
+
+    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        return _browser_made_callable(await super().get_tools(ctx))
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        if _is_browser(tool):
+            return await _run_in_browser(self.gate, name, tool_args, ctx)
+        return await super().call_tool(name, tool_args, ctx, tool)
+
+
 @dataclass
 class LongRunningToolset(WrapperToolset[AgentDepsT]):
     """Long-running tools (seed 004) are marked, their descriptions get the seed's NOTE, and the agent
-    gets `check_task`, answered from the ledger for the turn's chat."""
+    gets `check_task`, answered from the ledger for the turn's chat; for a toolset used without the gate.
+    (`SignoffToolset` does the same in its one wrapper.)"""
 
     gate: Gate = field(kw_only=True)
     chat_id: str = field(default="default", kw_only=True)
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
-        tools = await super().get_tools(ctx)
-        marked = {name for name, tool in tools.items() if _is_long_running(name, tool)}
-        for name in marked:
-            tool = tools[name]
-            metadata = {**(tool.tool_def.metadata or {}), **LONG_RUNNING}
-            described = with_note(tool.tool_def.description)
-            tools[name] = replace(
-                tool, tool_def=replace(tool.tool_def, description=described, metadata=metadata)
-            )
-        if marked:
-            tools[CHECK_TASK.name] = ToolsetTool(
-                toolset=self, tool_def=CHECK_TASK, max_retries=1, args_validator=_CHECK_TASK_VALIDATOR
-            )
-        return tools
-
-    def answers(self, tool: ToolsetTool[Any]) -> bool:
-        """`tool` is this toolset's own `check_task`."""
-        return tool.tool_def is CHECK_TASK
+        return _long_running_marked(await super().get_tools(ctx), self)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
-        if not self.answers(tool):
-            return await super().call_tool(name, tool_args, ctx, tool)
-        turn = current_turn.get()  # pydantic-ai has validated the arguments against CHECK_TASK's schema
-        return await self.gate.tasks.check(tool_args["task_id"], turn.chat_id if turn else self.chat_id)
+        if is_check_task(tool):
+            return await _check_task(self.gate, self.chat_id, tool_args)
+        return await super().call_tool(name, tool_args, ctx, tool)
 
 
 @dataclass
 class SignoffToolset(WrapperToolset[AgentDepsT]):
-    """Wrap any toolset so the gate rules on each call, over the browser and long-running wrappers.
+    """Wrap any toolset so the gate rules on each call; browser tools run in the browser of the turn, and
+    long-running tools are marked, with `check_task` beside them (what `BrowserToolset` and
+    `LongRunningToolset` do alone).
+
+    One wrapper, not the three stacked: pydantic-ai copies every wrapper of a run's toolset at each run
+    and step, and the copies of two more showed in every request's profile.
 
     Outside a signoff server the chat id and wait mode come from here; inside one, the request's turn
     supplies them.
@@ -170,31 +197,28 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
     wait: Wait = field(default="blocking", kw_only=True)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.wrapped, LongRunningToolset):  # pydantic-ai's replace() keeps ours
-            browser = BrowserToolset(self.wrapped, gate=self.gate)
-            self.wrapped = LongRunningToolset(browser, gate=self.gate, chat_id=self.chat_id)
         self._long_running: set[str] = set()
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
-        tools = await super().get_tools(ctx)
+        tools = _long_running_marked(_browser_made_callable(await super().get_tools(ctx)), self)
         self._long_running = {name for name, tool in tools.items() if _marked_long_running(tool)}
         return tools
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
-        if isinstance(self.wrapped, LongRunningToolset) and self.wrapped.answers(tool):
-            return await super().call_tool(name, tool_args, ctx, tool)  # signoff's own read: not gated
+        if is_check_task(tool):  # signoff's own read: not gated
+            return await _check_task(self.gate, self.chat_id, tool_args)
         call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
 
         async def run(args: dict[str, Any]) -> Any:
-            if args == call.args:
-                return await super(SignoffToolset, self).call_tool(name, tool_args, ctx, tool)
-            try:  # a person edited the arguments: they must fit the tool's schema too
-                edited = tool.args_validator.validate_python(args)
-            except ValidationError as exc:
-                return {"status": "error", "message": f"the edited arguments do not fit {name}: {exc}"}
-            return await super(SignoffToolset, self).call_tool(name, edited, ctx, tool)
+            if args != call.args:
+                try:  # a person edited the arguments: they must fit the tool's schema too
+                    edited = tool.args_validator.validate_python(args)
+                except ValidationError as exc:
+                    return {"status": "error", "message": f"the edited arguments do not fit {name}: {exc}"}
+                return await self._run(name, edited, ctx, tool)
+            return await self._run(name, tool_args, ctx, tool)
 
         source = _source(tool)
         gated = GatedCall(
@@ -216,6 +240,14 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
                 return {"status": "error", "message": reason}
             case Task() as task:
                 return self._started(task, ctx)
+
+    async def _run(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        """The allowed call: in the browser for a browser tool, else by the wrapped toolset."""
+        if _is_browser(tool):
+            return await _run_in_browser(self.gate, name, tool_args, ctx)
+        return await super().call_tool(name, tool_args, ctx, tool)
 
     def _started(self, task: Task, ctx: RunContext[AgentDepsT]) -> Any:
         """The first result of a long-running call is its pending status. When every call of the step is
