@@ -197,7 +197,9 @@ class AgentChat(ServedChat):
         `browser_timeout` after the save that left them open. The stored state holds only the history
         and the assistant message."""
         stored, state = await load_state(self.gate.ledger, chat_id, begun=begun)
-        state.tasks = await self.classify(chat_id, stored, state, open_calls(bytes(state.history)))
+        last_step = self.histories.last_step(chat_id, stored)  # None unless this worker saved it last
+        history = bytes(state.history) if last_step is None else last_step
+        state.tasks = await self.classify(chat_id, stored, state, open_calls(history))
         return stored, state
 
 
@@ -229,21 +231,43 @@ class Histories:
         """The chat's history as `loaded`: kept, when it is the version kept (its list a copy: a run
         appends to the list it is given), else parsed, with no message's JSON known."""
         stored, state = loaded
-        kept = self._kept.get(chat_id)
-        if stored is not None and kept is not None and kept[0] == stored.version:
-            self._kept.move_to_end(chat_id)
-            return History(list(kept[1].messages), kept[1].dumped)
+        kept = self._kept_at(chat_id, stored)
+        if kept is not None:
+            return History(list(kept.messages), kept.dumped)
         return History(ModelMessagesTypeAdapter.validate_json(bytes(state.history)), [])
+
+    def last_step(self, chat_id: str, stored: StoredChat | None) -> bytes | None:
+        """The kept history from its last model response on, as JSON, when `stored` is the version kept:
+        all that `open_calls` reads, without reading the whole history."""
+        kept = self._kept_at(chat_id, stored)
+        if kept is None:
+            return None
+        last = next(
+            (i for i in range(len(kept.messages) - 1, -1, -1) if isinstance(kept.messages[i], ModelResponse)),
+            0,
+        )
+        return saved(History(kept.messages[last:], kept.dumped[last:]))
+
+    def _kept_at(self, chat_id: str, stored: StoredChat | None) -> History | None:
+        kept = self._kept.get(chat_id)
+        if stored is None or kept is None or kept[0] != stored.version:
+            return None
+        self._kept.move_to_end(chat_id)
+        return kept[1]
 
 
 def dump(before: History, messages: list[ModelMessage]) -> History:
     """`messages` with each one's JSON: a message the run kept from `before` (the very object) keeps the
-    JSON it was saved as, and only the others are dumped; `saved` joins them into what dumping the whole
-    list gives."""
+    JSON it was saved as, and the others are dumped together, in one call, and cut apart; `saved` joins
+    them into what dumping the whole list gives."""
     known = {id(m): d for m, d in zip(before.messages, before.dumped, strict=False)}
-    return History(
-        messages, [known.get(id(m)) or ModelMessagesTypeAdapter.dump_json([m])[1:-1] for m in messages]
-    )
+    new = [m for m in messages if id(m) not in known]
+    fresh = iter(bytes(raw) for raw in _split(ModelMessagesTypeAdapter.dump_json(new))) if new else iter(())
+    return History(messages, [known[id(m)] if id(m) in known else next(fresh) for m in messages])
+
+
+_split = msgspec.json.Decoder(list[msgspec.Raw]).decode
+"""A JSON array's elements, each as its own JSON, without parsing them."""
 
 
 def saved(history: History) -> bytes:
