@@ -791,14 +791,20 @@ class _CountedAdapter:
         self.dump_json = _counted(counts, "messages dumped (pydantic)", ModelMessagesTypeAdapter.dump_json)
 
 
+OPERATIONS = "SQLite ledger operations"
+THREAD_HOPS = "SQLite operations on its thread"
+GOAL_HOPS = 0.1
+"""Round trips to the SQLite ledger's thread per flow: only a checkpoint or another process's write lock
+may send an operation there."""
+
 COUNTED: list[tuple[object, str, str]] = [
-    (SqliteBackend, "run", "SQLite ledger operations"),
-    (SqliteBackend, "_submit", "  of which on the ledger's thread"),
+    (SqliteBackend, "run", OPERATIONS),
+    (SqliteBackend, "_submit", THREAD_HOPS),
     (SqliteBackend, "transact", "ledger write transactions"),
     (MemoryBackend, "transact", "ledger write transactions"),
     (ChatLedger, "save_chat", "chat-state saves"),
     (ChatLedger, "log_replies", "reply-log writes"),
-    (pydantic_chat, "open_calls", "history scans (msgspec)"),
+    (pydantic_chat, "open_calls", "open-call scans (msgspec)"),
     (SignoffToolset, "__init__", "toolset wrappers built"),
     (Signoff, "__init__", "capabilities built"),
 ]
@@ -859,11 +865,20 @@ async def bench_counts(report: Report, flows: int) -> None:
                 connection.close()
                 server.should_exit = True
                 await serving
-    names = sorted({key for counts in per_ledger.values() for key in counts})
+    counted = {name for _, _, name in COUNTED}
+    names = sorted(counted | {key for counts in per_ledger.values() for key in counts})
     report.line(f"  {'per flow':<34}{'memory':>10}{'SQLite':>10}")
     for key in names:
         memory, sqlite = (per_ledger[ledger][key] / flows for ledger in ("memory", "SQLite"))
-        report.line(f"  {key:<34}{memory:>10.1f}{sqlite:>10.1f}")
+        report.line(f"  {key:<34}{memory:>10.2f}{sqlite:>10.2f}")
+    hops = per_ledger["SQLite"][THREAD_HOPS] / flows
+    report.judge(
+        "ledger round trips",
+        f"{hops:.2f} to the SQLite ledger's thread; {per_ledger['SQLite'][OPERATIONS] / flows:.1f} operations"
+        " run inline on the loop",
+        f"<= {GOAL_HOPS}",
+        hops <= GOAL_HOPS,
+    )
 
 
 # -- growth: the K-th flow in one chat ----------------------------------------------------------------------
@@ -871,7 +886,7 @@ async def bench_counts(report: Report, flows: int) -> None:
 
 GROWTH_FLOWS = 50
 GROWTH_PROMPT = "pay 5 USD to Hanako"  # the wallet holds 1,000 USD: 50 payments of 5 fit
-COUNT_FLOWS = 20
+COUNT_FLOWS = 100
 GROWTH_EDGE = 5
 GROWTH_SERIES = 3
 """Flows averaged at each end: the first `GROWTH_EDGE` against the last."""
