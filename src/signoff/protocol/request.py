@@ -51,9 +51,8 @@ MAX_TEXT: Final = 256 * 1024
 MAX_ID: Final = 256
 MAX_DEPTH: Final = 64
 """Levels a body may nest (a chat request's own take five): deeper is a 400 before any of it is used, so
-no code that walks a value (digests, the audit, the tool) meets a structure deep enough to exhaust it. Of
-a chat request, only the last message is ever used, so only it is held to this: the client's history
-grows with every turn, and reading all of it for nesting cost every request more than the last."""
+no code that walks a value (digests, the audit, the tool) meets a structure deep enough to exhaust it. Of a
+chat request only the last message is used, so only it is held to this: reading all history cost more."""
 
 CHAT_REQUEST_SCHEMA: Final = {
     "type": "object",
