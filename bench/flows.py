@@ -888,7 +888,7 @@ GROWTH_FLOWS = 50
 GROWTH_PROMPT = "pay 5 USD to Hanako"  # the wallet holds 1,000 USD: 50 payments of 5 fit
 COUNT_FLOWS = 100
 GROWTH_EDGE = 5
-GROWTH_SERIES = 3
+GROWTH_SERIES = 7
 """Flows averaged at each end: the first `GROWTH_EDGE` against the last."""
 
 
@@ -1012,8 +1012,9 @@ async def bench_growth(report: Report, count: int) -> None:
     whole history), so each server's own work is its cost above the agent alone's, flow by flow.
 
     The lines run in lockstep (flow K of every line, then flow K+1), in GROWTH_SERIES new conversations
-    each, and each flow's figure is the median over the series: a figure that is a small difference of
-    two large ones must not carry the machine's drift between one line's run and the next."""
+    each, and each flow's figure is the least over the series: a figure that is a small difference of
+    two large ones must carry neither the machine's drift between one line's run and the next nor a
+    stray interruption (which only ever adds CPU time, so the least is the flow's own cost)."""
     status(f"growth: {count} flows in one chat, per server, {GROWTH_SERIES} series in lockstep")
     agent = peer_agent()
     peer = Served(partial(peer_reply, agent))
@@ -1038,12 +1039,12 @@ async def bench_growth(report: Report, count: int) -> None:
                 for k in range(count):
                     for name, step in steps.items():
                         flows[name][k].append(await step())
-    costs = {name: [statistics.median(series) for series in per_flow] for name, per_flow in flows.items()}
+    costs = {name: [min(series) for series in per_flow] for name, per_flow in flows.items()}
     edge = min(GROWTH_EDGE, count // 2)
     report.line(
         f"growth: CPU per flow in one chat, in this process, no HTTP: flows 1-{edge} against flows"
         f" {count - edge + 1}-{count} (the client sends the whole conversation each time; only the server's"
-        f" CPU counts, not the client's encoding of it), each flow the median of {GROWTH_SERIES} chats,"
+        f" CPU counts, not the client's encoding of it), each flow the least of {GROWTH_SERIES} chats,"
         f" the lines in lockstep, after {FLOOR_WARMUP} warm-up flows; `own` = above the agent alone"
     )
     report.line(f"  {'':<34}{'first':>10}{'last':>10}{'last/first':>12}{'own first':>11}{'own last':>10}")

@@ -32,8 +32,9 @@ from signoff.core.errors import (
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
 from signoff.ledger.records import ReplyFrames
-from signoff.ledger.sqlite.backend import CHECKPOINT_EVERY
 from signoff.ledger.redis import RedisLedger
+from signoff.ledger.sqlite.backend import CHECKPOINT_EVERY
+from signoff.ledger.sqlite.stores import CHUNK
 from tests.conftest import POSTGRES, REDIS, FakeClock, drop
 
 PAY = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
@@ -490,6 +491,55 @@ async def test_sqlite_checkpoints_its_wal_as_it_goes(tmp_path: Path) -> None:
             sizes.append(wal.stat().st_size)
         assert len(await ledger.approvals()) == 4 * CHECKPOINT_EVERY
     assert sizes[-1] <= sizes[0] * 1.5, sizes  # reused: 4 rounds of commits did not make it 4 times longer
+
+
+async def test_sqlite_saves_only_the_pieces_of_a_chat_that_changed(tmp_path: Path) -> None:
+    """A chat's state grows at its end; a save rewrites the pieces from the first change on, and the
+    state reads back whole, byte for byte."""
+    path = tmp_path / "s.db"
+    async with SqliteLedger(path) as ledger:
+        state = bytes(range(256)) * 200  # 51,200 bytes: 4 pieces
+        await ledger.save_chat("c", state, version=0, owner="alice")
+        with sqlite3.connect(path) as db:  # a trigger in the file notes each piece written
+            db.executescript(
+                "CREATE TABLE written (n INTEGER); CREATE TRIGGER note AFTER INSERT ON chat_chunks"
+                " BEGIN INSERT INTO written VALUES (new.n); END;"
+            )
+        grown = state[:-100] + b"x" * 40_000  # the last piece changed, and more follow
+        saved = await ledger.save_chat("c", grown, version=1)
+        loaded = await ledger.load_chat("c")
+        assert loaded is not None and loaded.state == grown and loaded.version == saved.version == 2
+        assert loaded.owner == "alice"
+        with sqlite3.connect(path) as db:
+            written = [n for (n,) in db.execute("SELECT n FROM written")]
+        assert written == list(range(len(state) // CHUNK, -(-len(grown) // CHUNK)))
+        shrunk = b"{}"
+        await ledger.save_chat("c", shrunk, version=2)
+        assert (await ledger.load_chat("c")).state == shrunk  # type: ignore[union-attr]
+        with pytest.raises(StaleChat):
+            await ledger.save_chat("c", grown, version=2)
+        assert (await ledger.load_chat("c")).state == shrunk  # type: ignore[union-attr]
+
+
+async def test_sqlite_keeps_a_small_chat_state_in_its_row_and_reads_an_old_large_one_there(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    large = b"y" * (3 * CHUNK)
+    async with SqliteLedger(path):
+        pass
+    with sqlite3.connect(path) as db:  # as a version before pieces saved a large state
+        db.execute("INSERT INTO chats VALUES ('old', 3, ?, 1.0, 'alice')", (large,))
+    async with SqliteLedger(path) as ledger:
+        loaded = await ledger.load_chat("old")
+        assert loaded is not None and (loaded.state, loaded.version) == (large, 3)
+        await ledger.save_chat("old", large + b"z", version=3)
+        assert (await ledger.load_chat("old")).state == large + b"z"  # type: ignore[union-attr]
+        await ledger.save_chat("old", b"{}", version=4)
+        assert (await ledger.load_chat("old")).state == b"{}"  # type: ignore[union-attr]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT state FROM chats WHERE chat_id = 'old'").fetchone() == (b"{}",)
+        assert db.execute("SELECT count(*) FROM chat_chunks").fetchone() == (0,)
 
 
 async def test_callers_cancelled_mid_write_leave_no_transaction_open(tmp_path: Path) -> None:

@@ -157,7 +157,11 @@ class AgentChat(ServedChat):
         loaded = await self.load(request.chat_id)
         read = self.histories.read(request.chat_id, loaded)
         history = read.messages
-        made = {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
+        made = (  # read only to check browser results against: a long chat's answer need not walk it
+            {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
+            if request.outputs
+            else frozenset[str]()
+        )
         begun = await self.begin(request, principal, loaded, made)
         state = begun.state
         results = DeferredToolResults(
@@ -257,13 +261,16 @@ class Histories:
 
 
 def dump(before: History, messages: list[ModelMessage]) -> History:
-    """`messages` with each one's JSON: a message the run kept from `before` (the very object) keeps the
-    JSON it was saved as, and the others are dumped together, in one call, and cut apart; `saved` joins
-    them into what dumping the whole list gives."""
-    known = {id(m): d for m, d in zip(before.messages, before.dumped, strict=False)}
-    new = [m for m in messages if id(m) not in known]
-    fresh = iter(bytes(raw) for raw in _split(ModelMessagesTypeAdapter.dump_json(new))) if new else iter(())
-    return History(messages, [known[id(m)] if id(m) in known else next(fresh) for m in messages])
+    """`messages` with each one's JSON: the messages the run kept from `before` (the very objects, a prefix
+    of them: a run appends, a regenerated reply drops the end first) keep the JSON they were saved as, and
+    the others are dumped together, in one call, and cut apart; `saved` joins them into what dumping the
+    whole list gives."""
+    kept, known = 0, min(len(before.dumped), len(messages))
+    while kept < known and messages[kept] is before.messages[kept]:
+        kept += 1
+    rest = messages[kept:]
+    new = [bytes(raw) for raw in _split(ModelMessagesTypeAdapter.dump_json(rest))] if rest else []
+    return History(messages, [*before.dumped[:kept], *new])
 
 
 _split = msgspec.json.Decoder(list[msgspec.Raw]).decode

@@ -195,6 +195,16 @@ class SqliteBackend(Backend):
         self._db.execute("COMMIT")
         self._commits += 1
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every read inside sees one snapshot, whatever other connections commit."""
+        assert self._db is not None
+        self._db.execute("BEGIN")
+        try:
+            yield self._db
+        finally:
+            self._db.execute("COMMIT")
+
     def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         assert self._db is not None
         return self._db.execute(sql, params).fetchall()

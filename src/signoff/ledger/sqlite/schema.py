@@ -100,5 +100,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE chats ADD COLUMN owner TEXT
     """,
+    """
+    CREATE TABLE chat_chunks (
+        chat_id TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        bytes BLOB NOT NULL,
+        PRIMARY KEY (chat_id, n)
+    ) WITHOUT ROWID
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,7 +1,8 @@
-"""The SQLite ledger's stores: each read is one function on the ledger's thread (see `backend`)."""
+"""The SQLite ledger's stores: each read or write is one function on its connection (see `backend`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -99,17 +100,60 @@ class SqliteTasks(TaskStore):
         return await self.db.run(beat)
 
 
+CHUNK = 16 * 1024
+"""Bytes per stored piece of a large chat state; a state this size or smaller stays in its row."""
+_PIECES = "SELECT bytes FROM chat_chunks WHERE chat_id = ? ORDER BY n"
+
+
 @dataclass
 class SqliteChats(ChatStore):
+    """A chat's state larger than `CHUNK` is stored in pieces of that size beside its row (whose own
+    `state` is then empty), and a save rewrites only the pieces from the first change on. A chat's state
+    grows at its end (its history), so a save writes what is new rather than the whole: SQLite rewrites a
+    large value page by page, about 3 µs per KB (0.5 ms per save for a chat of 50 payments)."""
+
     db: SqliteBackend
 
     async def load(self, chat_id: str) -> StoredChat | None:
-        sql = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = ?"
-        found = await self.db.run(self.db.select, sql, (chat_id,))
-        return StoredChat(*found[0]) if found else None
+        def read() -> StoredChat | None:
+            with self.db.reading() as db:  # the row and its pieces as one save left them
+                query = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = ?"
+                found = db.execute(query, (chat_id,)).fetchone()
+                if found is None:
+                    return None
+                chat = StoredChat(*found)
+                if chat.state:
+                    return chat
+                pieces = db.execute(_PIECES, (chat_id,)).fetchall()
+            return dataclasses.replace(chat, state=b"".join(piece for (piece,) in pieces))
+
+        return await self.db.run(read)
 
     async def save(self, chat: StoredChat) -> bool:
-        return await self.db.run(self.db.execute, [rows.save_chat(SQLITE, chat)]) == 1
+        whole = len(chat.state) <= CHUNK
+        new = [] if whole else [chat.state[at : at + CHUNK] for at in range(0, len(chat.state), CHUNK)]
+
+        def save() -> bool:
+            with self.db.transaction() as db:
+                row = chat if whole else dataclasses.replace(chat, state=b"")
+                if db.execute(*rows.save_chat(SQLITE, row)).rowcount != 1:
+                    return False
+                if whole:  # pieces a larger state left, if any, are gone
+                    db.execute("DELETE FROM chat_chunks WHERE chat_id = ?", (chat.chat_id,))
+                    return True
+                old = [piece for (piece,) in db.execute(_PIECES, (chat.chat_id,)).fetchall()]
+                kept = 0  # the leading pieces this save leaves as they are
+                while kept < min(len(old), len(new)) and old[kept] == new[kept]:
+                    kept += 1
+                if kept < len(old):
+                    db.execute("DELETE FROM chat_chunks WHERE chat_id = ? AND n >= ?", (chat.chat_id, kept))
+                db.executemany(
+                    "INSERT INTO chat_chunks (chat_id, n, bytes) VALUES (?, ?, ?)",
+                    [(chat.chat_id, n, new[n]) for n in range(kept, len(new))],
+                )
+                return True
+
+        return await self.db.run(save)
 
     async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
         def log() -> None:
