@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from signoff.core.errors import SignoffError
 from signoff.protocol import ApprovalResponse, BadRequest, ChatRequest, ToolOutput, parse_chat_request
-from signoff.protocol.request import MAX_DEPTH, MAX_ID, MAX_MESSAGES, MAX_TEXT, too_deep
+from signoff.protocol import request as request_module
+from signoff.protocol.limits import MAX_DEPTH, MAX_ID, MAX_MESSAGES, MAX_TEXT, too_deep
+from signoff.protocol.shapes import shaped
 
 USER_TURN: dict[str, Any] = {
     "parts": [{"type": "text", "text": "pay 10 USD to Jiro and 20 USD to Saburo"}],
@@ -515,6 +517,35 @@ def test_fuzz_json_values(value: Any) -> None:
 @given(near_valid())
 def test_fuzz_near_valid_bodies(body: Any) -> None:
     check(parses_or_refuses(msgspec.json.encode(body)))
+
+
+def walked(raw: bytes) -> ChatRequest | BadRequest:
+    """What the field-by-field walk alone makes of a body: the reading every body once had."""
+    try:
+        return request_module._chat_request(request_module._decode(raw))
+    except BadRequest as error:
+        return error
+
+
+def same(one: ChatRequest | BadRequest, other: ChatRequest | BadRequest) -> bool:
+    if isinstance(one, BadRequest) or isinstance(other, BadRequest):
+        return type(one) is type(other) and str(one) == str(other)
+    return one == other
+
+
+@FUZZ
+@given(near_valid())
+def test_the_typed_pass_reads_every_body_as_the_walk_does(body: Any) -> None:
+    """The one-pass reading of a usual body must accept, refuse and read exactly what the walk does."""
+    raw = msgspec.json.encode(body)
+    assert same(parses_or_refuses(raw), walked(raw))
+
+
+@pytest.mark.parametrize("body", VALID, ids=range(len(VALID)))
+def test_real_bodies_take_the_typed_pass_unless_they_hold_a_7x_part(body: Any) -> None:
+    raw = msgspec.json.encode(body)
+    request = parse_chat_request(raw)
+    assert (shaped(raw) is None) == (request.client_hint == 7)
 
 
 def _depth(value: Any) -> int:

@@ -30,9 +30,9 @@ from signoff.protocol.chunks import (
     decode,
     encode,
 )
+from signoff.protocol.limits import MAX_DEPTH
 from signoff.protocol.request import (
     CHAT_REQUEST_SCHEMA,
-    MAX_DEPTH,
     ApprovalResponse,
     BadRequest,
     ChatRequest,

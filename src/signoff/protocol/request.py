@@ -28,6 +28,8 @@ import msgspec
 
 from signoff.core.approval import Wait as Wait  # the gate's wait modes, as a request may choose one
 from signoff.core.errors import SignoffError
+from signoff.protocol.limits import MAX_DEPTH, MAX_ID, MAX_MESSAGES, MAX_PARTS, MAX_TEXT, too_deep
+from signoff.protocol.shapes import shaped
 
 Trigger = Literal["submit-message", "regenerate-message"]
 
@@ -43,17 +45,6 @@ TOOL_STATES: Final = (
     "output-error",
     "output-denied",
 )
-# Bounds that no real chat reaches, so that a hostile body costs the server little. The 1 MiB body cap is
-# the HTTP layer's; these bound what fits inside it.
-MAX_MESSAGES: Final = 10_000
-MAX_PARTS: Final = 10_000
-MAX_TEXT: Final = 256 * 1024
-MAX_ID: Final = 256
-MAX_DEPTH: Final = 64
-"""Levels a body may nest (a chat request's own take five): deeper is a 400 before any of it is used, so
-no code that walks a value (digests, the audit, the tool) meets a structure deep enough to exhaust it. Of a
-chat request only the last message is used, so only it is held to this: reading all history cost more."""
-
 CHAT_REQUEST_SCHEMA: Final = {
     "type": "object",
     "description": "What `parse_chat_request` accepts: the DefaultChatTransport body (see the module).",
@@ -149,7 +140,10 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 def parse_chat_request(body: bytes) -> ChatRequest:
     """Raises only `BadRequest`, whatever the bytes."""
-    return _chat_request(_decode(body))
+    if (usual := shaped(body)) is None:  # walked field by field, so that a fault is named exactly
+        return _chat_request(_decode(body))
+    fields = _fields(usual.fields)
+    return _request(fields, _decode(usual.last), usual.last, usual.count - 1, hint=None)
 
 
 def parse_json(body: bytes | str) -> Any:
@@ -167,24 +161,6 @@ def _decode(body: bytes | str) -> Any:
         raise BadRequest("body", f"is nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # msgspec.DecodeError and UnicodeDecodeError are ValueErrors
         raise BadRequest("body", f"is not JSON ({exc})") from None
-
-
-_PAIRS = bytes.maketrans(b"[]{}", b"()()")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def too_deep(text: bytes, limit: int = MAX_DEPTH) -> bool:
-    """Whether the arrays and objects of a valid JSON text nest more than `limit` levels, read from the
-    text with bytes operations alone: escapes out, then what lies between quotes, then all but brackets;
-    each pass then takes out every innermost pair, so `limit` passes empty a text no deeper than `limit`.
-    Walking the decoded document node by node cost a client's whole history on every request."""
-    outside = text.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2]
-    brackets = b"".join(outside).translate(_PAIRS, _NOT_BRACKETS)
-    for _ in range(limit):
-        if not brackets:
-            return False
-        brackets = brackets.replace(b"()", b"")
-    return bool(brackets)
 
 
 def parse_chat_id(document: Any) -> str:
@@ -253,13 +229,21 @@ def _choice(container: dict[str, Any], key: str, allowed: tuple[str, ...]) -> st
     return value
 
 
-def _chat_request(document: Any) -> ChatRequest:
-    body = _object(document, "body")
+_Fields = tuple[str, Trigger, str | None, Wait | None]
+
+
+def _fields(body: dict[str, Any]) -> _Fields:
+    """The body's own fields: chat id, trigger, message id and wait."""
     chat_id = _id(body, "id", "id")
     # A bare message list can only mean a submit, so a hand-written client may leave the trigger out.
     trigger = cast(Trigger, _choice(body, "trigger", TRIGGERS) or "submit-message")
     message_id = _id(body, "messageId", "messageId") if body.get("messageId") is not None else None
-    wait = cast(Wait | None, _choice(body, "wait", WAITS))
+    return chat_id, trigger, message_id, cast(Wait | None, _choice(body, "wait", WAITS))
+
+
+def _chat_request(document: Any) -> ChatRequest:
+    body = _object(document, "body")
+    fields = _fields(body)
     messages = _list(body, "messages", "messages", MAX_MESSAGES)
     if not messages:
         raise BadRequest("messages", "must not be empty")
@@ -270,13 +254,20 @@ def _chat_request(document: Any) -> ChatRequest:
                 hint = 7
         except BadRequest as exc:  # field names are built only for a fault: most bodies have none
             raise exc.within(f"messages[{index}]") from None
-    last: dict[str, Any] = messages[-1]
-    field = f"messages[{len(messages) - 1}]"
-    if too_deep(msgspec.json.encode(last)):
+    last = messages[-1]
+    return _request(fields, last, msgspec.json.encode(last), len(messages) - 1, hint)
+
+
+def _request(fields: _Fields, last: dict[str, Any], sent: bytes, index: int, hint: int | None) -> ChatRequest:
+    """The request from the body's own fields and its last message (`sent`: as JSON), the history before
+    it checked for shape."""
+    field = f"messages[{index}]"
+    if too_deep(sent):
         raise BadRequest(field, f"is nested deeper than {MAX_DEPTH} levels")
     user_message = _user_message(last, field) if last["role"] == "user" else None
     assistant = last["role"] == "assistant"
     approvals, outputs = _tool_parts(last["parts"], f"{field}.parts") if assistant else ((), ())
+    chat_id, trigger, message_id, wait = fields
     return ChatRequest(
         chat_id=chat_id,
         trigger=trigger,

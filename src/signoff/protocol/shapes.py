@@ -1,0 +1,83 @@
+"""A chat request of the usual shape, read in one typed pass.
+
+The client sends its whole history with every request, and the server reads only the last message: the
+others are checked for shape and nothing else (see `request`). Walking them in Python made a request cost
+more as the chat grew, so a body is first decoded against the shape itself, in msgspec's C: every message
+an object with a short printable id, a role and at most `MAX_PARTS` parts, each an object with a type. Only
+a body that passes is read this way; any other, and any that may hold a part only ai 7.x produces, is left
+to `request`'s walk, which names the fault, or the client's version, exactly. So this pass never accepts
+what the walk would refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+
+from signoff.protocol.limits import MAX_ID, MAX_MESSAGES, MAX_PARTS
+
+_V7_MARKERS: Final = (
+    b'"custom"',
+    b'"reasoning-file"',
+    b'"steering-message"',
+    b'"isAutomatic"',
+    b'"requestReason"',
+)
+"""What any part only ai 7.x produces has somewhere in its JSON: a body without them holds none."""
+
+
+class _Part(msgspec.Struct):
+    type: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _Message(msgspec.Struct):
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID)]
+    role: Literal["system", "user", "assistant"]
+    parts: Annotated[list[_Part], msgspec.Meta(max_length=MAX_PARTS)]
+
+
+class _Shapes(msgspec.Struct):
+    messages: Annotated[list[_Message], msgspec.Meta(min_length=1, max_length=MAX_MESSAGES)]
+
+
+class _Fields(msgspec.Struct):
+    """The body's own fields as sent, for `request` to check, and its messages unread."""
+
+    messages: list[msgspec.Raw]
+    id: Any = msgspec.UNSET
+    trigger: Any = msgspec.UNSET
+    messageId: Any = msgspec.UNSET
+    wait: Any = msgspec.UNSET
+
+
+_shapes = msgspec.json.Decoder(_Shapes).decode
+_fields = msgspec.json.Decoder(_Fields).decode
+
+
+class Shaped(msgspec.Struct, frozen=True):
+    fields: dict[str, Any]
+    """The body's own fields (`id`, `trigger`, `messageId`, `wait`) that it has."""
+    count: int
+    """How many messages it holds."""
+    last: bytes
+    """The last message's JSON."""
+
+
+def shaped(body: bytes) -> Shaped | None:
+    """The body read in the usual shape, or None where `request`'s walk must read it."""
+    if any(marker in body for marker in _V7_MARKERS):
+        return None
+    try:
+        messages = _shapes(body).messages
+        fields = _fields(body)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        return None
+    if not all(message.id.isprintable() for message in messages):
+        return None
+    sent = {
+        name: value
+        for name in ("id", "trigger", "messageId", "wait")
+        if (value := getattr(fields, name)) is not msgspec.UNSET
+    }
+    return Shaped(sent, len(messages), bytes(fields.messages[-1]))
