@@ -15,7 +15,7 @@ from signoff.demo.agent import demo_agent
 from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
 from signoff.integrations.pydantic_ai import chat as pydantic_chat
-from signoff.integrations.pydantic_ai.chat import AgentChat
+from signoff.integrations.pydantic_ai.chat import AgentChat, saved
 from signoff.integrations.pydantic_ai.messages import open_calls
 from signoff.integrations.state import load_state
 from signoff.ledger import MemoryLedger
@@ -67,9 +67,9 @@ async def test_a_chat_saved_by_appending_reads_back_the_same_here_and_on_another
                 assert len(parse(saved)) == 4 * (n + 1)  # prompt, tool call, tool return, reply per flow
 
 
-async def test_what_a_chat_waits_on_is_read_from_its_last_step_alone_where_it_was_saved() -> None:
-    """The worker that saved a chat reads its open calls from the kept last step; it must find exactly
-    what reading the whole saved history finds, and a worker that did not save it reads the whole."""
+async def test_a_chat_saved_here_is_not_read_again_and_waits_on_what_its_record_says() -> None:
+    """The worker that saved a chat reads only its version, and what it waits on from the kept last step;
+    it must find exactly what reading the whole record finds, as a worker that did not save it does."""
     async with MemoryLedger() as ledger:
         here = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
         for n in range(3):
@@ -77,14 +77,28 @@ async def test_what_a_chat_waits_on_is_read_from_its_last_step_alone_where_it_wa
         prompt = {"id": "u9", "role": "user", "parts": [{"type": "text", "text": "pay 5 USD to Hanako"}]}
         asked = await turn(here, [prompt])  # now it waits on this payment's approval
         stored, state = await load_state(ledger, "c1")
-        last_step = here.histories.last_step("c1", stored)
+        kept = here.histories.at("c1", stored)
         call = next(c for c in asked if isinstance(c, ToolInputAvailable))
-        assert last_step is not None and len(last_step) < len(bytes(state.history)) / 3
+        assert kept is not None and len(kept.last_step()) < len(bytes(state.history)) / 3
         assert (
-            open_calls(last_step)
+            open_calls(kept.last_step())
             == open_calls(bytes(state.history))
             == {call.tool_call_id: "process_payment"}
         )
         there = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
-        assert there.histories.last_step("c1", stored) is None
-        assert (await here.load("c1"))[1].approvals == (await there.load("c1"))[1].approvals != {}
+        assert there.histories.at("c1", stored) is None
+        mine, theirs = (await here.load("c1"))[1], (await there.load("c1"))[1]
+        assert mine.approvals == theirs.approvals != {} and mine.assistant_id == theirs.assistant_id
+        assert (await here.view("c1")).messages == (await there.view("c1")).messages
+
+
+async def test_a_worker_reads_a_chat_anew_once_another_saved_it() -> None:
+    async with MemoryLedger() as ledger:
+        here = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        there = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        await pay(here, 0)
+        await pay(there, 1)
+        stored, state = await load_state(ledger, "c1")
+        assert here.histories.at("c1", stored) is None  # its copy is of an older version
+        read = here.histories.read("c1", (stored, state))
+        assert saved(read) == bytes(state.history) and len(read.messages) == 8

@@ -67,8 +67,13 @@ async def load_state(
     """The chat's stored record and its latest state, or the state its running reply began from (an
     unknown chat is an empty one)."""
     stored = await ledger.load_chat(chat_id)
+    return stored, state_of(stored, begun=begun)
+
+
+def state_of(stored: StoredChat | None, *, begun: bool = False) -> ChatState:
+    """The latest state of a stored chat, or with `begun` the state its running reply began from."""
     state = _decode_state(stored.state) if stored else ChatState()
-    return stored, state if begun else state.latest()
+    return state if begun else state.latest()
 
 
 def owner_of(stored: StoredChat | None) -> str | None:

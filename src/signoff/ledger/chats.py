@@ -10,8 +10,10 @@ from signoff.ledger.records import ReplyFrames, ReplyLog, StoredChat
 
 
 class ChatLedger(Parts):
-    async def load_chat(self, chat_id: str) -> StoredChat | None:
-        return await self.backend.chats.load(chat_id)
+    async def load_chat(self, chat_id: str, *, held: int | None = None) -> StoredChat | None:
+        """The chat's record; with `held`, the version whose state the caller holds already: a record of
+        that version may come without its state (`b""`), which a long chat's request then need not read."""
+        return await self.backend.chats.load(chat_id, held)
 
     async def save_chat(
         self, chat_id: str, state: bytes, *, version: int, owner: str | None = None

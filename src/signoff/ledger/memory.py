@@ -204,8 +204,8 @@ class _Chats(ChatStore):
         self.saved: dict[str, StoredChat] = {}
         self.replies: dict[str, ReplyLog] = {}
 
-    async def load(self, chat_id: str) -> StoredChat | None:
-        return self.saved.get(chat_id)
+    async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
+        return self.saved.get(chat_id)  # nothing to read: the state is at hand
 
     async def save(self, chat: StoredChat) -> bool:
         current = self.saved.get(chat.chat_id)

@@ -85,7 +85,9 @@ class ChatStore(ABC):
     """Chats' server-side state, and the reply logs other workers follow."""
 
     @abstractmethod
-    async def load(self, chat_id: str) -> StoredChat | None: ...
+    async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
+        """The chat's record. When its version is `held`, the caller holds that version's state, and the
+        store may leave the state out (`b""`) rather than read it."""
 
     @abstractmethod
     async def save(self, chat: StoredChat) -> bool:

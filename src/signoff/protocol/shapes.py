@@ -4,7 +4,7 @@ The client sends its whole history with every request, and the server reads only
 others are checked for shape and nothing else (see `request`). Walking them in Python made a request cost
 more as the chat grew, so a body is first decoded against the shape itself, in msgspec's C: every message
 an object with a short printable id, a role and at most `MAX_PARTS` parts, each an object with a type. Only
-a body that passes is read this way; any other, and any that may hold a part only ai 7.x produces, is left
+a body that passes is read this way; any other, and any that holds a part only ai 7.x produces, is left
 to `request`'s walk, which names the fault, or the client's version, exactly. So this pass never accepts
 what the walk would refuse.
 """
@@ -17,18 +17,24 @@ import msgspec
 
 from signoff.protocol.limits import MAX_ID, MAX_MESSAGES, MAX_PARTS
 
-_V7_MARKERS: Final = (
-    b'"custom"',
-    b'"reasoning-file"',
-    b'"steering-message"',
-    b'"isAutomatic"',
-    b'"requestReason"',
-)
-"""What any part only ai 7.x produces has somewhere in its JSON: a body without them holds none."""
+_V7_TYPES: Final = frozenset({"custom", "reasoning-file", "steering-message"})
+"""Part types only ai 7.x produces; its approvals may also carry `isAutomatic` or `requestReason`."""
+
+
+class _Approval(msgspec.Struct):
+    isAutomatic: Any = msgspec.UNSET
+    requestReason: Any = msgspec.UNSET
+
+    def v7(self) -> bool:
+        return self.isAutomatic is not msgspec.UNSET or self.requestReason is not msgspec.UNSET
 
 
 class _Part(msgspec.Struct):
     type: Annotated[str, msgspec.Meta(min_length=1)]
+    approval: _Approval | None = None
+
+    def v7(self) -> bool:
+        return self.type in _V7_TYPES or (self.approval is not None and self.approval.v7())
 
 
 class _Message(msgspec.Struct):
@@ -66,8 +72,6 @@ class Shaped(msgspec.Struct, frozen=True):
 
 def shaped(body: bytes) -> Shaped | None:
     """The body read in the usual shape, or None where `request`'s walk must read it."""
-    if any(marker in body for marker in _V7_MARKERS):
-        return None
     try:
         messages = _shapes(body).messages
         fields = _fields(body)
@@ -75,6 +79,8 @@ def shaped(body: bytes) -> Shaped | None:
         return None
     if not all(message.id.isprintable() for message in messages):
         return None
+    if any(part.v7() for message in messages for part in message.parts):
+        return None  # the walk says which part, and reads the request as a 7.x client's
     sent = {
         name: value
         for name in ("id", "trigger", "messageId", "wait")

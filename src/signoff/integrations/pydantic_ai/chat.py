@@ -42,7 +42,7 @@ from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.state import (
     ChatState,
     encode_state,
-    load_state,
+    state_of,
     task_news,
     withdraw,
 )
@@ -96,14 +96,13 @@ class AgentReply(RunningReply[AgentTranslator]):
         model's tool calls (what they wait on is read from the ledger). If this process dies while it
         blocks, the chat resumes on any worker like a deferred one, and the gate's single-use claim makes
         sure each approved call still runs once."""
-        history = [m for m in messages if isinstance(m, ModelRequest | ModelResponse)]
+        asked = [m for m in messages if isinstance(m, ModelRequest | ModelResponse)]
         async with self._saving:
             parked = ChatState(
-                history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(history)), assistant_id=self.message_id
+                history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(asked)), assistant_id=self.message_id
             )
-            await self._store(
-                ChatState(history=self.begun.history, assistant_id=self.begun.assistant_id, parked=parked)
-            )
+            begun = msgspec.Raw(saved(self.history))  # the history the reply began from, as stored
+            await self._store(ChatState(history=begun, assistant_id=self.begun.assistant_id, parked=parked))
 
     async def _store(self, state: ChatState) -> None:
         ledger = self.chat.gate.ledger
@@ -111,14 +110,15 @@ class AgentReply(RunningReply[AgentTranslator]):
 
     async def _save(self, messages: list[ModelMessage], output: object) -> None:
         history = dump(self.history, messages)
-        state = ChatState(history=msgspec.Raw(saved(history)), assistant_id=self.message_id)
+        kept = ChatState(assistant_id=self.message_id)  # what a request here reads of it, history aside
+        state = msgspec.structs.replace(kept, history=msgspec.Raw(saved(history)))
         if isinstance(output, DeferredToolRequests):
             started = {c for c, m in output.metadata.items() if TASK in m}
             if any(c.tool_call_id not in started for c in output.calls):  # the browser's to run
                 self.browser_due = self.chat.gate.ledger.clock() + self.chat.browser_timeout
         async with self._saving:
             await self._store(state)
-        self.chat.histories.keep(self.chat_id, self.stored.version, history)
+        self.chat.histories.keep(self.chat_id, self.stored.version, history, kept)
 
 
 class AgentChat(ServedChat):
@@ -141,10 +141,11 @@ class AgentChat(ServedChat):
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
         """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
-        _, state = await self.load(chat_id, begun=begun)
+        loaded = await self.load(chat_id, begun=begun)
+        state = loaded[1]
         approvals = await self.gate.ledger.approvals(chat_id=chat_id)
         messages = ui_messages(
-            ModelMessagesTypeAdapter.validate_json(bytes(state.history)),
+            self.histories.read(chat_id, loaded).messages,
             assistant_id=state.assistant_id,
             approvals=approvals,
             asking=state.approvals,
@@ -199,65 +200,84 @@ class AgentChat(ServedChat):
         """What the chat waits on is read from its history and the ledger: the calls of its last step with
         no result yet, each classified by `integrations.state.classify`, and its browser results due
         `browser_timeout` after the save that left them open. The stored state holds only the history
-        and the assistant message."""
-        stored, state = await load_state(self.gate.ledger, chat_id, begun=begun)
-        last_step = self.histories.last_step(chat_id, stored)  # None unless this worker saved it last
-        history = bytes(state.history) if last_step is None else last_step
-        state.tasks = await self.classify(chat_id, stored, state, open_calls(history))
+        and the assistant message.
+
+        A chat this worker saved last is not read again: the ledger gives its version alone, and the
+        state and history are the ones kept."""
+        stored = await self.gate.ledger.load_chat(chat_id, held=self.histories.held(chat_id))
+        kept = self.histories.at(chat_id, stored)
+        if kept is None:
+            state = state_of(stored, begun=begun)
+            last_step = bytes(state.history)
+        else:  # kept as `_save` left it, which is also how its reply began and ended
+            state, last_step = msgspec.structs.replace(kept.state), kept.last_step()
+        state.tasks = await self.classify(chat_id, stored, state, open_calls(last_step))
         return stored, state
 
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """A chat's history, parsed, and, where known, each message's own JSON as saved."""
+    """A chat's history, parsed, and each message's own JSON as saved."""
 
     messages: list[ModelMessage]
     dumped: list[bytes]
 
 
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A chat as this worker saved it last: its history, and its state without the history."""
+
+    version: int
+    history: History
+    state: ChatState
+
+    def last_step(self) -> bytes:
+        """The history from its last model response on, as JSON: all that `open_calls` reads."""
+        messages = self.history.messages
+        last = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), 0
+        )
+        return saved(History(messages[last:], self.history.dumped[last:]))
+
+
 class Histories:
-    """The histories this process saved last, by chat and stored version, so the chat's next request here
-    neither parses its whole history again nor dumps it whole to save: a request costs what is new, however
-    long the chat. A chat another worker saved since has another version, and is read from its record. At
-    most `size` chats are kept, the most recently used."""
+    """The chats this process saved last, by chat and stored version, so the chat's next request here
+    neither reads nor parses its history again, nor dumps it whole to save: a request costs what is new,
+    however long the chat. A chat another worker saved since has another version, and is read from its
+    record. At most `size` chats are kept, the most recently used."""
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
-        self._kept: OrderedDict[str, tuple[int, History]] = OrderedDict()
+        self._kept: OrderedDict[str, Kept] = OrderedDict()
 
-    def keep(self, chat_id: str, version: int, history: History) -> None:
-        self._kept[chat_id] = (version, history)
+    def keep(self, chat_id: str, version: int, history: History, state: ChatState) -> None:
+        self._kept[chat_id] = Kept(version, history, state)
         self._kept.move_to_end(chat_id)
         while len(self._kept) > self.size:
             self._kept.popitem(last=False)
 
-    def read(self, chat_id: str, loaded: Loaded) -> History:
-        """The chat's history as `loaded`: kept, when it is the version kept (its list a copy: a run
-        appends to the list it is given), else parsed, with no message's JSON known."""
-        stored, state = loaded
-        kept = self._kept_at(chat_id, stored)
-        if kept is not None:
-            return History(list(kept.messages), kept.dumped)
-        return History(ModelMessagesTypeAdapter.validate_json(bytes(state.history)), [])
-
-    def last_step(self, chat_id: str, stored: StoredChat | None) -> bytes | None:
-        """The kept history from its last model response on, as JSON, when `stored` is the version kept:
-        all that `open_calls` reads, without reading the whole history."""
-        kept = self._kept_at(chat_id, stored)
-        if kept is None:
-            return None
-        last = next(
-            (i for i in range(len(kept.messages) - 1, -1, -1) if isinstance(kept.messages[i], ModelResponse)),
-            0,
-        )
-        return saved(History(kept.messages[last:], kept.dumped[last:]))
-
-    def _kept_at(self, chat_id: str, stored: StoredChat | None) -> History | None:
+    def held(self, chat_id: str) -> int | None:
+        """The version of the chat kept here, if any."""
         kept = self._kept.get(chat_id)
-        if stored is None or kept is None or kept[0] != stored.version:
+        return None if kept is None else kept.version
+
+    def at(self, chat_id: str, stored: StoredChat | None) -> Kept | None:
+        """The chat as kept, when `stored` is the version kept."""
+        kept = self._kept.get(chat_id)
+        if stored is None or kept is None or kept.version != stored.version:
             return None
         self._kept.move_to_end(chat_id)
-        return kept[1]
+        return kept
+
+    def read(self, chat_id: str, loaded: Loaded) -> History:
+        """The chat's history as `loaded`: kept, when it is the version kept (its list a copy: a run
+        appends to the list it is given), else parsed from the state, each message's JSON cut from it."""
+        stored, state = loaded
+        kept = self.at(chat_id, stored)
+        if kept is not None:
+            return History(list(kept.history.messages), kept.history.dumped)
+        raw = bytes(state.history)
+        return History(ModelMessagesTypeAdapter.validate_json(raw), [bytes(piece) for piece in _split(raw)])
 
 
 def dump(before: History, messages: list[ModelMessage]) -> History:

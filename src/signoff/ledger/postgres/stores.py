@@ -91,9 +91,12 @@ class PostgresTasks(TaskStore):
 class PostgresChats(ChatStore):
     db: PostgresBackend
 
-    async def load(self, chat_id: str) -> StoredChat | None:
-        query = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = %s"
-        found = await self.db.select(query, (chat_id,))
+    async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
+        query = (
+            "SELECT chat_id, version, CASE WHEN version = %s THEN ''::bytea ELSE state END, updated_at, owner"
+            " FROM chats WHERE chat_id = %s"
+        )
+        found = await self.db.select(query, (held, chat_id))
         if not found:
             return None
         chat_id, version, state, updated_at, owner = found[0]

@@ -136,7 +136,8 @@ class RedisTasks(TaskStore):
 class RedisChats(ChatStore):
     db: RedisBackend
 
-    async def load(self, chat_id: str) -> StoredChat | None:
+    async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
+        """The state comes along whatever `held` says: one round trip either way."""
         key = self.db.key("chat-state", chat_id)
         fields = ("version", "state", "updated_at", "owner")
         version, state, updated_at, owner = await self.db.call(lambda r: r.hmget(key, *fields))

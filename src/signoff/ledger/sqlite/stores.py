@@ -114,15 +114,18 @@ class SqliteChats(ChatStore):
 
     db: SqliteBackend
 
-    async def load(self, chat_id: str) -> StoredChat | None:
+    async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
         def read() -> StoredChat | None:
             with self.db.reading() as db:  # the row and its pieces as one save left them
-                query = "SELECT chat_id, version, state, updated_at, owner FROM chats WHERE chat_id = ?"
-                found = db.execute(query, (chat_id,)).fetchone()
+                query = (
+                    "SELECT chat_id, version, CASE WHEN version = ? THEN x'' ELSE state END,"
+                    " updated_at, owner FROM chats WHERE chat_id = ?"
+                )
+                found = db.execute(query, (held, chat_id)).fetchone()
                 if found is None:
                     return None
                 chat = StoredChat(*found)
-                if chat.state:
+                if chat.state or chat.version == held:
                     return chat
                 pieces = db.execute(_PIECES, (chat_id,)).fetchall()
             return dataclasses.replace(chat, state=b"".join(piece for (piece,) in pieces))
