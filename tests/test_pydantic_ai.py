@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -130,10 +130,11 @@ async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait
         relay = Relay()
         turn = Turn(chat_id="c1", wait=wait, sink=relay)  # type: ignore[arg-type]
 
-        def events() -> Any:
-            return _events(agent, gate, user_prompt="pay")
+        async def run(emit: Callable[[Any], None]) -> None:
+            async for event in _events(agent, gate, user_prompt="pay"):
+                emit(event)
 
-        chunks = [c async for c in translate(events, AgentTranslator(turn, "m1"), relay)]
+        chunks = [c async for c in translate(run, AgentTranslator(turn, "m1"), relay)]
         kinds = [type(c).__name__ for c in chunks]
     asked = ["StartStep", "ToolInputStart", "ToolInputAvailable", "ToolApprovalRequest"]
     if wait == "deferred":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import secrets
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -80,8 +80,8 @@ class RunningReply(abc.ABC, Generic[T]):
     def translator_for(self, turn: Turn) -> T: ...
 
     @abc.abstractmethod
-    def events(self) -> AsyncIterator[Any]:
-        """The framework's event stream of the run."""
+    async def run_turn(self, emit: Callable[[Any], None]) -> None:
+        """Run the framework's turn, handing each of its events to `emit` as it happens."""
 
     @abc.abstractmethod
     async def finish(self, translator: T) -> None:
@@ -99,7 +99,7 @@ class RunningReply(abc.ABC, Generic[T]):
         translator = self.translator = self.translator_for(turn)
         yield Start(message_id=self.message_id)
         try:
-            async for chunk in translate(self.events, translator, relay):
+            async for chunk in translate(self.run_turn, translator, relay):
                 yield chunk
             await self.finish(translator)
         except SignoffError as exc:

@@ -215,12 +215,12 @@ class Relay:
 
 
 async def translate(
-    events: Callable[[], AsyncIterator[Any]], translator: Translator, relay: Relay
+    run: Callable[[Callable[[Any], None]], Awaitable[None]], translator: Translator, relay: Relay
 ) -> AsyncIterator[Chunk]:
-    """Run the framework's event stream under the translator's turn and yield chunks as items arrive
-    from it and from `relay`, the turn's sink.
+    """Run the framework's turn under the translator's turn and yield chunks as items arrive from it
+    and from `relay`, the turn's sink: `run(emit)` hands each of the framework's events to `emit`.
 
-    `events` is called inside a task that carries the turn, so every tool the run calls sees it. The
+    `run` is called inside a task that carries the turn, so every tool the run calls sees it. The
     translator's `interrupt` stops the run where it is, and the reply ends with `abort`.
     """
     queue = relay.queue
@@ -228,8 +228,7 @@ async def translate(
 
     async def produce() -> None:
         try:
-            async for event in events():
-                queue.put_nowait(event)
+            await run(queue.put_nowait)
         finally:
             queue.put_nowait(_END)
 

@@ -17,7 +17,7 @@ first, so the next user message finds the task's status or result in the history
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,15 +85,15 @@ class AdkReply(RunningReply[AdkTranslator]):
             asked = ChatState(approvals=translator.asking)
             await withdraw(self.chat.gate.ledger, asked, self.stored.owner or "", INTERRUPTED)
 
-    async def events(self) -> AsyncIterator[Event | End]:
+    async def run_turn(self, emit: Callable[[Event | End], None]) -> None:
         if self.news:  # seed 004: ADK puts a long-running call's latest response in its first one's place
             await self.chat._tell(self.chat_id, self.news)
         streaming = RunConfig(streaming_mode=StreamingMode.SSE)
         async for event in self.chat.runner.run_async(
             user_id=USER, session_id=self.chat_id, new_message=self.message, run_config=streaming
         ):
-            yield event
-        yield End()
+            emit(event)
+        emit(End())
 
     async def _save(self, translator: AdkTranslator) -> None:
         state = ChatState(events=await self.chat.events(self.chat_id), assistant_id=self.message_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ import msgspec
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolFailed
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.messages import (
+    AgentStreamEvent,
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
@@ -29,6 +30,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model
+from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 
 from signoff.core.approval import WITHDRAWN, Approval
@@ -80,12 +82,18 @@ class AgentReply(RunningReply[AgentTranslator]):
     def translator_for(self, turn: Turn) -> AgentTranslator:
         return AgentTranslator(turn, self.message_id, self.continued, signing_key=self.chat.signing_key)
 
-    async def events(self) -> AsyncIterator[Any]:
+    async def run_turn(self, emit: Callable[[Any], None]) -> None:
+        """The run with an event handler that hands each event on as it comes: `run_stream_events` would
+        run it in a task of its own and pass each event through a stream, a task switch per event."""
+
+        async def handle(_: object, events: AsyncIterable[AgentStreamEvent]) -> None:
+            async for event in events:
+                emit(event)
+
         gated = [Signoff(self.chat.gate)]
         agent, model = self.chat.agent, self.chat.model
-        async with agent.run_stream_events(**self.run, capabilities=gated, model=model) as events:
-            async for event in events:
-                yield event
+        result = await agent.run(**self.run, capabilities=gated, model=model, event_stream_handler=handle)
+        emit(AgentRunResultEvent(result))
 
     async def finish(self, translator: AgentTranslator) -> None:
         if translator.result is not None:  # None: interrupted, and the chat stays as it was saved
