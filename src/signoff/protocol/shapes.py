@@ -75,7 +75,7 @@ def shaped(body: bytes) -> Shaped | None:
     try:
         messages = _shapes(body).messages
         fields = _fields(body)
-    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+    except (ValueError, RecursionError):  # not JSON, not this shape (msgspec's errors are ValueErrors)
         return None
     if not all(message.id.isprintable() for message in messages):
         return None
