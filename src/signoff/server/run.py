@@ -39,6 +39,7 @@ class Bounded(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        _no_delay(transport)
         self._await_head()
 
     def data_received(self, data: bytes) -> None:
@@ -65,6 +66,16 @@ class Bounded(H11Protocol):
         self._head = None
         if not self.transport.is_closing():
             self.transport.close()
+
+
+def _no_delay(transport: asyncio.Transport) -> None:
+    """Send each write at once. asyncio turns Nagle's algorithm off only for sockets made with
+    `IPPROTO_TCP` as their protocol, and a listening socket from `socket.create_server` (`listen`) has 0, as
+    have the connections it accepts: with Nagle on, every chunk of a streamed reply after the first waited
+    for the client's delayed ACK, about 40 ms, so a reply arrived in bursts."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def config(
