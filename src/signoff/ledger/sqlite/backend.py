@@ -17,7 +17,8 @@ stalls:
   (`busy_timeout` 0), and on `SQLITE_BUSY` the whole function runs again on the thread, which waits up
   to 30 s;
 - the WAL checkpoint, which writes the database file and waits for the disk: automatic checkpoints are
-  off, and the thread checkpoints after every `CHECKPOINT_EVERY` commits;
+  off, and the thread checkpoints after every `CHECKPOINT_EVERY` commits, on a connection of its own
+  (or, once the WAL is over `WAL_LIMIT`, on the ledger's, truncating it);
 - with `synchronous=full` every commit waits for the disk, so everything runs on the thread.
 While anything runs on the thread, later operations queue behind it there, in order, so the connection is
 never used by two at once.
@@ -58,6 +59,9 @@ WAIT_MS = 30_000
 """How long an operation on the ledger's thread waits for another connection's write lock."""
 CHECKPOINT_EVERY = 500
 """Commits between checkpoints: the WAL stays a few MB, and each checkpoint stays short."""
+WAL_LIMIT = 16 * 1024 * 1024
+"""Bytes of WAL past which a checkpoint runs on the ledger's connection, with operations queued behind it
+and the WAL truncated: checkpoints beside a stream of writes never let the WAL start over."""
 
 
 class SqliteBackend(Backend):
@@ -70,6 +74,8 @@ class SqliteBackend(Backend):
         self.chats = SqliteChats(self)
         self.principals = SqlitePrincipals(self)
         self._db: sqlite3.Connection | None = None
+        self._checkpointer: sqlite3.Connection | None = None
+        """A connection of the thread's own for checkpoints, so that operations go on inline meanwhile."""
         self._thread: ThreadPoolExecutor | None = None
         self._seen: int | None = None
         """The `data_version` the watcher last read."""
@@ -123,6 +129,7 @@ class SqliteBackend(Backend):
             if self._db is not None:
                 await self._on_the_thread(self._db.close)
                 self._db = None
+            await asyncio.wrap_future(self._thread.submit(self._close_checkpointer))
             self._thread.shutdown()
             self._thread = None
 
@@ -145,7 +152,10 @@ class SqliteBackend(Backend):
             return await self._on_the_thread(fn, *args)  # nothing of it was written: run it whole there
         if self._commits >= CHECKPOINT_EVERY:
             self._commits = 0
-            self._submit(self._checkpoint)  # nobody waits for it; operations queue behind it meanwhile
+            if _size(self.path.with_name(f"{self.path.name}-wal")) > WAL_LIMIT:
+                self._submit(self._truncate)  # nobody waits for it; operations queue behind it meanwhile
+            else:
+                self._thread.submit(self._checkpoint)  # nobody waits for it; it has a connection of its own
         return result
 
     async def _on_the_thread(self, fn: Callable[..., T], *args: Any) -> T:
@@ -175,12 +185,28 @@ class SqliteBackend(Backend):
         self._waits = ms > 0
 
     def _checkpoint(self) -> None:
-        """Copy the WAL into the database file as far as readers allow (`PASSIVE` never waits for them)."""
-        assert self._db is not None
+        """Copy the WAL into the database file as far as readers and writers allow (`PASSIVE` never waits
+        for them), on the thread's own connection, while operations go on inline."""
         try:
-            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            if self._checkpointer is None:
+                self._checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:  # the WAL still holds every commit: the next checkpoint tries again
             log.warning("SQLite ledger %s: checkpoint failed: %s", self.path, exc)
+
+    def _truncate(self) -> None:
+        """Copy the whole WAL into the database file and empty it, on the ledger's connection, which
+        nothing else uses meanwhile."""
+        assert self._db is not None
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            log.warning("SQLite ledger %s: checkpoint failed: %s", self.path, exc)
+
+    def _close_checkpointer(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -249,6 +275,13 @@ class SqliteBackend(Backend):
         latest = int((await self.run(self.select, "PRAGMA data_version"))[0][0])
         moved, self._seen = latest != self._seen, latest
         return moved
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _load(db: sqlite3.Connection, key: Key) -> Stored | None:
