@@ -153,7 +153,9 @@ class SqliteBackend(Backend):
         if self._commits >= CHECKPOINT_EVERY:
             self._commits = 0
             if _size(self.path.with_name(f"{self.path.name}-wal")) > WAL_LIMIT:
-                self._submit(self._truncate)  # nobody waits for it; operations queue behind it meanwhile
+                self._submit(
+                    self._checkpoint, "TRUNCATE"
+                )  # nobody waits for it; operations queue behind it meanwhile
             else:
                 self._thread.submit(self._checkpoint)  # nobody waits for it; it has a connection of its own
         return result
@@ -184,23 +186,22 @@ class SqliteBackend(Backend):
         self._db.execute(f"PRAGMA busy_timeout = {ms}")
         self._waits = ms > 0
 
-    def _checkpoint(self) -> None:
-        """Copy the WAL into the database file as far as readers and writers allow (`PASSIVE` never waits
-        for them), on the thread's own connection, while operations go on inline."""
+    def _checkpoint(self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE") -> None:
+        """Copy the WAL into the database file: `PASSIVE` as far as readers and writers allow, on the
+        thread's own connection while operations go on inline; `TRUNCATE` all of it, emptying the WAL, on
+        the ledger's connection, which nothing else uses meanwhile."""
         try:
-            if self._checkpointer is None:
-                self._checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            if mode == "TRUNCATE":
+                db = self._db
+            elif self._checkpointer is None:
+                db = self._checkpointer = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False
+                )
+            else:
+                db = self._checkpointer
+            assert db is not None
+            db.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
         except sqlite3.Error as exc:  # the WAL still holds every commit: the next checkpoint tries again
-            log.warning("SQLite ledger %s: checkpoint failed: %s", self.path, exc)
-
-    def _truncate(self) -> None:
-        """Copy the whole WAL into the database file and empty it, on the ledger's connection, which
-        nothing else uses meanwhile."""
-        assert self._db is not None
-        try:
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except sqlite3.Error as exc:
             log.warning("SQLite ledger %s: checkpoint failed: %s", self.path, exc)
 
     def _close_checkpointer(self) -> None:
