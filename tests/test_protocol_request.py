@@ -548,6 +548,18 @@ def test_real_bodies_take_the_typed_pass_unless_they_hold_a_7x_part(body: Any) -
     assert (shaped(raw) is None) == (request.client_hint == 7)
 
 
+@pytest.mark.parametrize("word", ["custom", "isAutomatic", "steering-message"])
+def test_a_message_that_only_says_a_7x_word_is_read_as_any_other(word: str) -> None:
+    """The typed pass leaves any body that may hold a 7.x shape to the walk, found by its words in the
+    bytes; a user who writes one of those words costs the server a walk, never a wrong reading."""
+    message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": word}]}
+    raw = msgspec.json.encode({"id": "c1", "messages": [message], "trigger": "submit-message"})
+    request = parse_chat_request(raw)
+    assert shaped(raw) is None and same(request, walked(raw))
+    assert request.client_hint is None and request.user_message is not None
+    assert request.user_message.text == word
+
+
 def _depth(value: Any) -> int:
     if isinstance(value, dict):
         return 1 + max((_depth(v) for v in value.values()), default=0)

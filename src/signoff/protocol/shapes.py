@@ -4,7 +4,7 @@ The client sends its whole history with every request, and the server reads only
 others are checked for shape and nothing else (see `request`). Walking them in Python made a request cost
 more as the chat grew, so a body is first decoded against the shape itself, in msgspec's C: every message
 an object with a short printable id, a role and at most `MAX_PARTS` parts, each an object with a type. Only
-a body that passes is read this way; any other, and any that holds a part only ai 7.x produces, is left
+a body that passes is read this way; any other, and any that may hold what only ai 7.x produces, is left
 to `request`'s walk, which names the fault, or the client's version, exactly. So this pass never accepts
 what the walk would refuse.
 """
@@ -17,33 +17,32 @@ import msgspec
 
 from signoff.protocol.limits import MAX_ID, MAX_MESSAGES, MAX_PARTS
 
-_V7_TYPES: Final = frozenset({"custom", "reasoning-file", "steering-message"})
-"""Part types only ai 7.x produces; its approvals may also carry `isAutomatic` or `requestReason`."""
+_V7_MARKS: Final = (
+    b'"custom"',
+    b'"reasoning-file"',
+    b'"steering-message"',
+    b'"isAutomatic"',
+    b'"requestReason"',
+)
+"""What only ai 7.x sends, found in the body's bytes: its part types, and the `isAutomatic` and
+`requestReason` its approvals may carry. A match in other text (a message that says `"custom"`) only sends
+the body to the walk, which reads it exactly: it costs time, never a wrong reading."""
 
 
-class _Approval(msgspec.Struct):
-    isAutomatic: Any = msgspec.UNSET
-    requestReason: Any = msgspec.UNSET
+class _Part(msgspec.Struct, gc=False):
+    """Untracked by the garbage collector, like every shape here: they hold strings alone, so they make no
+    cycles, and a long history is hundreds of them per request."""
 
-    def v7(self) -> bool:
-        return self.isAutomatic is not msgspec.UNSET or self.requestReason is not msgspec.UNSET
-
-
-class _Part(msgspec.Struct):
     type: Annotated[str, msgspec.Meta(min_length=1)]
-    approval: _Approval | None = None
-
-    def v7(self) -> bool:
-        return self.type in _V7_TYPES or (self.approval is not None and self.approval.v7())
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):
     id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID)]
     role: Literal["system", "user", "assistant"]
     parts: Annotated[list[_Part], msgspec.Meta(max_length=MAX_PARTS)]
 
 
-class _Shapes(msgspec.Struct):
+class _Shapes(msgspec.Struct, gc=False):
     messages: Annotated[list[_Message], msgspec.Meta(min_length=1, max_length=MAX_MESSAGES)]
 
 
@@ -72,6 +71,8 @@ class Shaped(msgspec.Struct, frozen=True):
 
 def shaped(body: bytes) -> Shaped | None:
     """The body read in the usual shape, or None where `request`'s walk must read it."""
+    if any(mark in body for mark in _V7_MARKS):
+        return None  # the walk says which part, and reads the request as a 7.x client's
     try:
         messages = _shapes(body).messages
         fields = _fields(body)
@@ -79,8 +80,6 @@ def shaped(body: bytes) -> Shaped | None:
         return None
     if not all(message.id.isprintable() for message in messages):
         return None
-    if any(part.v7() for message in messages for part in message.parts):
-        return None  # the walk says which part, and reads the request as a 7.x client's
     sent = {
         name: value
         for name in ("id", "trigger", "messageId", "wait")
