@@ -642,10 +642,13 @@ BENCH_USER = Principal(id="browser:bench", via="session")
 async def signoff_reply(chat: AgentChat, body: bytes) -> list[protocol.Chunk]:
     """One request as the server handles it (parse, prepare, run, encode each chunk), minus HTTP and SSE."""
     reply = await chat.prepare(parse_chat_request(body), "deferred", BENCH_USER)
-    chunks = []
-    async for chunk in reply.chunks():
+    chunks: list[protocol.Chunk] = []
+
+    def push(chunk: protocol.Chunk) -> None:
         frame(encode(chunk))
         chunks.append(chunk)
+
+    await reply.run(push)
     return chunks
 
 

@@ -24,7 +24,7 @@ from signoff.gate import Gate
 from signoff.integrations.adk import AdkChat, SignoffPlugin
 from signoff.integrations.turn import Discard, Turn, current_turn
 from signoff.ledger import MemoryLedger
-from signoff.protocol import ChatRequest, UserMessage, encode
+from signoff.protocol import ChatRequest, Chunk, UserMessage, encode
 
 
 def user(chat: str, text: str) -> ChatRequest:
@@ -36,7 +36,9 @@ async def reply(chat: AdkChat, request: ChatRequest) -> list[dict[str, Any]]:
     import json
 
     prepared = await chat.prepare(request, "deferred", ANONYMOUS)
-    return [json.loads(encode(c)) for c in [c async for c in prepared.chunks()]]
+    chunks: list[Chunk] = []
+    await prepared.run(chunks.append)
+    return [json.loads(encode(c)) for c in chunks]
 
 
 async def run_plugin(text: str, approve: bool) -> tuple[list[str], Wallets]:

@@ -29,7 +29,9 @@ async def turn(chat: AgentChat, messages: list[dict[str, Any]], message_id: str 
     if message_id:
         body["messageId"] = message_id
     reply = await chat.prepare(parse_chat_request(json.dumps(body).encode()), "deferred", ME)
-    return [chunk async for chunk in reply.chunks()]
+    chunks: list[Any] = []
+    await reply.run(chunks.append)
+    return chunks
 
 
 async def pay(chat: AgentChat, n: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -13,8 +14,9 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from signoff import Decision, Gate, MemoryLedger, Policy, ToolCall
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
-from signoff.integrations.stream import Relay, translate
+from signoff.integrations.stream import Relay, Translator, drive
 from signoff.integrations.turn import Asked, Discard, Turn
+from signoff.protocol import Chunk
 from signoff.pydantic_ai import Signoff, SignoffToolset
 
 PAY = {"amount": 50, "recipient": "Hanako"}
@@ -127,14 +129,15 @@ async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait
         gate = Gate(
             ledger, Policy(), approvers=[lambda a: Decision.approve("alice")] if wait == "blocking" else []
         )
-        relay = Relay()
+        chunks: list[Chunk] = []
+        relay = Relay(chunks.append)
         turn = Turn(chat_id="c1", wait=wait, sink=relay)  # type: ignore[arg-type]
 
         async def run(emit: Callable[[Any], None]) -> None:
             async for event in _events(agent, gate, user_prompt="pay"):
                 emit(event)
 
-        chunks = [c async for c in translate(run, AgentTranslator(turn, "m1"), relay)]
+        await drive(run, AgentTranslator(turn, "m1"), relay)
         kinds = [type(c).__name__ for c in chunks]
     asked = ["StartStep", "ToolInputStart", "ToolInputAvailable", "ToolApprovalRequest"]
     if wait == "deferred":
@@ -142,6 +145,31 @@ async def test_the_driver_asks_inside_the_step_and_resolves_before_the_next(wait
     else:
         assert kinds[:4] == asked and kinds[4:7] == ["ToolOutputAvailable", "FinishStep", "StartStep"]
         assert kinds[-3:] == ["TextEnd", "FinishStep", "Finish"] and paid == [PAY]
+
+
+async def test_a_translator_that_fails_stops_the_run_and_not_the_sender_of_the_event() -> None:
+    """Events are translated where they happen: in a tool reporting the gate's news, say. A translator's
+    bug must not fail that tool: the run is stopped where it is, and the reply ends with the error."""
+
+    class Broken(Translator):
+        def translate(self, item: Any) -> list[Chunk]:
+            raise ValueError("a bug")
+
+    chunks: list[Chunk] = []
+    relay = Relay(chunks.append)
+    turn = Turn(chat_id="c1", wait="deferred", sink=relay)  # type: ignore[arg-type]
+    stopped = asyncio.Event()
+
+    async def run(emit: Callable[[Any], None]) -> None:
+        emit("an event")  # returns: the failure is the run's, not this caller's
+        try:
+            await asyncio.sleep(10)
+        finally:
+            stopped.set()
+
+    with pytest.raises(ValueError, match="a bug"):
+        await asyncio.wait_for(drive(run, Broken(turn, "m1"), relay), 5)
+    assert stopped.is_set() and chunks == []
 
 
 async def test_the_driver_sends_nothing_for_calls_outside_the_streamed_message() -> None:

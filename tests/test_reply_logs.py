@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from signoff.ledger import MemoryLedger
 from signoff.ledger.records import ReplyFrames
@@ -15,10 +15,15 @@ A, B = TextDelta(id="t", delta="a"), Data(name="task", id="k", data={"state": "r
 ASK = ToolApprovalRequest(approval_id="ap", tool_call_id="c", signature="sig")
 
 
-async def chunks(*items: Chunk) -> AsyncIterator[Chunk]:
-    for item in items:
-        await asyncio.sleep(0.01)
-        yield item
+def chunks(*items: Chunk) -> Callable[[Callable[[Chunk], None]], Awaitable[None]]:
+    """A reply that pushes `items`, one every 10 ms."""
+
+    async def reply(push: Callable[[Chunk], None]) -> None:
+        for item in items:
+            await asyncio.sleep(0.01)
+            push(item)
+
+    return reply
 
 
 async def test_a_reply_is_recorded_whole_and_marked_ended() -> None:
@@ -39,7 +44,7 @@ async def test_a_reply_is_recorded_whole_and_marked_ended() -> None:
     assert await elsewhere.find("c1") is None  # ended: not running any more
     followed = await elsewhere.find("c1", ended=True)
     assert followed is not None and followed.meta.prompt == stream.meta.prompt
-    assert [chunk async for chunk in followed.follow()] == [A, B, ASK]
+    assert await _collect(followed.follow()) == [A, B, ASK]
     await here.close()
 
 
@@ -77,8 +82,8 @@ async def test_a_log_entry_that_is_not_a_chunk_ends_the_follow_instead_of_failin
     assert await asyncio.wait_for(_collect(running.follow()), 2) == [A]
 
 
-async def _collect(source: AsyncIterator[Chunk]) -> list[Chunk]:
-    return [item async for item in source]
+async def _collect(source: AsyncIterator[list[Chunk] | None]) -> list[Chunk]:
+    return [chunk async for read in source for chunk in read or ()]
 
 
 async def test_readers_of_a_running_reply_are_woken_and_kept_alive_independently() -> None:
@@ -89,8 +94,8 @@ async def test_readers_of_a_running_reply_are_woken_and_kept_alive_independently
     seen: list[Chunk | None] = []
 
     async def keep(into: list[Chunk | None], idle: float | None) -> None:
-        async for chunk in stream.follow(idle):
-            into.append(chunk)
+        async for read in stream.follow(idle):
+            into.extend(read or [None])
 
     alive = asyncio.create_task(keep(seen, 0.05))
     gone = asyncio.create_task(keep([], None))
@@ -114,10 +119,32 @@ async def test_a_quiet_reply_followed_from_the_log_is_kept_alive_too() -> None:
     seen: list[Chunk | None] = []
 
     async def keep() -> None:
-        async for chunk in running.follow(0.05):
-            seen.append(chunk)
-            if chunk is None and seen.count(None) == 2:
+        async for read in running.follow(0.05):
+            seen.extend(read or [None])
+            if read is None and seen.count(None) == 2:
                 await ledger.log_replies([ReplyFrames("c1", "r1", 1, [encode(B)], done=True)])
 
     await asyncio.wait_for(keep(), 2)
     assert [c for c in seen if c is not None] == [A, B] and seen.count(None) == 2
+
+
+async def test_a_burst_of_chunks_reaches_a_reader_in_one_read() -> None:
+    """What a run pushes between two of its waits, a reader takes in one read, and its edge writes in one
+    go: a reply's SSE events cost one write per burst, not one per chunk."""
+    stream = Streams(MemoryLedger()).open("c1")
+    assert stream is not None
+    reads: list[list[Chunk] | None] = []
+
+    async def read() -> None:
+        async for chunks in stream.follow():
+            reads.append(chunks)
+
+    reader = asyncio.create_task(read())
+    await asyncio.sleep(0)  # the reader waits
+    stream.push(A)
+    stream.push(B)
+    await asyncio.sleep(0)
+    stream.push(ASK)
+    stream.close()
+    await asyncio.wait_for(reader, 1)
+    assert reads == [[A, B], [ASK]]

@@ -2,14 +2,15 @@
 needs of a chat (its state between requests is `integrations.state`).
 
 A framework's chat (`AgentChat` for pydantic-ai, `AdkChat` for Google ADK) prepares a `Reply` from a
-checked request and runs it as chunks; the server's transports (SSE, the live socket) need nothing else.
+checked request and runs it, pushing chunks; the server's transports (SSE, the live socket) need nothing
+else.
 """
 
 from __future__ import annotations
 
 import abc
 import secrets
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -35,7 +36,7 @@ from signoff.integrations.state import (
     owner_principal,
     withdraw,
 )
-from signoff.integrations.stream import Relay, Translator, translate
+from signoff.integrations.stream import Relay, Translator, drive
 from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, ran_with_approval
 from signoff.integrations.turn import Answered, Browser, Turn
 from signoff.integrations.ui import UIMessage
@@ -91,21 +92,22 @@ class RunningReply(abc.ABC, Generic[T]):
         """Save the chat as waiting on `approval` before a blocking wait, where the framework can resume
         a run from its history; by default it can't, and nothing is saved."""
 
-    async def chunks(self) -> AsyncIterator[Chunk]:
-        relay = self._relay = Relay(park=self.park)
+    async def run(self, push: Callable[[Chunk], None]) -> None:
+        """Run the reply to its end, handing each chunk to `push` the moment it is made (see `Relay`); a
+        failure ends it with an `error` chunk."""
+        relay = self._relay = Relay(push, park=self.park)
         owner = self.stored.owner or ""
         turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser, held=self.held)
         self.turn = turn
         translator = self.translator = self.translator_for(turn)
-        yield Start(message_id=self.message_id)
+        push(Start(message_id=self.message_id))
         try:
-            async for chunk in translate(self.run_turn, translator, relay):
-                yield chunk
+            await drive(self.run_turn, translator, relay)
             await self.finish(translator)
         except SignoffError as exc:
-            yield Error(error_text=str(exc))
+            push(Error(error_text=str(exc)))
         except Exception as exc:  # a model or tool failure ends this reply, not the server
-            yield Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}")
+            push(Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}"))
 
     def interrupt(self) -> None:
         """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
@@ -140,7 +142,7 @@ class Reply(Protocol):
     turn: Turn | None
     held: dict[str, ToolOutput]
 
-    def chunks(self) -> AsyncIterator[Chunk]: ...
+    async def run(self, push: Callable[[Chunk], None]) -> None: ...
     def interrupt(self) -> None: ...
     def asking(self) -> dict[str, str]: ...
     def visible(self) -> set[str]: ...

@@ -2,15 +2,14 @@
 
 Two sources feed one reply. The framework's event stream says what the model writes and what tools
 return; the gate says, through the turn, when a call starts waiting for a person or is handed to the
-browser. A blocked tool stops the framework's stream, so that news has to travel beside it: both go into
-one queue, in the order they happen, and a framework's `Translator` turns each item into chunks.
+browser. A blocked tool stops the framework's stream, so that news has to travel beside it: both go
+through one `Relay`, in the order they happen, and a framework's `Translator` turns each into chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeGuard
 
 from signoff.core.approval import Approval
@@ -19,7 +18,6 @@ from signoff.core.task import Task
 from signoff.integrations.turn import (
     Answered,
     Asked,
-    GateEvent,
     Handed,
     Progressed,
     Turn,
@@ -61,7 +59,7 @@ class Translator:
         """The calls whose task this reply has shown: call id to task id. The framework's own result for
         such a call (the same pending status) is not sent again."""
         self.interrupt: Callable[[], None] = lambda: None
-        """Stops the run where it is (set by `translate` while it runs): the reply ends with `abort`."""
+        """Stops the run where it is (set by `drive` while it runs): the reply ends with `abort`."""
         self.step_open = False
         self.responding = False
         self.unresolved: dict[str, str] = dict.fromkeys(self.visible, "")
@@ -193,61 +191,76 @@ def handed(call: ToolCall) -> list[Chunk]:
     return [Data(name="browser-call", id=call.call_id, data={"toolCallId": call.call_id}, transient=True)]
 
 
-_END, _STOP = object(), object()
-
-
 class Relay:
-    """The sink of a streamed reply: the gate's news joins the framework's events in the reply's one
-    queue, in the order both happen (a blocked tool stops the framework's stream, so its news can't
-    travel inside it). Parking is the chat's: `park` saves it, when the framework can resume from its
-    history."""
+    """The sink of a streamed reply, and the way its chunks go out: the framework's events and the gate's
+    news (a blocked tool stops the framework's stream, so that news can't travel inside it) are translated
+    where they happen, in the order they happen, and each chunk goes to `push` at once. No queue and no
+    task sits between a run and its reader: a chunk crossed two of each before, a task switch per event.
+    Parking is the chat's: `park` saves it, when the framework can resume from its history."""
 
-    def __init__(self, park: Callable[[Approval, Sequence[object]], Awaitable[None]] | None = None) -> None:
-        self.queue: asyncio.Queue[object] = asyncio.Queue()
+    def __init__(
+        self,
+        push: Callable[[Chunk], None],
+        park: Callable[[Approval, Sequence[object]], Awaitable[None]] | None = None,
+    ) -> None:
+        self.push = push
         self._park = park
+        self.translator: Translator | None = None
+        """Set while the run goes on; events that come before or after it are dropped."""
+        self.failure: Exception | None = None
+        """What the translator raised, which ended the run."""
 
-    def emit(self, event: GateEvent) -> None:
-        self.queue.put_nowait(event)
+    def emit(self, item: Any) -> None:
+        """Take a framework event or a gate event (`GateEvent`); never blocks."""
+        if (translator := self.translator) is None:
+            return
+        try:
+            chunks = translator.feed(item)
+        except Exception as exc:  # a translator's bug ends this reply, not the tool that reported news
+            self.failure = exc
+            translator.interrupt()
+            return
+        for chunk in chunks:
+            self.push(chunk)
 
     async def park(self, approval: Approval, history: Sequence[object]) -> None:
         if self._park is not None:
             await self._park(approval, history)
 
 
-async def translate(
-    run: Callable[[Callable[[Any], None]], Awaitable[None]], translator: Translator, relay: Relay
-) -> AsyncIterator[Chunk]:
-    """Run the framework's turn under the translator's turn and yield chunks as items arrive from it
-    and from `relay`, the turn's sink: `run(emit)` hands each of the framework's events to `emit`.
+async def drive(
+    run: Callable[[Callable[[Any], None]], Coroutine[Any, Any, None]], translator: Translator, relay: Relay
+) -> None:
+    """Run the framework's turn under the translator's turn, each of its events and the gate's news going
+    through `relay` as it happens: `run(emit)` hands each of the framework's events to `emit`. Raises
+    what the run raised.
 
     `run` is called inside a task that carries the turn, so every tool the run calls sees it. The
     translator's `interrupt` stops the run where it is, and the reply ends with `abort`.
     """
-    queue = relay.queue
-    translator.interrupt = lambda: queue.put_nowait(_STOP)
-
-    async def produce() -> None:
-        try:
-            await run(queue.put_nowait)
-        finally:
-            queue.put_nowait(_END)
-
     token = current_turn.set(translator.turn)
     try:
-        producer = asyncio.get_running_loop().create_task(produce(), name="signoff-run")
+        running = asyncio.get_running_loop().create_task(run(relay.emit), name="signoff-run")
     finally:
         current_turn.reset(token)
+
+    def interrupt() -> None:
+        if relay.translator is not None:
+            relay.translator = None
+            if relay.failure is None:
+                relay.push(Abort(reason="interrupted"))
+            running.cancel()
+
+    translator.interrupt = interrupt
+    relay.translator = translator
     try:
-        while (item := await queue.get()) is not _END:
-            if item is _STOP:
-                yield Abort(reason="interrupted")
-                return
-            for chunk in translator.feed(item):
-                yield chunk
-        await producer  # raises what the run raised
+        await running
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not running.cancelled() or (current is not None and current.cancelling()):
+            raise  # this task itself was cancelled (the server stops), not only the run
     finally:
+        relay.translator = None
         translator.turn.stop_following()
-        if not producer.done():
-            producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
+    if relay.failure is not None:
+        raise relay.failure

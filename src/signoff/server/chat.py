@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any, Literal
 
 import msgspec
@@ -328,12 +329,11 @@ class ChatAPI:
     def _start(self, reply: Reply, stream: Stream) -> None:
         self._due.pop(reply.chat_id, None)
         self.running[reply.chat_id] = reply
-        self.streams.run(reply.chat_id, stream, self._chunks(reply))
+        self.streams.run(reply.chat_id, stream, partial(self._run, reply))
 
-    async def _chunks(self, reply: Reply) -> AsyncIterator[Chunk]:
+    async def _run(self, reply: Reply, push: Callable[[Chunk], None]) -> None:
         try:
-            async for chunk in reply.chunks():
-                yield chunk
+            await reply.run(push)
         finally:
             if self.running.get(reply.chat_id) is reply:
                 del self.running[reply.chat_id]
@@ -348,10 +348,10 @@ class ChatAPI:
 
 
 async def _framed(stream: Followed, version: ClientVersion, keepalive: float) -> AsyncIterator[bytes]:
-    """The reply as SSE events, cut to the reader's client version, with a comment every `keepalive`
-    seconds without one (proxies drop a connection silent for long, and a reply can wait minutes on a
-    person); `[DONE]` once it is over for this reader (ended, or no longer written by a worker that
-    died)."""
-    async for chunk in stream.follow(keepalive):
-        yield KEEPALIVE if chunk is None else frame(encode(chunk, version))
+    """The reply as SSE events, cut to the reader's client version, each read's events in one write, with
+    a comment every `keepalive` seconds without one (proxies drop a connection silent for long, and a
+    reply can wait minutes on a person); `[DONE]` once it is over for this reader (ended, or no longer
+    written by a worker that died)."""
+    async for chunks in stream.follow(keepalive):
+        yield KEEPALIVE if chunks is None else b"".join([frame(encode(chunk, version)) for chunk in chunks])
     yield DONE

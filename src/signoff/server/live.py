@@ -244,8 +244,8 @@ class _Socket:
     def _follow(self, chat_id: str, running: Followed) -> None:
         async def forward() -> None:
             with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client went away
-                async for chunk in running.follow():
-                    if chunk is not None:  # never None without `idle`: a socket has its own pings
+                async for chunks in running.follow():
+                    for chunk in chunks or ():  # never None without `idle`: a socket has its own pings
                         await self._send(encode(chunk, self.version).decode())
                 self.following = None  # over for this socket: a frame read meanwhile may start the next
                 await self._send(DONE)

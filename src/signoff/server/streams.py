@@ -1,6 +1,6 @@
 """Running replies, kept per chat so a reloaded page can pick its stream up again, on any worker.
 
-A reply runs as its own task and writes its chunks here; the request that started it is only its first
+A reply runs as its own task and pushes its chunks here; the request that started it is only its first
 reader. So a reader that goes away (a reload, a dropped connection) stops nothing: the turn goes on, a
 pending approval stays pending, and `GET /api/chat/{id}/stream` replays the chunks so far and follows the
 rest. The chunks are typed: each reader frames them at its own edge (SSE events, the live socket's text
@@ -20,7 +20,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,10 +49,12 @@ class Followed(Protocol):
 
     meta: Meta
 
-    def follow(self, idle: float | None = None) -> AsyncIterator[Chunk | None]:
-        """Every chunk from the first, then each new one as it comes, until the reply ends (or, on
-        another worker, stops being written); with `idle`, None whenever that many seconds pass without
-        one, so an SSE edge can keep its connection alive while the reply waits on a person."""
+    def follow(self, idle: float | None = None) -> AsyncIterator[list[Chunk] | None]:
+        """Every chunk from the first, then the new ones as they come, each time all that came since the
+        last read, until the reply ends (or, on another worker, stops being written); with `idle`, None
+        whenever that many seconds pass without one, so an SSE edge can keep its connection alive while the
+        reply waits on a person. A reader writes what it gets at once: one write per read, not per chunk,
+        is what a run's burst of chunks costs it."""
         ...
 
 
@@ -76,7 +78,7 @@ class Stream:
         self.closed = True
         self._wake()
 
-    async def follow(self, idle: float | None = None) -> AsyncIterator[Chunk | None]:
+    async def follow(self, idle: float | None = None) -> AsyncIterator[list[Chunk] | None]:
         sent = 0
         while True:
             if len(self.chunks) == sent and not self.closed:
@@ -85,8 +87,8 @@ class Stream:
                 continue
             fresh = self.chunks[sent:]
             sent += len(fresh)
-            for chunk in fresh:
-                yield chunk
+            if fresh:
+                yield fresh
             if self.closed and sent == len(self.chunks):
                 return
 
@@ -129,16 +131,21 @@ class Logged:
     def __post_init__(self) -> None:
         self.meta = _decode_meta(self.first.meta) if self.first.meta else Meta()
 
-    async def follow(self, idle: float | None = None) -> AsyncIterator[Chunk | None]:
+    async def follow(self, idle: float | None = None) -> AsyncIterator[list[Chunk] | None]:
         current, sent, heard = self.first, 0, time.monotonic()
         while True:
+            chunks, readable = [], True
             for logged in current.frames:
                 try:
-                    chunk = decode(logged)
+                    chunks.append(decode(logged))
                 except msgspec.DecodeError:  # written by a version that logged something else
                     log.warning("chat %s: a reply log entry is not a chunk; not followed", self.chat_id)
-                    return
-                yield chunk
+                    readable = False
+                    break
+            if chunks:
+                yield chunks
+            if not readable:
+                return
             sent += len(current.frames)
             if current.done or self.ledger.clock() - current.updated_at > self.stale:
                 return  # ended, or its worker died: the page reloads the chat as stored
@@ -221,13 +228,15 @@ class Streams:
         if self._running.get(chat_id) is stream:
             del self._running[chat_id]
 
-    def run(self, chat_id: str, stream: Stream, chunks: AsyncIterator[Chunk]) -> None:
-        """Write `chunks` into the claimed `stream` in the background, to the end, and record them."""
+    def run(
+        self, chat_id: str, stream: Stream, reply: Callable[[Callable[[Chunk], None]], Awaitable[None]]
+    ) -> None:
+        """Run `reply` in the background, to the end, its chunks pushed into the claimed `stream`, and
+        record them."""
 
         async def pump() -> None:
             try:
-                async for chunk in chunks:
-                    stream.push(chunk)
+                await reply(stream.push)
             except Exception:  # a bug below must not kill the server; readers see the stream end
                 log.exception("the reply in chat %s failed", chat_id)
             finally:

@@ -1,4 +1,4 @@
-"""ADK events as UI message stream chunks (`signoff.integrations.stream.translate` drives it).
+"""ADK events as UI message stream chunks (`signoff.integrations.stream.drive` drives it).
 
 `Translator` is sans-I/O and keeps the stream rules of DESIGN.md, as the pydantic-ai one does:
 - a step opens at a model response's first part and closes before the next response or at the end;

@@ -6,7 +6,7 @@ Everything else is read from the chat's stored state: pydantic-ai's own message 
 message a deferred reply continues, and the calls the chat is waiting on.
 
 A reply is prepared in two halves. `prepare` checks and records everything the request claims, and fails
-with a typed error before a byte is streamed; `AgentReply.chunks` then runs the agent and saves the new state.
+with a typed error before a byte is streamed; `AgentReply.run` then runs the agent and saves the new state.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class AgentReply(RunningReply[AgentTranslator]):
     continued: list[str]
     """Earlier calls of the message being continued whose results this reply streams; the client already
     holds the outputs it sent itself, and a new message has no earlier calls."""
-    run: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+    """What the agent's run is given: the history, and the prompt or the deferred calls' results."""
     browser_due: float | None = None
     """Set once the reply is saved waiting on the browser: when its results are overdue."""
     begun: ChatState = field(default_factory=ChatState)
@@ -92,7 +93,9 @@ class AgentReply(RunningReply[AgentTranslator]):
 
         gated = [Signoff(self.chat.gate)]
         agent, model = self.chat.agent, self.chat.model
-        result = await agent.run(**self.run, capabilities=gated, model=model, event_stream_handler=handle)
+        result = await agent.run(
+            **self.arguments, capabilities=gated, model=model, event_stream_handler=handle
+        )
         emit(AgentRunResultEvent(result))
 
     async def finish(self, translator: AgentTranslator) -> None:

@@ -1,4 +1,4 @@
-"""A pydantic-ai run as UI message stream chunks (`signoff.integrations.stream.translate` drives it).
+"""A pydantic-ai run as UI message stream chunks (`signoff.integrations.stream.drive` drives it).
 
 `Translator` is sans-I/O (an item in, chunks out) and keeps the stream rules of DESIGN.md:
 - a step opens at the first part of a model response and closes before the next response or at the end;
