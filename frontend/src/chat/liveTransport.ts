@@ -6,8 +6,10 @@
 // server pauses it with a `finish-step`, and the rule that follows lets useChat answer with an ordinary request:
 // - the turn's open calls are a set: a toolCallId joins it on `tool-input-available` and leaves it on
 //   `tool-output-available`, `tool-output-error` or `tool-output-denied`;
-// - a `finish-step` while that set is not empty is the pause: the current stream closes there, so the chat's
-//   status goes to "ready" and useChat may send the answer;
+// - a `finish-step` while that set holds a call the page has not answered is the pause: the current stream
+//   closes there, so the chat's status goes to "ready" and useChat may send the answer (a pause the server
+//   sent before the page's answer reached it, the page's answer ends: a call the page answered counts again
+//   once the server hands it to the browser, or refuses an answer);
 // - chunks that come while no stream is open (a decision made elsewhere, a deadline, a timeout moved the turn
 //   on) are queued, and `onQueued` tells the page, which follows the turn with the chat's `resumeStream()`;
 // - the next stream takes the queue: the one an answer's `sendMessages` opens, or the one `reconnectToStream`
@@ -101,6 +103,7 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
       let feed: Feed;
       if (turn !== undefined && !turn.ended) {
         // An answer to the running turn: what the turn queued came before it, so its pauses are over.
+        turn.answer(messages);
         feed = this.attach(turn, { fresh: true });
         socket.send(JSON.stringify(frame));
       } else if (this.lost !== undefined) {
@@ -108,6 +111,7 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
         // chunks the page has not seen yet (the server replays the reply from its start).
         turn = this.turn = this.lost.again();
         this.lost = undefined;
+        turn.answer(messages);
         feed = this.attach(turn, { fresh: true });
         socket.send(JSON.stringify(frame));
         socket.send(JSON.stringify({ type: "resume", id: chatId } satisfies Frame));
@@ -292,6 +296,8 @@ interface Queued {
 class Turn {
   /** The calls announced in the turn with no result yet. */
   readonly open = new Set<string>();
+  /** Those of them the page answered (a result, or a person's decision). */
+  readonly answered = new Set<string>();
   /** The chunks the page's streams were given, for a mid-turn replay: all but transient ones. */
   readonly shown: UIMessageChunk[] = [];
   /** Chunks that came while no stream was open. */
@@ -343,6 +349,16 @@ class Turn {
     return false;
   }
 
+  /** The calls an answer the page sends answers: the tool parts of its last message that carry a result or
+   * a decision. A pause of the server that crosses the answer on the socket is no pause for them. */
+  answer(messages: UIMessage[]): void {
+    const last = messages.at(-1);
+    if (last?.role !== "assistant") return;
+    for (const part of last.parts) {
+      if ("toolCallId" in part && ANSWERED.has(part.state)) this.answered.add(part.toolCallId);
+    }
+  }
+
   /** Keeps the open calls, and says whether the chunk is a pause. */
   track(chunk: UIMessageChunk): boolean {
     switch (chunk.type) {
@@ -353,9 +369,17 @@ class Turn {
       case "tool-output-error":
       case "tool-output-denied":
         this.open.delete(chunk.toolCallId);
+        this.answered.delete(chunk.toolCallId);
+        return false;
+      case "data-browser-call":
+        // handed to the browser after the page's answer (an approval alone): its result is the page's to give
+        this.answered.delete((chunk.data as { toolCallId: string }).toolCallId);
+        return false;
+      case "error":
+        this.answered.clear(); // an answer refused: the calls it answered wait on the page again
         return false;
       case "finish-step":
-        return this.open.size > 0;
+        return [...this.open].some((call) => !this.answered.has(call));
       default:
         return false;
     }
@@ -365,6 +389,9 @@ class Turn {
     if (!transient(chunk)) this.shown.push(chunk);
   }
 }
+
+/** The states of a tool part that answer its call. */
+const ANSWERED = new Set(["approval-responded", "output-available", "output-error"]);
 
 const transient = (chunk: UIMessageChunk): boolean => "transient" in chunk && chunk.transient === true;
 
