@@ -453,6 +453,9 @@ WORDS = [
     "output-available",
     "user",
     "assistant",
+    "custom",
+    "reasoning-file",
+    "steering-message",
 ]
 
 
@@ -548,16 +551,38 @@ def test_real_bodies_take_the_typed_pass_unless_they_hold_a_7x_part(body: Any) -
     assert (shaped(raw) is None) == (request.client_hint == 7)
 
 
-@pytest.mark.parametrize("word", ["custom", "isAutomatic", "steering-message"])
+@pytest.mark.parametrize("word", ["custom", "isAutomatic", "steering-message", '"requestReason"'])
 def test_a_message_that_only_says_a_7x_word_is_read_as_any_other(word: str) -> None:
-    """The typed pass leaves any body that may hold a 7.x shape to the walk, found by its words in the
-    bytes; a user who writes one of those words costs the server a walk, never a wrong reading."""
+    """The typed pass finds a 7.x shape by where it is, not by its word anywhere in the body: a user who
+    writes one of those words is read as any other, in one pass, and as the walk reads them."""
     message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": word}]}
     raw = msgspec.json.encode({"id": "c1", "messages": [message], "trigger": "submit-message"})
     request = parse_chat_request(raw)
-    assert shaped(raw) is None and same(request, walked(raw))
+    assert shaped(raw) is not None and same(request, walked(raw))
     assert request.client_hint is None and request.user_message is not None
     assert request.user_message.text == word
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"type": "custom", "kind": "x"},
+        {"type": "reasoning-file", "mediaType": "image/png", "url": "data:,"},
+        {"type": "steering-message", "text": "hi"},
+        tool_part(state="approval-responded", approval={"id": "a", "approved": True, "isAutomatic": False}),
+        tool_part(state="approval-requested", approval={"id": "a", "requestReason": None}),
+    ],
+    ids=["custom", "reasoning-file", "steering-message", "isAutomatic", "requestReason"],
+)
+def test_a_7x_shape_anywhere_in_the_history_makes_it_a_7x_request(shape: dict[str, Any]) -> None:
+    """Earlier messages are read for shape only, but a 7.x part or approval field in any of them says
+    which client sent the request; the typed pass leaves such a body to the walk, which says so."""
+    earlier = {"id": "a0", "role": "assistant", "parts": [{"type": "step-start"}, shape]}
+    message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    raw = msgspec.json.encode({"id": "c1", "messages": [earlier, message], "trigger": "submit-message"})
+    request = parse_chat_request(raw)
+    assert shaped(raw) is None and same(request, walked(raw))
+    assert request.client_hint == 7
 
 
 def _depth(value: Any) -> int:

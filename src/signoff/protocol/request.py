@@ -29,7 +29,7 @@ import msgspec
 from signoff.core.approval import Wait as Wait  # the gate's wait modes, as a request may choose one
 from signoff.core.errors import SignoffError
 from signoff.protocol.limits import MAX_DEPTH, MAX_ID, MAX_MESSAGES, MAX_PARTS, MAX_TEXT, too_deep
-from signoff.protocol.shapes import shaped
+from signoff.protocol.shapes import V7_PART_TYPES, shaped
 
 Trigger = Literal["submit-message", "regenerate-message"]
 
@@ -71,8 +71,8 @@ CHAT_REQUEST_SCHEMA: Final = {
 }
 """The body as JSON Schema, for the OpenAPI description; the parser below is what checks it."""
 
-# Shapes only a 7.x client produces (see version.py); a request holding one comes from v7.
-_V7_PART_TYPES: Final = frozenset({"custom", "reasoning-file", "steering-message"})
+# Approval fields only a 7.x client produces (see version.py), as its part types; a request holding one
+# comes from v7.
 _V7_APPROVAL_KEYS: Final = ("isAutomatic", "requestReason")
 _MISSING: Final = object()
 
@@ -297,7 +297,7 @@ def _check_message(value: Any) -> bool:
             raise BadRequest(f"parts[{index}].type", "must be a non-empty string")
         if not v7:
             approval = part.get("approval")
-            v7 = kind in _V7_PART_TYPES or (
+            v7 = kind in V7_PART_TYPES or (
                 isinstance(approval, dict) and any(key in approval for key in _V7_APPROVAL_KEYS)
             )
     return v7

@@ -4,9 +4,9 @@ The client sends its whole history with every request, and the server reads only
 others are checked for shape and nothing else (see `request`). Walking them in Python made a request cost
 more as the chat grew, so a body is first decoded against the shape itself, in msgspec's C: every message
 an object with a short printable id, a role and at most `MAX_PARTS` parts, each an object with a type. Only
-a body that passes is read this way; any other, and any that may hold what only ai 7.x produces, is left
-to `request`'s walk, which names the fault, or the client's version, exactly. So this pass never accepts
-what the walk would refuse.
+a body that passes is read this way; any other, and any that holds what only ai 7.x produces, is left to
+`request`'s walk, which names the fault, or the client's version, exactly. So this pass never accepts what
+the walk would refuse.
 """
 
 from __future__ import annotations
@@ -17,23 +17,26 @@ import msgspec
 
 from signoff.protocol.limits import MAX_ID, MAX_MESSAGES, MAX_PARTS
 
-_V7_MARKS: Final = (
-    b'"custom"',
-    b'"reasoning-file"',
-    b'"steering-message"',
-    b'"isAutomatic"',
-    b'"requestReason"',
-)
-"""What only ai 7.x sends, found in the body's bytes: its part types, and the `isAutomatic` and
-`requestReason` its approvals may carry. A match in other text (a message that says `"custom"`) only sends
-the body to the walk, which reads it exactly: it costs time, never a wrong reading."""
+V7_PART_TYPES: Final = frozenset({"custom", "reasoning-file", "steering-message"})
+"""Part types only ai 7.x sends (see version.py)."""
+
+
+class _Approval(msgspec.Struct, gc=False):
+    """A part's approval, read only for the fields that only ai 7.x sends. No JSON value decodes as
+    `UnsetType`, so an approval that has either one fails this pass and goes to the walk, which reads the
+    request as a 7.x client's. Finding them by their words in the body's bytes cost five scans of the
+    whole body, more than the typed pass itself on a long chat."""
+
+    isAutomatic: msgspec.UnsetType = msgspec.UNSET
+    requestReason: msgspec.UnsetType = msgspec.UNSET
 
 
 class _Part(msgspec.Struct, gc=False):
-    """Untracked by the garbage collector, like every shape here: they hold strings alone, so they make no
-    cycles, and a long history is hundreds of them per request."""
+    """Untracked by the garbage collector, like every shape here: they hold strings and one another
+    alone, so they make no cycles, and a long history is hundreds of them per request."""
 
     type: Annotated[str, msgspec.Meta(min_length=1)]
+    approval: _Approval | None = None
 
 
 class _Message(msgspec.Struct, gc=False):
@@ -71,8 +74,6 @@ class Shaped(msgspec.Struct, frozen=True):
 
 def shaped(body: bytes) -> Shaped | None:
     """The body read in the usual shape, or None where `request`'s walk must read it."""
-    if any(mark in body for mark in _V7_MARKS):
-        return None  # the walk says which part, and reads the request as a 7.x client's
     try:
         messages = _shapes(body).messages
         fields = _fields(body)
@@ -80,6 +81,8 @@ def shaped(body: bytes) -> Shaped | None:
         return None
     if not all(message.id.isprintable() for message in messages):
         return None
+    if not V7_PART_TYPES.isdisjoint({part.type for message in messages for part in message.parts}):
+        return None  # the walk says which part, and reads the request as a 7.x client's
     sent = {
         name: value
         for name in ("id", "trigger", "messageId", "wait")
