@@ -29,7 +29,7 @@ import msgspec
 from signoff.core.approval import Wait as Wait  # the gate's wait modes, as a request may choose one
 from signoff.core.errors import SignoffError
 from signoff.protocol.limits import MAX_DEPTH, MAX_ID, MAX_MESSAGES, MAX_PARTS, MAX_TEXT, too_deep
-from signoff.protocol.shapes import V7_PART_TYPES, shaped
+from signoff.protocol.shapes import V7_APPROVAL_KEYS, V7_PART_TYPES, shaped
 
 Trigger = Literal["submit-message", "regenerate-message"]
 
@@ -71,9 +71,6 @@ CHAT_REQUEST_SCHEMA: Final = {
 }
 """The body as JSON Schema, for the OpenAPI description; the parser below is what checks it."""
 
-# Approval fields only a 7.x client produces (see version.py), as its part types; a request holding one
-# comes from v7.
-_V7_APPROVAL_KEYS: Final = ("isAutomatic", "requestReason")
 _MISSING: Final = object()
 
 
@@ -298,7 +295,7 @@ def _check_message(value: Any) -> bool:
         if not v7:
             approval = part.get("approval")
             v7 = kind in V7_PART_TYPES or (
-                isinstance(approval, dict) and any(key in approval for key in _V7_APPROVAL_KEYS)
+                isinstance(approval, dict) and any(key in approval for key in V7_APPROVAL_KEYS)
             )
     return v7
 

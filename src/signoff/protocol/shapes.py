@@ -31,6 +31,10 @@ class _Approval(msgspec.Struct, gc=False):
     requestReason: msgspec.UnsetType = msgspec.UNSET
 
 
+V7_APPROVAL_KEYS: Final = _Approval.__struct_fields__
+"""The approval fields only ai 7.x sends (see version.py): the ones `_Approval` refuses."""
+
+
 class _Part(msgspec.Struct, gc=False):
     """Untracked by the garbage collector, like every shape here: they hold strings and one another
     alone, so they make no cycles, and a long history is hundreds of them per request."""
