@@ -4,12 +4,15 @@ dumping the whole history would, on this worker and on any other."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from unittest import mock
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+from signoff.core.approval import State
+from signoff.core.decision import Decision
 from signoff.core.principal import Principal
 from signoff.demo.agent import demo_agent
 from signoff.demo.walkthrough import demo_policy
@@ -19,6 +22,7 @@ from signoff.integrations.pydantic_ai.chat import AgentChat, saved
 from signoff.integrations.pydantic_ai.messages import open_calls
 from signoff.integrations.state import load_state
 from signoff.ledger import MemoryLedger
+from signoff.ledger.records import Entries
 from signoff.protocol import ToolApprovalRequest, ToolInputAvailable, parse_chat_request
 
 ME = Principal(id="browser:me", via="session")
@@ -104,3 +108,65 @@ async def test_a_worker_reads_a_chat_anew_once_another_saved_it() -> None:
         assert here.histories.at("c1", stored) is None  # its copy is of an older version
         read = here.histories.read("c1", (stored, state))
         assert saved(read) == bytes(state.history) and len(read.messages) == 8
+
+
+async def test_a_save_writes_only_the_messages_it_adds_and_an_older_chat_moves_its_history_out() -> None:
+    """A chat's history is stored as its entries, a message each, so a save passes the ledger only the
+    new messages. A chat saved before entries holds its history in its state: it reads as before, and its
+    next save moves the whole history into entries."""
+    async with MemoryLedger() as ledger:
+        chat = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        await pay(chat, 0)
+        stored, state = await load_state(ledger, "c1")
+        assert stored is not None and len(stored.entries) == 4
+        older = b'{"history":%s,"assistant_id":"%s"}' % (bytes(state.history), state.assistant_id.encode())
+        await ledger.save_chat("c1", older, version=stored.version, entries=Entries(0))
+        added: list[tuple[int, int]] = []
+        with mock.patch.object(ledger, "save_chat", wraps=ledger.save_chat) as saves:
+            later = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+            for n in range(1, 3):
+                await pay(later, n)
+                entries = [
+                    call.kwargs["entries"] for call in saves.call_args_list if "entries" in call.kwargs
+                ]
+                added += [(e.kept, len(e.added)) for e in entries[len(added) :]]
+        # the first save moves the older chat's whole history (4 messages, and the 2 of the new question);
+        # each later one keeps what the ledger holds but the last message, which the run may have rebuilt
+        assert added[0] == (0, 6) and len(added) == 4, added
+        totals = [6, 8, 10, 12]  # per flow: the prompt and the model's call, its result and the answer
+        for (kept, new), before, after in zip(added[1:], totals[:-1], totals[1:], strict=True):
+            assert before - 1 <= kept <= before and kept + new == after, added
+        stored, state = await load_state(ledger, "c1")
+        assert stored is not None and "history" not in json.loads(stored.state)
+        assert bytes(state.history) == ModelMessagesTypeAdapter.dump_json(
+            ModelMessagesTypeAdapter.validate_json(bytes(state.history))
+        )
+        assert len(stored.entries) == 12
+
+
+async def test_a_parked_reply_keeps_the_history_it_began_from_as_the_entries() -> None:
+    """While a blocking reply waits, the chat's entries are the history it began from and the parked
+    state holds the run's own; a worker that picks the chat up reads the parked history, and its save
+    writes only what the entries lack."""
+    async with MemoryLedger() as ledger:
+        here = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        await pay(here, 0)
+        began = list((await ledger.load_chat("c1")).entries)  # type: ignore[union-attr]
+        prompt = {"id": "u9", "role": "user", "parts": [{"type": "text", "text": "pay 5 USD to Hanako"}]}
+        body = {"id": "c1", "messages": [prompt], "trigger": "submit-message"}
+        reply = await here.prepare(parse_chat_request(json.dumps(body).encode()), "blocking", ME)
+        running = asyncio.create_task(reply.run(lambda chunk: None))
+        while not json.loads((await ledger.load_chat("c1")).state).get("parked"):  # type: ignore[union-attr]
+            await asyncio.sleep(0.01)
+        stored, latest = await load_state(ledger, "c1")
+        assert stored is not None and list(stored.entries) == began
+        there = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        read = there.histories.read("c1", (stored, latest))
+        assert len(read.messages) == len(began) + 2 and read.stored == len(began)  # the question, the call
+        [waiting] = await ledger.approvals(state=State.PENDING)
+        await ledger.decide(waiting.id, Decision.approve("bob"))
+        await running
+        stored, state = await load_state(ledger, "c1")
+        assert stored is not None and "parked" not in json.loads(stored.state)
+        assert list(stored.entries[: len(began)]) == began and len(stored.entries) == len(began) + 4
+        assert saved(here.histories.read("c1", (stored, state))) == bytes(state.history)

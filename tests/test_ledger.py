@@ -31,10 +31,9 @@ from signoff.core.errors import (
 )
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
-from signoff.ledger.records import ReplyFrames
+from signoff.ledger.records import Entries, ReplyFrames
 from signoff.ledger.redis import RedisLedger
 from signoff.ledger.sqlite.backend import CHECKPOINT_EVERY
-from signoff.ledger.sqlite.stores import CHUNK
 from tests.conftest import POSTGRES, REDIS, FakeClock, drop
 
 PAY = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
@@ -493,53 +492,23 @@ async def test_sqlite_checkpoints_its_wal_as_it_goes(tmp_path: Path) -> None:
     assert sizes[-1] <= sizes[0] * 1.5, sizes  # reused: 4 rounds of commits did not make it 4 times longer
 
 
-async def test_sqlite_saves_only_the_pieces_of_a_chat_that_changed(tmp_path: Path) -> None:
-    """A chat's state grows at its end; a save rewrites the pieces from the first change on, and the
-    state reads back whole, byte for byte."""
+async def test_sqlite_writes_only_the_entries_a_save_adds(tmp_path: Path) -> None:
+    """A chat's history grows at its end: a save that keeps what the ledger holds inserts only the new
+    entries, however many the chat has."""
     path = tmp_path / "s.db"
     async with SqliteLedger(path) as ledger:
-        state = bytes(range(256)) * 200  # 51,200 bytes: 4 pieces
-        await ledger.save_chat("c", state, version=0, owner="alice")
-        with sqlite3.connect(path) as db:  # a trigger in the file notes each piece written
+        history = [b'{"m":%d}' % n for n in range(40)]
+        await ledger.save_chat("c", b"{}", version=0, owner="alice", entries=Entries(0, history))
+        with sqlite3.connect(path) as db:  # a trigger in the file notes each entry written
             db.executescript(
-                "CREATE TABLE written (n INTEGER); CREATE TRIGGER note AFTER INSERT ON chat_chunks"
+                "CREATE TABLE written (n INTEGER); CREATE TRIGGER note AFTER INSERT ON chat_entries"
                 " BEGIN INSERT INTO written VALUES (new.n); END;"
             )
-        grown = state[:-100] + b"x" * 40_000  # the last piece changed, and more follow
-        saved = await ledger.save_chat("c", grown, version=1)
+        await ledger.save_chat("c", b"{}", version=1, entries=Entries(40, [b'{"m":40}', b'{"m":41}']))
         loaded = await ledger.load_chat("c")
-        assert loaded is not None and loaded.state == grown and loaded.version == saved.version == 2
-        assert loaded.owner == "alice"
+        assert loaded is not None and list(loaded.entries) == [*history, b'{"m":40}', b'{"m":41}']
         with sqlite3.connect(path) as db:
-            written = [n for (n,) in db.execute("SELECT n FROM written")]
-        assert written == list(range(len(state) // CHUNK, -(-len(grown) // CHUNK)))
-        shrunk = b"{}"
-        await ledger.save_chat("c", shrunk, version=2)
-        assert (await ledger.load_chat("c")).state == shrunk  # type: ignore[union-attr]
-        with pytest.raises(StaleChat):
-            await ledger.save_chat("c", grown, version=2)
-        assert (await ledger.load_chat("c")).state == shrunk  # type: ignore[union-attr]
-
-
-async def test_sqlite_keeps_a_small_chat_state_in_its_row_and_reads_an_old_large_one_there(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "s.db"
-    large = b"y" * (3 * CHUNK)
-    async with SqliteLedger(path):
-        pass
-    with sqlite3.connect(path) as db:  # as a version before pieces saved a large state
-        db.execute("INSERT INTO chats VALUES ('old', 3, ?, 1.0, 'alice')", (large,))
-    async with SqliteLedger(path) as ledger:
-        loaded = await ledger.load_chat("old")
-        assert loaded is not None and (loaded.state, loaded.version) == (large, 3)
-        await ledger.save_chat("old", large + b"z", version=3)
-        assert (await ledger.load_chat("old")).state == large + b"z"  # type: ignore[union-attr]
-        await ledger.save_chat("old", b"{}", version=4)
-        assert (await ledger.load_chat("old")).state == b"{}"  # type: ignore[union-attr]
-    with sqlite3.connect(path) as db:
-        assert db.execute("SELECT state FROM chats WHERE chat_id = 'old'").fetchone() == (b"{}",)
-        assert db.execute("SELECT count(*) FROM chat_chunks").fetchone() == (0,)
+            assert [n for (n,) in db.execute("SELECT n FROM written")] == [40, 41]
 
 
 async def test_callers_cancelled_mid_write_leave_no_transaction_open(tmp_path: Path) -> None:
@@ -567,6 +536,42 @@ async def test_last_seq_is_where_a_feed_of_new_entries_starts(ledger: Ledger) ->
     await ledger.decide(approval.id, Decision.approve("alice"))
     entries = await ledger.audit()
     assert await ledger.last_seq() == entries[-1].seq == 2
+
+
+async def test_a_chats_entries_change_with_its_saves_and_only_with_them(ledger: Ledger) -> None:
+    """Entries are kept, appended to, cut back, or left as they are, in the same write as the state; a
+    stale save changes neither. A caller holding the version gets neither state nor entries back."""
+    one, two, three = b'{"n":1}', b'{"n":2}', '{"n":"\u00e9"}'.encode()
+    await ledger.save_chat("c1", b"s1", version=0, owner="alice", entries=Entries(0, [one, two]))
+    loaded = await ledger.load_chat("c1")
+    assert loaded is not None and (loaded.state, list(loaded.entries)) == (b"s1", [one, two])
+    await ledger.save_chat("c1", b"s2", version=1, entries=Entries(2, [three]))
+    assert list((await ledger.load_chat("c1")).entries) == [one, two, three]  # type: ignore[union-attr]
+    await ledger.save_chat("c1", b"s3", version=2)  # no change: they stay
+    assert list((await ledger.load_chat("c1")).entries) == [one, two, three]  # type: ignore[union-attr]
+    await ledger.save_chat("c1", b"s4", version=3, entries=Entries(1, [three]))  # a reply regenerated
+    assert list((await ledger.load_chat("c1")).entries) == [one, three]  # type: ignore[union-attr]
+    with pytest.raises(StaleChat):
+        await ledger.save_chat("c1", b"lost", version=3, entries=Entries(0, [two]))
+    with pytest.raises(StaleChat):  # a chat started twice: the second start changes nothing either
+        await ledger.save_chat("c1", b"lost", version=0, owner="bob", entries=Entries(0, [two]))
+    loaded = await ledger.load_chat("c1")
+    assert loaded is not None and (loaded.state, list(loaded.entries), loaded.owner) == (
+        b"s4",
+        [one, three],
+        "alice",
+    )
+    await ledger.save_chat("c1", b"s5", version=4, entries=Entries(0))
+    loaded = await ledger.load_chat("c1")
+    assert loaded is not None and (loaded.version, list(loaded.entries)) == (5, [])
+    await ledger.save_chat("c1", b"s6", version=5, entries=Entries(0, [two]))
+    if not isinstance(ledger, MemoryLedger):  # the memory ledger has nothing to leave out
+        held = await ledger.load_chat("c1", held=6)
+        assert held is not None and (held.version, held.state, list(held.entries)) == (6, b"", [])
+    other = await ledger.load_chat("c1", held=5)
+    assert other is not None and (other.state, list(other.entries)) == (b"s6", [two])
+    await ledger.save_chat("c2", b"{}", version=0)
+    assert list((await ledger.load_chat("c2")).entries) == []  # type: ignore[union-attr]
 
 
 async def test_chat_state_saves_only_over_the_version_it_read(ledger: Ledger) -> None:

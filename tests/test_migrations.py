@@ -57,6 +57,29 @@ async def test_an_old_sqlite_file_is_migrated_step_by_step_and_keeps_its_records
         assert (await ledger.verify_audit())[1] is None
 
 
+async def test_a_chat_state_kept_in_pieces_goes_back_to_its_row_byte_for_byte(tmp_path: Path) -> None:
+    """Version 7 kept a state over 16 KB in pieces cut at any byte, inside a character too; version 8
+    joins them in order into the row, where its history waits to become entries at the chat's next save."""
+    path = tmp_path / "old.db"
+    sqlite_at(path, 7)
+    state = ('{"history":[' + '"é€😀",' * 9000 + "1]}").encode()
+    pieces = [state[at : at + 16 * 1024] for at in range(0, len(state), 16 * 1024)]
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO chats VALUES ('long', 3, x'', 1.0, 'alice')")
+        db.execute("INSERT INTO chats VALUES ('short', 2, ?, 1.0, 'bob')", (b'{"history":[]}',))
+        db.executemany(  # in no particular order
+            "INSERT INTO chat_chunks VALUES ('long', ?, ?)", reversed(list(enumerate(pieces)))
+        )
+    assert await SqliteLedger(path).upgrade() == (7, SQLITE_VERSION)
+    async with SqliteLedger(path) as ledger:
+        long, short = await ledger.load_chat("long"), await ledger.load_chat("short")
+    assert long is not None and short is not None
+    with pytest.raises(UnicodeDecodeError):  # a piece ends inside a character
+        pieces[0].decode()
+    assert (long.state, long.version, long.owner, list(long.entries)) == (state, 3, "alice", [])
+    assert (short.state, short.owner) == (b'{"history":[]}', "bob")
+
+
 async def test_a_fresh_sqlite_file_has_the_schema_an_old_one_is_migrated_to(tmp_path: Path) -> None:
     async with SqliteLedger(tmp_path / "fresh.db"):
         pass

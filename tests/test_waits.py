@@ -1,5 +1,5 @@
-"""What a chat waits on is read from its history and the ledger, the one truth: the stored chat state holds
-only the framework's history and the assistant message it continues."""
+"""What a chat waits on is read from its history and the ledger, the one truth: the stored chat holds only
+the framework's history (as its entries) and the assistant message it continues."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ async def test_a_waiting_chat_stores_only_its_history_and_reads_its_question_fro
         [asked] = [c for c in reply if c["type"] == "tool-approval-request"]
         stored = await site.ledger.load_chat("c1")
         assert stored is not None
-        assert set(json.loads(stored.state)) == {"history", "assistant_id"}  # nothing it waits on
+        assert set(json.loads(stored.state)) == {"assistant_id"}  # nothing it waits on
+        history = [json.loads(entry)["kind"] for entry in stored.entries]  # the history, a message each
+        assert history == ["request", "response"]
 
         waiting = (await site.client.get("/api/chat/c1")).json()
         parts = [p for m in waiting["messages"] for p in m["parts"] if p.get("toolCallId")]

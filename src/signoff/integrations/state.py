@@ -29,7 +29,9 @@ class ChatState(msgspec.Struct, kw_only=True, omit_defaults=True):
     too, and they are read over."""
 
     history: msgspec.Raw = msgspec.Raw(b"[]")
-    """The framework's own message history, where the framework keeps none itself (pydantic-ai)."""
+    """The framework's own message history, where the framework keeps none itself (pydantic-ai). Stored
+    as the chat's entries, a message each (see `StoredChat.entries`), so that a save writes only the new
+    messages: `state_of` puts it here. A parked state, and a chat saved before entries, hold it here."""
     events: int = 0
     """How many events the framework's own session held when the last reply ended (ADK)."""
     assistant_id: str | None = None
@@ -73,6 +75,8 @@ async def load_state(
 def state_of(stored: StoredChat | None, *, begun: bool = False) -> ChatState:
     """The latest state of a stored chat, or with `begun` the state its running reply began from."""
     state = _decode_state(stored.state) if stored else ChatState()
+    if stored is not None and stored.entries:
+        state.history = msgspec.Raw(b"[" + b",".join(stored.entries) + b"]")
     return state if begun else state.latest()
 
 

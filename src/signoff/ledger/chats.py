@@ -6,19 +6,27 @@ from collections.abc import Sequence
 
 from signoff.core.errors import StaleChat
 from signoff.ledger.parts import Parts
-from signoff.ledger.records import ReplyFrames, ReplyLog, StoredChat
+from signoff.ledger.records import Entries, ReplyFrames, ReplyLog, StoredChat
 
 
 class ChatLedger(Parts):
     async def load_chat(self, chat_id: str, *, held: int | None = None) -> StoredChat | None:
-        """The chat's record; with `held`, the version whose state the caller holds already: a record of
-        that version may come without its state (`b""`), which a long chat's request then need not read."""
+        """The chat's record, with its entries; with `held`, the version whose state the caller holds
+        already: a record of that version may come without its state (`b""`) or entries, which a long
+        chat's request then need not read."""
         return await self.backend.chats.load(chat_id, held)
 
     async def save_chat(
-        self, chat_id: str, state: bytes, *, version: int, owner: str | None = None
+        self,
+        chat_id: str,
+        state: bytes,
+        *,
+        version: int,
+        owner: str | None = None,
+        entries: Entries | None = None,
     ) -> StoredChat:
-        """Save a chat's state over the `version` that was read (0 for a new chat, which `owner` starts).
+        """Save a chat's state over the `version` that was read (0 for a new chat, which `owner` starts),
+        and change its entries as `entries` says (by default they stay as they are), in one write.
 
         Raises `StaleChat` when someone else saved in between, so two requests racing on one chat can never
         silently lose one's history, nor two principals both start it.
@@ -26,7 +34,7 @@ class ChatLedger(Parts):
         chat = StoredChat(
             chat_id=chat_id, version=version + 1, state=state, updated_at=self.clock(), owner=owner
         )
-        if not await self.backend.chats.save(chat):
+        if not await self.backend.chats.save(chat, entries):
             raise StaleChat(f"chat {chat_id} changed while this request was running; reload it and retry")
         return chat
 

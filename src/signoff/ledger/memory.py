@@ -23,6 +23,7 @@ from signoff.ledger.records import (
     Apply,
     Change,
     Clock,
+    Entries,
     Progress,
     ReplyFrames,
     ReplyLog,
@@ -207,11 +208,14 @@ class _Chats(ChatStore):
     async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
         return self.saved.get(chat_id)  # nothing to read: the state is at hand
 
-    async def save(self, chat: StoredChat) -> bool:
+    async def save(self, chat: StoredChat, entries: Entries | None) -> bool:
         current = self.saved.get(chat.chat_id)
         if (0 if current is None else current.version) != chat.version - 1:
             return False
-        self.saved[chat.chat_id] = chat if current is None else dataclasses.replace(chat, owner=current.owner)
+        had = () if current is None else current.entries
+        kept = had if entries is None else (*had[: entries.kept], *entries.added)
+        owner = chat.owner if current is None else current.owner
+        self.saved[chat.chat_id] = dataclasses.replace(chat, owner=owner, entries=kept)
         return True
 
     async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:

@@ -104,6 +104,19 @@ class StoredChat:
     state: bytes
     updated_at: float
     owner: str | None = None
+    entries: Sequence[bytes] = ()
+    """The chat's entries, in order: a part of its state that grows one entry at a time (a framework's
+    history, a message each), stored apart so that a save writes only what changed. As loaded; none when
+    the state was left out (see `ChatStore.load`), nor in a record as saved."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entries:
+    """What a save does to a chat's entries: the first `kept` stay as they are, `added` follow them, and
+    any others are gone. A history grows at its end, so a save's cost is what it adds, not what it holds."""
+
+    kept: int
+    added: Sequence[bytes] = ()
 
 
 @dataclass(frozen=True, slots=True)

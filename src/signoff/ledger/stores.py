@@ -21,7 +21,16 @@ from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.keys import Key
-from signoff.ledger.records import Apply, Change, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.records import (
+    Apply,
+    Change,
+    Entries,
+    Progress,
+    ReplyFrames,
+    ReplyLog,
+    StoredChat,
+    TaskQuery,
+)
 
 Heard = Callable[[float], Awaitable[list[Approval | str]]]
 """What a backend's listener hears within at most a number of seconds, returning as soon as it hears
@@ -86,13 +95,14 @@ class ChatStore(ABC):
 
     @abstractmethod
     async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
-        """The chat's record. When its version is `held`, the caller holds that version's state, and the
-        store may leave the state out (`b""`) rather than read it."""
+        """The chat's record, with its entries. When its version is `held`, the caller holds that
+        version's state, and the store may leave the state and entries out rather than read them."""
 
     @abstractmethod
-    async def save(self, chat: StoredChat) -> bool:
-        """Store `chat` if the stored version is `chat.version - 1` (or absent when it is 1, and then with
-        its owner); else False. A later version keeps the owner the first one stored."""
+    async def save(self, chat: StoredChat, entries: Entries | None) -> bool:
+        """Store `chat`, and change its entries as `entries` says (None: they stay), if the stored
+        version is `chat.version - 1` (or absent when it is 1, and then with its owner); else False, and
+        nothing changes. A later version keeps the owner the first one stored."""
 
     @abstractmethod
     async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None: ...

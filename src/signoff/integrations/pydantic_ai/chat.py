@@ -50,7 +50,7 @@ from signoff.integrations.state import (
 )
 from signoff.integrations.trust import Untrusted
 from signoff.integrations.turn import Browser, Turn
-from signoff.ledger.records import StoredChat
+from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
 
@@ -73,7 +73,7 @@ class AgentReply(RunningReply[AgentTranslator]):
     begun: ChatState = field(default_factory=ChatState)
     """The chat as this reply began from."""
     history: History = field(default_factory=lambda: History([], []))
-    """The history `begun` holds."""
+    """The history `begun` holds, and how much of it the ledger holds as the chat's entries."""
     browser: Browser | None = None
     """Set when the browser stays connected while the reply runs (the live socket)."""
     held: dict[str, ToolOutput] = field(default_factory=dict)
@@ -112,24 +112,29 @@ class AgentReply(RunningReply[AgentTranslator]):
             parked = ChatState(
                 history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(asked)), assistant_id=self.message_id
             )
-            begun = msgspec.Raw(saved(self.history))  # the history the reply began from, as stored
-            await self._store(ChatState(history=begun, assistant_id=self.begun.assistant_id, parked=parked))
+            begun = ChatState(assistant_id=self.begun.assistant_id, parked=parked)
+            self.history = await self._store(begun, self.history)  # the history the reply began from
 
-    async def _store(self, state: ChatState) -> None:
+    async def _store(self, state: ChatState, history: History) -> History:
+        """Save `state` with `history` as the chat's entries, writing only the entries the ledger lacks;
+        the history as the ledger now holds it."""
         ledger = self.chat.gate.ledger
-        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
+        entries = Entries(history.stored, history.dumped[history.stored :])
+        self.stored = await ledger.save_chat(
+            self.chat_id, encode_state(state), version=self.stored.version, entries=entries
+        )
+        return History(history.messages, history.dumped, len(history.dumped))
 
     async def _save(self, messages: list[ModelMessage], output: object) -> None:
         history = dump(self.history, messages)
-        kept = ChatState(assistant_id=self.message_id)  # what a request here reads of it, history aside
-        state = msgspec.structs.replace(kept, history=msgspec.Raw(saved(history)))
+        state = ChatState(assistant_id=self.message_id)  # the history is saved as the chat's entries
         if isinstance(output, DeferredToolRequests):
             started = {c for c, m in output.metadata.items() if TASK in m}
             if any(c.tool_call_id not in started for c in output.calls):  # the browser's to run
                 self.browser_due = self.chat.gate.ledger.clock() + self.chat.browser_timeout
         async with self._saving:
-            await self._store(state)
-        self.chat.histories.keep(self.chat_id, self.stored.version, history, kept)
+            history = await self._store(state, history)
+        self.chat.histories.keep(self.chat_id, self.stored.version, history, state)
 
 
 class AgentChat(ServedChat):
@@ -232,6 +237,8 @@ class History:
 
     messages: list[ModelMessage]
     dumped: list[bytes]
+    stored: int = 0
+    """How many of its first messages the ledger holds as the chat's entries, byte for byte."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,9 +293,15 @@ class Histories:
         stored, state = loaded
         kept = self.at(chat_id, stored)
         if kept is not None:
-            return History(list(kept.history.messages), kept.history.dumped)
+            return History(list(kept.history.messages), kept.history.dumped, kept.history.stored)
         raw = bytes(state.history)
-        return History(ModelMessagesTypeAdapter.validate_json(raw), [bytes(piece) for piece in _split(raw)])
+        dumped = [bytes(piece) for piece in _split(raw)]
+        held = 0  # a parked history, or one saved before entries, may start with the entries or not
+        for entry, stored_entry in zip(dumped, stored.entries if stored else (), strict=False):
+            if entry != stored_entry:
+                break
+            held += 1
+        return History(ModelMessagesTypeAdapter.validate_json(raw), dumped, held)
 
 
 def dump(before: History, messages: list[ModelMessage]) -> History:
@@ -301,7 +314,7 @@ def dump(before: History, messages: list[ModelMessage]) -> History:
         kept += 1
     rest = messages[kept:]
     new = [bytes(raw) for raw in _split(ModelMessagesTypeAdapter.dump_json(rest))] if rest else []
-    return History(messages, [*before.dumped[:kept], *new])
+    return History(messages, [*before.dumped[:kept], *new], min(kept, before.stored))
 
 
 _split = msgspec.json.Decoder(list[msgspec.Raw]).decode

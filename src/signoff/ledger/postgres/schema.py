@@ -111,6 +111,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE chats ADD COLUMN owner TEXT;
     """,
+    """
+    CREATE TABLE chat_entries (
+        chat_id TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        bytes BYTEA NOT NULL,
+        PRIMARY KEY (chat_id, n)
+    );
+    """,
 )
 """The schema, one migration per version: version N is the state after MIGRATIONS[N - 1]. Append only."""
 SCHEMA_VERSION = len(MIGRATIONS)

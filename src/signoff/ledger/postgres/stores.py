@@ -12,7 +12,7 @@ from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger import rows
-from signoff.ledger.records import Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.rows import AUDIT_COLUMNS, POSTGRES, approval_record, grant_record, principal_record
 from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
 
@@ -87,23 +87,41 @@ class PostgresTasks(TaskStore):
             return [task_id for (task_id,) in await found.fetchall()]
 
 
+_SAVE_ENTRIES = (
+    "WITH saved AS ({save} RETURNING chat_id),"
+    " gone AS (DELETE FROM chat_entries WHERE chat_id IN (SELECT chat_id FROM saved) AND n >= %s),"
+    " added AS (INSERT INTO chat_entries (chat_id, n, bytes)"
+    " SELECT chat_id, %s + e.i - 1, e.bytes FROM saved, unnest(%s::bytea[]) WITH ORDINALITY AS e (bytes, i)"
+    " ON CONFLICT (chat_id, n) DO UPDATE SET bytes = excluded.bytes)"
+    " SELECT chat_id FROM saved"
+)
+"""A chat's save with its entries' change. The statements of one `WITH` run on one snapshot in no set
+order, so the rows they touch are kept apart: the delete takes the entries after the new last one, and
+the added ones overwrite any they land on."""
+
+
 @dataclass
 class PostgresChats(ChatStore):
     db: PostgresBackend
 
     async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
         query = (
-            "SELECT chat_id, version, CASE WHEN version = %s THEN ''::bytea ELSE state END, updated_at, owner"
+            "SELECT chat_id, version, CASE WHEN version = %s THEN ''::bytea ELSE state END, updated_at,"
+            " owner, CASE WHEN version = %s THEN '{}'::bytea[] ELSE ARRAY("
+            "SELECT bytes FROM chat_entries AS e WHERE e.chat_id = chats.chat_id ORDER BY n) END"
             " FROM chats WHERE chat_id = %s"
         )
-        found = await self.db.select(query, (held, chat_id))
+        found = await self.db.select(query, (held, held, chat_id))
         if not found:
             return None
-        chat_id, version, state, updated_at, owner = found[0]
-        return StoredChat(chat_id, version, bytes(state), updated_at, owner)
+        chat_id, version, state, updated_at, owner, entries = found[0]
+        return StoredChat(chat_id, version, bytes(state), updated_at, owner, [bytes(e) for e in entries])
 
-    async def save(self, chat: StoredChat) -> bool:
+    async def save(self, chat: StoredChat, entries: Entries | None) -> bool:
         statement, params = rows.save_chat(POSTGRES, chat)
+        if entries is not None:  # one statement: the entries change only where the row did
+            statement = _SAVE_ENTRIES.format(save=statement)
+            params = (*params, entries.kept + len(entries.added), entries.kept, list(entries.added))
         async with self.db.connection() as conn:
             return (await conn.execute(statement.encode(), params)).rowcount == 1
 

@@ -26,6 +26,7 @@ Keys live under one prefix (`signoff` by default):
     {p}:g:{id}            hash   record, rev                 one grant
     {p}:grants[:{tool}]   zset   id by insertion number      grants, all and by tool
     {p}:chat-state:{chat} hash   version, state, updated_at, owner  a chat's server-side state
+    {p}:chat-entries:{chat} list its entries, in order
     {p}:audit             stream entry JSON at id {seq}-1    the hash-chained audit log
     {p}:head              hash   seq, hash                   the audit log's newest entry
     {p}:lease:{name}      string the holder, with a TTL      the deadline sweeper's lease
@@ -132,8 +133,8 @@ class RedisBackend(Backend):
         self._redis = client
         self._scripts = {
             name.lower(): client.register_script(getattr(scripts, name))
-            for name in ("COMMIT", "SAVE_CHAT", "LEASE", "BEGIN_REPLY", "LOG_FRAMES", "FORGET_REPLIES",
-                         "REPORT_TASKS", "BEAT")
+            for name in ("COMMIT", "LOAD_CHAT", "SAVE_CHAT", "LEASE", "BEGIN_REPLY", "LOG_FRAMES",
+                         "FORGET_REPLIES", "REPORT_TASKS", "BEAT")
         }  # fmt: skip
 
     async def _migrate(self, client: aioredis.Redis) -> int:

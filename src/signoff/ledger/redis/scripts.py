@@ -95,8 +95,26 @@ local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
 if version ~= tonumber(ARGV[1]) - 1 then return 0 end
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'state', ARGV[2], 'updated_at', ARGV[3])
 if version == 0 and ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'owner', ARGV[4]) end
+if ARGV[5] ~= '' then
+  local kept = tonumber(ARGV[5])
+  if kept == 0 then redis.call('DEL', KEYS[2]) else redis.call('LTRIM', KEYS[2], 0, kept - 1) end
+  for i = 6, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+end
 return 1
 """
+"""Save a chat over the version read; then, unless the count kept is empty (the entries stay), keep that
+many of its entries and append the rest of the arguments."""
+
+LOAD_CHAT = """
+local chat = redis.call('HMGET', KEYS[1], 'version', 'state', 'updated_at', 'owner')
+if not chat[1] then return false end
+if chat[1] == ARGV[1] then return {chat[1], '', chat[3], chat[4] or ''} end
+local found = {chat[1], chat[2], chat[3], chat[4] or ''}
+for _, entry in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do found[#found + 1] = entry end
+return found
+"""
+"""A chat's version, state, update time, owner ('' for none) and entries; without its state and entries
+when its version is the one the caller holds."""
 
 LOG_FRAMES = """
 if redis.call('HGET', KEYS[1], 'reply') ~= ARGV[1] then return 0 end

@@ -15,7 +15,7 @@ from signoff.core.audit import AuditEntry
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task
-from signoff.ledger.records import Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record, task_from_row
 from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
 
@@ -137,18 +137,19 @@ class RedisChats(ChatStore):
     db: RedisBackend
 
     async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
-        """The state comes along whatever `held` says: one round trip either way."""
-        key = self.db.key("chat-state", chat_id)
-        fields = ("version", "state", "updated_at", "owner")
-        version, state, updated_at, owner = await self.db.call(lambda r: r.hmget(key, *fields))
-        if version is None:
+        found = await self.db.script("load_chat", self._chat_keys(chat_id), ["" if held is None else held])
+        if found is None:
             return None
-        return StoredChat(chat_id, int(version), bytes(state), float(updated_at), owner and owner.decode())
+        version, state, updated_at, owner, *entries = found
+        return StoredChat(chat_id, int(version), state, float(updated_at), owner.decode() or None, entries)
 
-    async def save(self, chat: StoredChat) -> bool:
-        keys = [self.db.key("chat-state", chat.chat_id)]
+    async def save(self, chat: StoredChat, entries: Entries | None) -> bool:
         args = [chat.version, chat.state, repr(chat.updated_at), chat.owner or ""]
-        return bool(await self.db.script("save_chat", keys, args))
+        args += [""] if entries is None else [entries.kept, *entries.added]
+        return bool(await self.db.script("save_chat", self._chat_keys(chat.chat_id), args))
+
+    def _chat_keys(self, chat_id: str) -> list[str]:
+        return [self.db.key("chat-state", chat_id), self.db.key("chat-entries", chat_id)]
 
     async def log_replies(self, batch: Sequence[ReplyFrames], now: float) -> None:
         """One pipeline of scripts, each atomic: a log that begins starts over, then takes its entries."""

@@ -108,5 +108,25 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (chat_id, n)
     ) WITHOUT ROWID
     """,
+    # A chat's history moves out of its state into entries, a row each, as each chat is next saved; a
+    # state kept in pieces goes back to its row (built piece by piece, in order), and pieces are no more.
+    """
+    CREATE TABLE chat_entries (
+        chat_id TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        bytes BLOB NOT NULL,
+        PRIMARY KEY (chat_id, n)
+    ) WITHOUT ROWID;
+    UPDATE chats SET state = (
+        WITH RECURSIVE joined (n, bytes) AS (
+            SELECT n, bytes FROM chat_chunks WHERE chat_id = chats.chat_id AND n = 0
+            UNION ALL
+            SELECT c.n, joined.bytes || c.bytes FROM joined
+            JOIN chat_chunks AS c ON c.chat_id = chats.chat_id AND c.n = joined.n + 1
+        )
+        SELECT CAST(bytes AS BLOB) FROM joined ORDER BY n DESC LIMIT 1
+    ) WHERE chat_id IN (SELECT chat_id FROM chat_chunks);
+    DROP TABLE chat_chunks
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
