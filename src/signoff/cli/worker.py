@@ -25,7 +25,7 @@ from signoff.server.app import Settings, create_app
 from signoff.server.edge import BODY_TIMEOUT
 from signoff.server.loading import load_agent
 from signoff.server.oidc import OidcSettings
-from signoff.server.run import HEAD_TIMEOUT
+from signoff.server.run import HEAD_TIMEOUT, settle
 
 ENV = "SIGNOFF_SERVED"
 Scope = MutableMapping[str, Any]
@@ -116,6 +116,7 @@ class Worker:
             except Exception as exc:
                 await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
                 return
+            settle()
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown
         await send({"type": "lifespan.shutdown.complete"})

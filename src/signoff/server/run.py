@@ -10,6 +10,7 @@ connections uvicorn's keep-alive timeout, and WebSocket messages a size limit (1
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 from collections.abc import Callable
@@ -115,10 +116,21 @@ async def serve(
     while not server.started and not running.done():  # noqa: ASYNC110 - uvicorn has a flag, not an event
         await asyncio.sleep(0.02)
     if server.started:
+        settle()
         on_ready(f"http://{host}:{sock.getsockname()[1]}")
     await running
     if not server.started:
         raise OSError(f"could not serve on {host}:{port}")
+
+
+def settle() -> None:
+    """Put what the server made before its first request (modules, the agent, the app: about 130,000
+    objects) out of the garbage collector's reach. They live as long as the process, and each full
+    collection walked every one of them: under load at concurrency 16 those took about 1 ms per flow and
+    pauses of up to 70 ms, which set the tail latency. `gc.freeze` is CPython's means for exactly this;
+    objects made later are collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 def serve_workers(
