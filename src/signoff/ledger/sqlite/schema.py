@@ -110,13 +110,15 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # A chat's history moves out of its state into entries, a row each, as each chat is next saved; a
     # state kept in pieces goes back to its row (built piece by piece, in order), and pieces are no more.
+    # Entries are a rowid table: new ones land at its end, where a table clustered by chat spread rows
+    # of about 1 KB over half-full pages (1.2 times the file, and 62-85 µs a save instead of 45-51).
     """
     CREATE TABLE chat_entries (
         chat_id TEXT NOT NULL,
         n INTEGER NOT NULL,
         bytes BLOB NOT NULL,
         PRIMARY KEY (chat_id, n)
-    ) WITHOUT ROWID;
+    );
     UPDATE chats SET state = (
         WITH RECURSIVE joined (n, bytes) AS (
             SELECT n, bytes FROM chat_chunks WHERE chat_id = chats.chat_id AND n = 0
