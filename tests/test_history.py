@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -18,11 +19,11 @@ from signoff.demo.agent import demo_agent
 from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
 from signoff.integrations.pydantic_ai import chat as pydantic_chat
-from signoff.integrations.pydantic_ai.chat import AgentChat, saved
+from signoff.integrations.pydantic_ai.chat import AgentChat, Histories, History, saved
 from signoff.integrations.pydantic_ai.messages import open_calls
-from signoff.integrations.state import load_state
-from signoff.ledger import MemoryLedger
-from signoff.ledger.records import Entries
+from signoff.integrations.state import ChatState, load_state
+from signoff.ledger import MemoryLedger, SqliteLedger
+from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ToolApprovalRequest, ToolInputAvailable, parse_chat_request
 
 ME = Principal(id="browser:me", via="session")
@@ -170,3 +171,24 @@ async def test_a_parked_reply_keeps_the_history_it_began_from_as_the_entries() -
         assert stored is not None and "parked" not in json.loads(stored.state)
         assert list(stored.entries[: len(began)]) == began and len(stored.entries) == len(began) + 4
         assert saved(here.histories.read("c1", (stored, state))) == bytes(state.history)
+
+
+async def test_a_chat_dropped_here_while_its_record_is_read_is_read_whole(tmp_path: Path) -> None:
+    """A worker asks for the version it holds without its state; if the chat leaves its keeping while that
+    read is under way (pushed out by others, or saved anew by another request here), the record came
+    without the state it now needs, and it reads it again rather than fail."""
+    async with SqliteLedger(tmp_path / "s.db") as ledger:
+        here = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        here.histories = Histories(size=1)
+        await pay(here, 0)
+        read = ledger.load_chat
+
+        async def load_chat(chat_id: str, *, held: int | None = None) -> StoredChat | None:
+            found = await read(chat_id, held=held)
+            here.histories.keep("other", 1, History([], []), ChatState())  # meanwhile: pushed out
+            return found
+
+        with mock.patch.object(ledger, "load_chat", load_chat):
+            await pay(here, 1)
+        stored = await ledger.load_chat("c1")
+        assert stored is not None and len(stored.entries) == 8

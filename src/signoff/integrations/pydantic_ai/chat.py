@@ -220,8 +220,11 @@ class AgentChat(ServedChat):
 
         A chat this worker saved last is not read again: the ledger gives its version alone, and the
         state and history are the ones kept."""
-        stored = await self.gate.ledger.load_chat(chat_id, held=self.histories.held(chat_id))
+        held = self.histories.held(chat_id)
+        stored = await self.gate.ledger.load_chat(chat_id, held=held)
         kept = self.histories.at(chat_id, stored)
+        if kept is None and stored is not None and stored.version == held:  # no longer kept: read it all
+            stored = await self.gate.ledger.load_chat(chat_id)
         if kept is None:
             state = state_of(stored, begun=begun)
             last_step = bytes(state.history)
