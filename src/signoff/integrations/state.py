@@ -75,9 +75,10 @@ async def load_state(
 def state_of(stored: StoredChat | None, *, begun: bool = False) -> ChatState:
     """The latest state of a stored chat, or with `begun` the state its running reply began from."""
     state = _decode_state(stored.state) if stored else ChatState()
-    if stored is not None and stored.entries:
+    chosen = state if begun else state.latest()
+    if chosen is state and stored is not None and stored.entries:  # a parked state holds its own history
         state.history = msgspec.Raw(b"[" + b",".join(stored.entries) + b"]")
-    return state if begun else state.latest()
+    return chosen
 
 
 def owner_of(stored: StoredChat | None) -> str | None:

@@ -124,9 +124,9 @@ async def serve(
 
 
 def settle() -> None:
-    """Put what the server made before its first request (modules, the agent, the app: about 130,000
-    objects) out of the garbage collector's reach. They live as long as the process, and each full
-    collection walked every one of them: under load at concurrency 16 those took about 1 ms per flow and
+    """Put what the server made before its first request (modules, the agent, the app: about 130,000 objects)
+    out of the garbage collector's reach. They live as long as the process, and each full collection walked
+    every one of them: under load (the flows bench at concurrency 4) those took about 1 ms per flow, with
     pauses of up to 70 ms, which set the tail latency. `gc.freeze` is CPython's means for exactly this;
     objects made later are collected as before."""
     gc.collect()
