@@ -42,6 +42,7 @@ SCENARIOS = (
     "inbox-edit-grants",
     "quorum",
     "hidden-text",
+    "inbox-long-value",
     "not-yours",
 )
 TASK_SCENARIOS = ("export-report", "export-cancel")

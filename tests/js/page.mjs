@@ -353,6 +353,56 @@ async function deny(card, reason) {
   await card.getByTestId('deny-confirm').click();
 }
 
+/** Where the end of a long value shows: the box of the last `text` in `locator`'s text (a range of exactly those
+ * characters, not its element, whose box may be clipped), in the page's coordinates, and the viewport's width. */
+function whereEnds(locator, text) {
+  return locator.evaluate((element, text) => {
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    let found;
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const at = node.data.lastIndexOf(text);
+      if (at >= 0) found = { node, at };
+    }
+    if (!found) return undefined;
+    const range = document.createRange();
+    range.setStart(found.node, found.at);
+    range.setEnd(found.node, found.at + text.length);
+    const { left, right } = range.getBoundingClientRect();
+    return { left: left + scrollX, right: right + scrollX, viewport: innerWidth };
+  }, text);
+}
+
+/** `text`, at the end of a long value in `locator`, shows within the viewport's width. */
+async function expectEndShown(locator, text, what) {
+  const end = await whereEnds(locator, text);
+  if (!end) throw new Error(`${what} does not show ${JSON.stringify(text)}`);
+  if (end.left < 0 || end.right > end.viewport) {
+    throw new Error(
+      `${what}: ${JSON.stringify(text)} shows at x ${Math.round(end.left)}-${Math.round(end.right)}, ` +
+        `outside the viewport's ${end.viewport} pixels`,
+    );
+  }
+}
+
+/** Nothing on the page is wider than the viewport: it never scrolls sideways. */
+async function expectNoSidewaysScroll(page, what) {
+  const { wide, viewport } = await page.evaluate(() => ({
+    wide: document.scrollingElement.scrollWidth,
+    viewport: innerWidth,
+  }));
+  if (wide > viewport) throw new Error(`${what} is ${wide} pixels wide, wider than the viewport's ${viewport}`);
+}
+
+/** A button shows, and within the viewport's width. */
+async function expectButtonShown(page, button, what) {
+  await button.scrollIntoViewIfNeeded({ timeout: WAIT_MS });
+  const box = await button.boundingBox();
+  const viewport = await page.evaluate(() => innerWidth);
+  if (!(await button.isVisible()) || !box || box.x < 0 || box.x + box.width > viewport) {
+    throw new Error(`${what} is not shown within the viewport (at ${JSON.stringify(box)}, ${viewport} wide)`);
+  }
+}
+
 function inboxRow(inbox, chat) {
   return inbox.locator('[data-testid="approval-row"]').filter({ has: inbox.locator(`a:text-is("${chat}")`) });
 }
@@ -1118,6 +1168,54 @@ const SCENARIOS = {
       if (shown.includes('\u202e')) throw new Error(`the inbox shows a raw override: ${JSON.stringify(shown)}`);
     });
     await run.shot(inbox, 'inbox');
+  },
+
+  // A 5,000-character recipient whose end is what matters ("…Mallory"): both pages wrap it, so its end shows
+  // beside the buttons and neither page scrolls sideways.
+  async 'inbox-long-value'(run, browser) {
+    const recipient = `Hanako${'x'.repeat(4987)}Mallory`;
+    const context = await newContext(browser);
+    const { page, id } = await openChat(run, context, { wait: 'blocking' });
+    const card = cardOf(page, 'process_payment');
+    await run.do('ask: pay 50 USD to a 5,000-character recipient', async () => {
+      await say(page, `pay 50 USD to ${recipient}`);
+      await expectCard(page, card, 'asking', 'payment');
+      await expectHeadline(card, `Pay 50 USD to ${recipient}`);
+    });
+    await run.do('the chat card wraps it: its end shows, beside the buttons', async () => {
+      await expectEndShown(card.getByTestId('headline'), 'Mallory', 'the card headline');
+      await expectEndShown(card.getByTestId('args'), 'Mallory', 'the card arguments');
+      await expectButtonShown(page, card.getByTestId('approve'), "the card's Approve");
+      await expectButtonShown(page, card.getByTestId('deny'), "the card's Deny");
+      await expectNoSidewaysScroll(page, 'the chat page');
+    });
+    await run.shot(page, 'chat-pending');
+    const inbox = await openInbox(run, context);
+    const row = inboxRow(inbox, id);
+    await run.do('the inbox row wraps it: its end shows, beside the buttons', async () => {
+      await row.waitFor({ timeout: WAIT_MS });
+      await expectText(inbox, row.getByTestId('description'), `Pay 50 USD to ${recipient}`, 'the inbox row');
+      await expectEndShown(row.getByTestId('description'), 'Mallory', 'the inbox headline');
+      await expectEndShown(row.getByTestId('args'), 'Mallory', 'the inbox arguments');
+      await expectButtonShown(inbox, row.getByTestId('approve'), "the row's Approve");
+      await expectButtonShown(inbox, row.getByTestId('deny'), "the row's Deny");
+      await expectNoSidewaysScroll(inbox, 'the inbox');
+    });
+    await run.shot(inbox, 'inbox-pending');
+    await run.do('approve from the inbox: the recent row and the reply wrap it too', async () => {
+      await row.getByTestId('approve').click();
+      await row.waitFor({ state: 'detached', timeout: WAIT_MS });
+      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Mallory' });
+      await expectText(inbox, recent.getByTestId('decided-by'), 'admin', 'the recent decision');
+      await expectEndShown(recent, 'Mallory', 'the recent decision');
+      await expectNoSidewaysScroll(inbox, 'the inbox');
+      await expectCard(page, card, 'done', 'payment');
+      await expectReply(page, `Paid 50 USD to ${recipient}`);
+      await expectEndShown(replies(page).last(), 'Mallory', 'the reply');
+      await expectNoSidewaysScroll(page, 'the chat page');
+    });
+    await run.shot(inbox, 'inbox-decided');
+    await run.shot(page, 'chat-done');
   },
 
   // A chat belongs to whoever started it: another browser is told so, and sees nothing of it.
