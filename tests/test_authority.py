@@ -25,6 +25,16 @@ ALICE = Principal(id="alice", name="Alice", roles=("finance",), via="token")
 BOB = Principal(id="bob", roles=("finance",), via="token")
 CAROL = Principal(id="carol", roles=("finance",), via="oidc")
 SUPPORT = Principal(id="sam", roles=("support",), via="token")
+FINANCE_POLICY = Policy.from_dict(
+    {
+        "tools": {
+            "process_payment": [
+                {"action": "ask", "approvers": ["role:finance"], "quorum": 2, "requester_may_approve": False}
+            ]
+        }
+    }
+)
+"""What `FINANCE_TWO` comes from: an edit's call is ruled on by it."""
 PAY = ToolCall("call_1", "process_payment", {"amount": 600, "currency": "USD", "recipient": "Hanako"})
 
 
@@ -110,7 +120,8 @@ async def test_one_deny_after_an_approve_denies(ledger: Ledger) -> None:
 async def test_an_edit_restarts_the_count_for_the_edited_call(ledger: Ledger) -> None:
     approval_id = await asked(ledger)
     await ledger.decide(approval_id, Decision.approve(ALICE))
-    edited = await ledger.decide(approval_id, Decision.edit({**PAY.args, "amount": 550}, BOB))
+    edit = Decision.edit({**PAY.args, "amount": 550}, BOB)
+    edited = await ledger.decide(approval_id, edit, policy=FINANCE_POLICY)
     assert edited.state is State.PENDING and edited.tally == "1 of 2: bob"
     assert edited.approved_call.args["amount"] == 550
     done = await ledger.decide(approval_id, Decision.approve(ALICE))  # alice approves the edited call

@@ -54,7 +54,7 @@ def state(env: dict[str, str], approval_id: str) -> State:
     return asyncio.run(go())
 
 
-def test_list_show_approve_deny(cli_env: dict[str, str]) -> None:
+def test_list_show_approve_deny(cli_env: dict[str, str], tmp_path: Path) -> None:
     first, second, third = seed(cli_env, 3)
     listed = signoff(cli_env, "approvals", "list", "--state", "pending")
     assert listed.returncode == 0 and all(i in listed.stdout for i in (first, second, third))
@@ -66,7 +66,12 @@ def test_list_show_approve_deny(cli_env: dict[str, str]) -> None:
     assert approved.returncode == 0 and f"{first} approved by {OPERATOR}" in approved.stdout
     denied = signoff(cli_env, "approvals", "deny", second, "--reason", "no")
     assert denied.returncode == 0 and f"denied by {OPERATOR}" in denied.stdout
-    edited = signoff(cli_env, "approvals", "approve", third, "--args", '{"amount": 1}')
+    unruled = signoff(cli_env, "approvals", "approve", third, "--args", '{"amount": 1}')
+    assert unruled.returncode == 2 and "give --policy FILE" in unruled.stderr, "an edit is a new call"
+    rules = tmp_path / "policy.toml"
+    rules.write_text('[[tools.process_payment]]\naction = "ask"\n')
+    edit = ["approvals", "approve", third, "--args", '{"amount": 1}', "--policy", str(rules)]
+    edited = signoff(cli_env, *edit)
     assert edited.returncode == 0 and "approved by cli:" in edited.stdout
     assert [state(cli_env, i) for i in (first, second, third)] == [
         State.APPROVED,

@@ -24,11 +24,13 @@ from signoff.core.errors import (
     AlreadyRevoked,
     CallMismatch,
     IllegalTransition,
+    InvalidDecision,
     LedgerUnavailable,
     NotFound,
     StaleChat,
     Unstorable,
 )
+from signoff.core.policy import Policy
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.postgres import SCHEMA_VERSION, PostgresLedger, upgrade
 from signoff.ledger.records import Entries, ReplyFrames
@@ -155,7 +157,10 @@ async def test_a_write_the_database_refuses_fails_alone() -> None:
 
 async def test_edit_re_digests_and_only_the_edited_call_runs(ledger: Ledger) -> None:
     approval = await ask(ledger)
-    edited = await ledger.decide(approval.id, Decision.edit({"amount": 20, "currency": "USD"}, "alice"))
+    edit = Decision.edit({"amount": 20, "currency": "USD"}, "alice")
+    with pytest.raises(InvalidDecision, match="the policy must rule on it"):
+        await ledger.decide(approval.id, edit)  # an edit is a new call: without a policy, nothing rules
+    edited = await ledger.decide(approval.id, edit, policy=Policy())
     assert edited.approved_call.args == {"amount": 20, "currency": "USD"}
     with pytest.raises(CallMismatch):
         await ledger.consume(approval.id, PAY, "runner")
@@ -215,15 +220,15 @@ async def test_remembered_decisions_become_grants(ledger: Ledger) -> None:
     ]
     assert grants[0].digest == PAY.digest and grants[1].digest is None
     same_args_other_id = ToolCall("call_9", "process_payment", dict(PAY.args))
-    assert (await ledger.match_grant(same_args_other_id, "chat-1")) == grants[0]
-    assert await ledger.match_grant(same_args_other_id, "chat-2") is None
-    assert await ledger.match_grant(same_args_other_id.with_args({"amount": 51}), "chat-1") is None
-    assert await ledger.match_grant(ToolCall("c", "get_weather", {"city": "Oslo"}), "chat-7") == grants[1]
+    assert (await ledger.matching_grants(same_args_other_id, "chat-1")) == [grants[0]]
+    assert await ledger.matching_grants(same_args_other_id, "chat-2") == []
+    assert await ledger.matching_grants(same_args_other_id.with_args({"amount": 51}), "chat-1") == []
+    assert await ledger.matching_grants(ToolCall("c", "get_weather", {"city": "Oslo"}), "chat-7") == [grants[1]]
     assert [g.id for g in await ledger.grants(chat_id="chat-2")] == [grants[1].id]
 
     revoked = await ledger.revoke_grant(grants[0].id, "alice")
     assert not revoked.active and revoked.revoked_by == "alice"
-    assert await ledger.match_grant(same_args_other_id, "chat-1") is None
+    assert await ledger.matching_grants(same_args_other_id, "chat-1") == []
     assert [g.id for g in await ledger.grants()] == [grants[1].id]
     assert len(await ledger.grants(active=False)) == 2
     with pytest.raises(AlreadyRevoked):

@@ -15,6 +15,7 @@ from signoff.core.approval import TRANSITIONS, Approval, State
 from signoff.core.audit import Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
+from signoff.core.policy import Ruling
 from signoff.core.errors import (
     AlreadyConsumed,
     AlreadyDecided,
@@ -27,13 +28,16 @@ from tests.conftest import make_ledger
 
 KEYS = Keyring.ephemeral()
 KEY = KEYS.current
+ALLOWED = Ruling(action="allow", rule="small", reason="small payments run", description="Pay 20")
+"""The policy's ruling on an edited call that it lets run: the edit counts under the rule that asked."""
 CALL = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
 
 
 def fresh(deadline: float | None = 10.0, on_timeout: machine.OnTimeout = "deny") -> Approval:
     approval, event = machine.open_approval(
-        CALL, chat_id="chat", description="Pay", rule="r", now=100.0, deadline=deadline, on_timeout=on_timeout
-    )
+        CALL, chat_id="chat", description="Pay", rule="r", now=100.0, key=KEY, deadline=deadline,
+        on_timeout=on_timeout,
+    )  # fmt: skip
     assert (event.action, event.after, event.subject) == ("open", "pending", approval.id)
     return approval
 
@@ -45,7 +49,7 @@ def test_ids_are_unguessable() -> None:
 
 
 def test_approve_then_consume() -> None:
-    approved, event = machine.decide(fresh(), Decision.approve("alice", "fine"), 101.0, KEY)
+    approved, event = machine.decide(fresh(), Decision.approve("alice", "fine"), 101.0, KEYS)
     assert approved.state is State.APPROVED and approved.by == "alice" and approved.reason == "fine"
     assert (event.before, event.after, event.actor) == ("pending", "approved", "alice")
     consumed, event = machine.consume(approved, CALL, "gate", 102.0, KEYS)
@@ -55,9 +59,9 @@ def test_approve_then_consume() -> None:
 
 
 def test_first_decision_wins_and_the_loser_learns_the_winner() -> None:
-    denied, _ = machine.decide(fresh(), Decision.deny("bob", "too much"), 101.0, KEY)
+    denied, _ = machine.decide(fresh(), Decision.deny("bob", "too much"), 101.0, KEYS)
     with pytest.raises(AlreadyDecided) as lost:
-        machine.decide(denied, Decision.approve("alice"), 101.5, KEY)
+        machine.decide(denied, Decision.approve("alice"), 101.5, KEYS)
     winner = lost.value.winner.decision
     assert winner is not None and (winner.verdict, winner.by, winner.reason) == ("deny", "bob", "too much")
     assert "denied by bob" in str(lost.value)
@@ -67,9 +71,9 @@ def test_first_decision_wins_and_the_loser_learns_the_winner() -> None:
 def test_only_an_approved_call_can_be_consumed(state: State) -> None:
     approval = fresh()
     if state is State.DENIED:
-        approval, _ = machine.decide(approval, Decision.deny("bob"), 101.0, KEY)
+        approval, _ = machine.decide(approval, Decision.deny("bob"), 101.0, KEYS)
     elif state is State.EXPIRED:
-        approval, _ = machine.expire(approval, 111.0, KEY)
+        approval, _ = machine.expire(approval, 111.0, KEYS)
     elif state is State.CANCELLED:
         approval, _ = machine.cancel(approval, "ops", "withdrawn", 101.0)
     with pytest.raises(IllegalTransition):
@@ -78,7 +82,7 @@ def test_only_an_approved_call_can_be_consumed(state: State) -> None:
 
 def test_edit_approves_new_args_and_only_those_can_run() -> None:
     edited, event = machine.decide(
-        fresh(), Decision.edit({"amount": 20, "currency": "USD"}, "alice"), 101.0, KEY
+        fresh(), Decision.edit({"amount": 20, "currency": "USD"}, "alice"), 101.0, KEYS, ALLOWED
     )
     assert edited.state is State.APPROVED
     assert edited.approved_call.args == {"amount": 20, "currency": "USD"}
@@ -90,20 +94,20 @@ def test_edit_approves_new_args_and_only_those_can_run() -> None:
 
 
 def test_a_decision_after_the_deadline_expires_instead() -> None:
-    late, event = machine.decide(fresh(deadline=10.0), Decision.approve("alice"), 110.0, KEY)
+    late, event = machine.decide(fresh(deadline=10.0), Decision.approve("alice"), 110.0, KEYS)
     assert late.state is State.EXPIRED and event.action == "expire"
 
 
 def test_on_timeout_allow_approves_in_signoffs_name() -> None:
-    approved, _ = machine.expire(fresh(on_timeout="allow"), 110.0, KEY)
+    approved, _ = machine.expire(fresh(on_timeout="allow"), 110.0, KEYS)
     assert approved.state is State.APPROVED and approved.by == machine.TIMEOUT_ACTOR
 
 
 def test_expire_before_the_deadline_is_illegal() -> None:
     with pytest.raises(IllegalTransition, match="not due"):
-        machine.expire(fresh(deadline=10.0), 105.0, KEY)
+        machine.expire(fresh(deadline=10.0), 105.0, KEYS)
     with pytest.raises(IllegalTransition, match="not due"):
-        machine.expire(fresh(deadline=None), 10_000.0, KEY)
+        machine.expire(fresh(deadline=None), 10_000.0, KEYS)
 
 
 @pytest.mark.parametrize(
@@ -135,17 +139,17 @@ def test_random_sequences_follow_the_transition_table(actions: list[str]) -> Non
                 now += 1.0
                 continue
             if action == "approve":
-                approval, _ = machine.decide(approval, Decision.approve("a"), now, KEY)
+                approval, _ = machine.decide(approval, Decision.approve("a"), now, KEYS)
             elif action == "deny":
-                approval, _ = machine.decide(approval, Decision.deny("b"), now, KEY)
+                approval, _ = machine.decide(approval, Decision.deny("b"), now, KEYS)
             elif action == "edit":
-                approval, _ = machine.decide(approval, Decision.edit({"amount": 1}, "c"), now, KEY)
+                approval, _ = machine.decide(approval, Decision.edit({"amount": 1}, "c"), now, KEYS, ALLOWED)
             elif action == "consume":
                 approval, _ = machine.consume(approval, approval.approved_call, "g", now, KEYS)
             elif action == "cancel":
                 approval, _ = machine.cancel(approval, "ops", "", now)
             else:
-                approval, _ = machine.expire(approval, now, KEY)
+                approval, _ = machine.expire(approval, now, KEYS)
         except SignoffError:
             assert approval.state is before
             continue

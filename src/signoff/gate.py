@@ -25,10 +25,12 @@ from signoff.core.errors import (
     AlreadyDecided,
     AlreadyVoted,
     CallMismatch,
+    EditRefused,
     InvalidDecision,
     NotAnApprover,
+    Unproven,
 )
-from signoff.core.grant import Grant
+from signoff.core.grant import Grant, unusable
 from signoff.core.policy import Policy, Ruling
 from signoff.core.task import Task
 from signoff.ledger.base import Ledger
@@ -153,7 +155,7 @@ class Gate:
 
         approval = await self.ledger.find(chat_id, call.call_id)
         if approval is None:
-            if grant := await self.ledger.match_grant(call, chat_id):
+            if grant := await self._granted(call, chat_id, ruling, requester):
                 return await self._use(grant, call, chat_id)
             approval = await self.ledger.open(
                 call,
@@ -305,10 +307,10 @@ class Gate:
         if decision is None:
             return None
         try:
-            approval = await self.ledger.decide(approval.id, decision)
+            approval = await self.ledger.decide(approval.id, decision, policy=self.policy)
         except AlreadyDecided as lost:
             return lost.winner
-        except (NotAnApprover, AlreadyVoted, InvalidDecision) as exc:  # its rule does not take this answer
+        except (NotAnApprover, AlreadyVoted, InvalidDecision, EditRefused, Unproven) as exc:  # not taken
             await self.ledger.record("approver-failed", approval.id, approver_name(approver), error=str(exc))
             return None
         return None if approval.state is State.PENDING else approval  # one vote of a quorum: race on
@@ -338,6 +340,17 @@ class Gate:
                     call=approval.call, by=approval.by or TIMEOUT_ACTOR, reason=approval.reason,
                     approval_id=approval.id, who=approval.settled_by(),
                 )  # fmt: skip
+
+    async def _granted(self, call: ToolCall, chat_id: str, ruling: Ruling, requester: str) -> Grant | None:
+        """The first grant that may answer for this call: one its maker could have given here, by the
+        call's own rule and with the roles the maker has now (`core.grant.unusable`). Each one passed over
+        is audited with why, so an operator sees why a remembered call was asked again."""
+        for grant in await self.ledger.matching_grants(call, chat_id):
+            maker = await self.ledger.standing(grant.maker)
+            if (why := unusable(grant, ruling.authority, maker, requester)) is None:
+                return grant
+            await self.ledger.record("unused", grant.id, self.actor, why=why, chat=chat_id, call=call.call_id)
+        return None
 
     async def _use(self, grant: Grant, call: ToolCall, chat_id: str) -> Allowed:
         """A remembered approval covers this call: record that it was used, so the audit shows every run."""

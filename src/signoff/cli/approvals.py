@@ -7,6 +7,7 @@ one principal toward a quorum like anyone else.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
@@ -17,6 +18,7 @@ from signoff.cli.common import LedgerOption, fail, operator, out, print_record, 
 from signoff.core.approval import State
 from signoff.core.decision import Decision, Remember
 from signoff.core.errors import SignoffError
+from signoff.core.policy import Policy
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List, show and decide approvals.")
 grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered approvals.")
@@ -46,8 +48,8 @@ def approvals_show(approval_id: str, ledger: LedgerOption = None) -> None:
     print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.get(approval_id))))
 
 
-def _decide(url: str | None, approval_id: str, decision: Decision) -> None:
-    approval = with_ledger(url, lambda lg: lg.decide(approval_id, decision))
+def _decide(url: str | None, approval_id: str, decision: Decision, policy: Policy | None = None) -> None:
+    approval = with_ledger(url, lambda lg: lg.decide(approval_id, decision, policy=policy))
     if approval.state is State.PENDING:
         out.print(f"{approval.id} pending: {shown(approval.tally)}", highlight=False)
     else:
@@ -64,16 +66,29 @@ def approvals_approve(
     args: Annotated[
         str | None, typer.Option("--args", help="Approve with these arguments instead (JSON).")
     ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            envvar="SIGNOFF_POLICY",
+            help="The policy TOML file the server runs, which rules on an edited call (--args).",
+        ),
+    ] = None,
 ) -> None:
-    """Approve (or, with --args, edit and approve) a pending approval."""
+    """Approve (or, with --args, edit and approve) a pending approval. An edit is a new call: the policy
+    rules on it as if the agent had made it, so --args needs --policy."""
+    rules = None
     try:
         if args is None:
             decision = Decision.approve(operator(), reason, _remember(remember), any_args)
         else:
             decision = Decision.edit(_json_object(args), operator(), reason, _remember(remember))
-    except SignoffError as exc:
+            if policy is None:
+                fail("an edit is a new call that the policy rules on: give --policy FILE, the server's", 2)
+            rules = Policy.from_toml(Path(policy).read_text(), source=policy)
+    except (SignoffError, OSError) as exc:
         fail(str(exc), 2)
-    _decide(ledger, approval_id, decision)
+    _decide(ledger, approval_id, decision, rules)
 
 
 @approvals_app.command("deny")

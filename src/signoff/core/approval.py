@@ -21,13 +21,17 @@ from signoff.core.errors import (
     AlreadyDecided,
     AlreadyVoted,
     CallMismatch,
+    EditNotAdmitted,
+    EditRefused,
     IllegalTransition,
     InvalidDecision,
+    MayNotRemember,
     NotAnApprover,
     Unproven,
 )
-from signoff.core.principal import Authority
-from signoff.core.proof import decision_holds, prove_decision
+from signoff.core.policy import Ruling
+from signoff.core.principal import Authority, distinct
+from signoff.core.proof import decision_holds, prove_decision, seal_holds, sealed
 from signoff.core.schema import misfit
 
 OnTimeout = Literal["deny", "allow"]
@@ -98,6 +102,9 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     edited: dict[str, Any] | None = None
     schema: dict[str, Any] | None = None
     """The tool's JSON Schema for its arguments, when it declares one: an edit must fit it."""
+    seal: str = ""
+    """The ledger's MAC over who may decide what (see `core.proof`), made when it opens and when an edit
+    changes it: a rule loosened in the table fails it, and nothing is decided or run under it."""
 
     @property
     def approved_call(self) -> ToolCall:
@@ -116,9 +123,14 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.digest if runs is self.call else runs.digest
 
     @property
+    def voters(self) -> list[str]:
+        """Who approved so far, each told apart from the others: `alice`, `alice (oidc: intruder-42)`."""
+        return distinct([v.decision.principal for v in self.votes], lambda p: p.label)
+
+    @property
     def tally(self) -> str:
         """How far the quorum got, in words: `1 of 2: alice`."""
-        names = ", ".join(v.decision.name or v.decision.by for v in self.votes)
+        names = ", ".join(self.voters)
         counted = f"{len(self.votes)} of {self.authority.quorum}"
         return f"{counted}: {names}" if names else counted
 
@@ -169,8 +181,16 @@ class Asking(TypedDict, total=False):
 
 
 def open_approval(
-    call: ToolCall, *, chat_id: str, description: str, rule: str, now: float, **asking: Unpack[Asking]
+    call: ToolCall,
+    *,
+    chat_id: str,
+    description: str,
+    rule: str,
+    now: float,
+    key: AuditKey,
+    **asking: Unpack[Asking],
 ) -> tuple[Approval, AuditEvent]:
+    """A pending approval, sealed with `key`, and the audit event that opens it."""
     deadline, requester, authority = (
         asking.get("deadline"),
         asking.get("requester", ""),
@@ -190,6 +210,7 @@ def open_approval(
         authority=authority or Authority(),
         schema=asking.get("schema"),
     )
+    approval = sealed(key, approval)
     detail: dict[str, object] = {
         "chat": chat_id,
         "call": call.call_id,
@@ -238,53 +259,86 @@ def _move(
     return after, event
 
 
-def decide(approval: Approval, decision: Decision, now: float, key: AuditKey) -> tuple[Approval, AuditEvent]:
+def decide(
+    approval: Approval, decision: Decision, now: float, keyring: Keyring, edited: Ruling | None = None
+) -> tuple[Approval, AuditEvent]:
     """Record a decision from a principal the approval's authority admits. A deny decides at once; an
-    approval counts toward the quorum, and decides once the quorum is reached; an edit starts the count
-    again from the editor, for the edited call. A pending approval past its deadline expires instead.
+    approval counts toward the quorum, and decides once the quorum is reached. A pending approval past its
+    deadline expires instead.
+
+    An edit is a new call, and `edited` is the policy's ruling on it, as if the agent had made it: a
+    denied call is refused (`EditRefused`); an allowed one counts as the editor's approval under the rule
+    that asked; one the policy asks about brings its own rule (who may decide, how many, four eyes, its
+    description), with the deadline never later than it was, and counts only if that rule admits the
+    editor (`EditNotAdmitted` otherwise). Either way the count starts again from the editor.
 
     Returning the expiry rather than raising lets the ledger persist it in the same atomic step, so a late
-    decision can never slip in between the deadline and the sweep. The decision is recorded with its proof,
-    made with `key`.
+    decision can never slip in between the deadline and the sweep. The approval's seal must hold under
+    `keyring` (`Unproven` otherwise); the decision is recorded with its proof, made with the current key.
     """
     if approval.state is not State.PENDING:
         raise AlreadyDecided(approval)
     if approval.is_due(now):
-        return expire(approval, now, key)
-    authority = approval.authority
-    if not authority.allows(decision.principal, approval.requester):
+        return expire(approval, now, keyring)
+    if not seal_holds(keyring, approval):
+        raise Unproven(approval.id, "its authority is not the one it was sealed with")
+    if not approval.authority.allows(decision.principal, approval.requester):
         raise NotAnApprover(approval, decision.by)
     if decision.verdict == "approve" and any(v.decision.by == decision.by for v in approval.votes):
         raise AlreadyVoted(approval, decision.by)
+    detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason, "via": decision.via}
+    if decision.args is not None:
+        approval = _edited(approval, decision, edited, now)
+        approval = sealed(keyring.current, approval)
+        detail.update(digest=approval.approved_digest, rule=approval.rule)
+        decision = msgspec.structs.replace(decision, args=approval.edited)
+    authority = approval.authority
     if decision.remember != "once" and authority.quorum > 1:
         raise InvalidDecision(
             f"approval {approval.id} needs {authority.quorum} approvers, so it can't be remembered"
         )
-    detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason, "via": decision.via}
+    if decision.remember == "always" and not authority.may_remember_always(decision.principal):
+        raise MayNotRemember(approval, decision.by)
     if decision.remember != "once":
         detail["remember"] = decision.remember
-    digest = approval.approved_digest
-    if decision.args is not None:
-        if (why := misfit(approval.schema, decision.args)) is not None:
-            raise InvalidDecision(f"the edited arguments do not fit {approval.call.tool}: {why}")
-        runs = approval.call.with_args(decision.args)
-        digest = detail["digest"] = runs.digest
-        decision = msgspec.structs.replace(decision, args=runs.args)
-    decision = prove_decision(key, approval, decision, digest, now)
+    decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
     if not decision.approved:
         changes: dict[str, object] = {"decision": decision, "decided_at": now}
         return _move(approval, State.DENIED, "deny", decision.by, now, detail, **changes)
     vote = Vote(decision=decision, at=now)
-    restart = decision.args is not None
-    votes = (vote,) if restart else (*approval.votes, vote)
-    changes = {"votes": votes, "edited": decision.args if restart else approval.edited}
+    votes = (vote,) if decision.args is not None else (*approval.votes, vote)
     if len(votes) < authority.quorum:
         detail["votes"] = len(votes)
-        return _move(approval, State.PENDING, decision.verdict, decision.by, now, detail, **changes)
+        return _move(approval, State.PENDING, decision.verdict, decision.by, now, detail, votes=votes)
     return _move(
         approval, State.APPROVED, decision.verdict, decision.by, now, detail,
-        decision=decision, decided_at=now, **changes,
+        decision=decision, decided_at=now, votes=votes,
     )  # fmt: skip
+
+
+def _edited(approval: Approval, decision: Decision, ruling: Ruling | None, now: float) -> Approval:
+    """The approval asking about the edited call, under the rule `ruling` chose for it; not yet sealed."""
+    assert decision.args is not None
+    if (why := misfit(approval.schema, decision.args)) is not None:
+        raise InvalidDecision(f"the edited arguments do not fit {approval.call.tool}: {why}")
+    if ruling is None:
+        raise InvalidDecision("an edit is a new call, and the policy must rule on it: pass the policy")
+    runs = approval.call.with_args(decision.args)
+    if ruling.action == "deny":
+        raise EditRefused(approval, ruling.reason)
+    edited = msgspec.structs.replace(approval, edited=runs.args, votes=(), description=ruling.description)
+    if ruling.action == "allow":  # the call needs nobody: the editor's approval under the rule that asked
+        return edited
+    deadline = approval.deadline
+    if ruling.deadline is not None and (deadline is None or now + ruling.deadline < deadline):
+        deadline = now + ruling.deadline
+    on_timeout: OnTimeout = "allow" if approval.on_timeout == ruling.on_timeout == "allow" else "deny"
+    edited = msgspec.structs.replace(
+        edited, rule=ruling.rule, authority=ruling.authority, deadline=deadline, on_timeout=on_timeout
+    )
+    if not ruling.authority.allows(decision.principal, approval.requester):
+        raise EditNotAdmitted(approval, decision.by, edited.awaited)
+    return edited
 
 
 def consume(
@@ -329,9 +383,9 @@ def cancel(approval: Approval, actor: str, reason: str, now: float) -> tuple[App
     )
 
 
-def expire(approval: Approval, now: float, key: AuditKey) -> tuple[Approval, AuditEvent]:
+def expire(approval: Approval, now: float, keyring: Keyring) -> tuple[Approval, AuditEvent]:
     """Apply the deadline: `on_timeout = "deny"` ends it expired, `"allow"` approves it in signoff's name,
-    with that decision's proof made with `key`."""
+    with that decision's proof; an approval whose seal fails under `keyring` never approves itself."""
     if approval.state is not State.PENDING:
         raise AlreadyDecided(approval, "expire")
     if not approval.is_due(now):
@@ -339,9 +393,9 @@ def expire(approval: Approval, now: float, key: AuditKey) -> tuple[Approval, Aud
             approval.id, approval.state, "expire", f"approval {approval.id} is not due yet"
         )
     reason = "no decision before the deadline"
-    if approval.on_timeout == "allow":
+    if approval.on_timeout == "allow" and seal_holds(keyring, approval):
         decision = Decision.approve(by=TIMEOUT_ACTOR, reason=f"{reason}; the policy allows on timeout")
-        decision = prove_decision(key, approval, decision, approval.approved_digest, now)
+        decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
         return _move(
             approval,
             State.APPROVED,
@@ -366,7 +420,12 @@ def expire(approval: Approval, now: float, key: AuditKey) -> tuple[Approval, Aud
 
 
 def unproven(keyring: Keyring, approval: Approval) -> str | None:
-    """Why the approval's approving decision, or its quorum, is not proven under `keyring`; None if it is."""
+    """Why the approval's approving decision, or its quorum, is not proven under `keyring`; None if it is.
+
+    Only approving votes whose proofs hold, from distinct principals the sealed authority admits, count; a
+    deny anywhere among them means the approval was denied, whatever its state says."""
+    if not seal_holds(keyring, approval):
+        return "its authority is not the one it was sealed with"
     decision, at = approval.decision, approval.decided_at
     if decision is None or at is None or not decision.approved:
         return "it records no approving decision"
@@ -378,9 +437,13 @@ def unproven(keyring: Keyring, approval: Approval) -> str | None:
     for vote in approval.votes:
         if not decision_holds(keyring, approval, vote.decision, vote.at):
             return f"the approval by {vote.decision.by} carries no valid proof"
+        if not vote.decision.approved:
+            return f"{vote.decision.by} denied it"
         if not approval.authority.allows(vote.decision.principal, approval.requester):
             return f"{vote.decision.by} may not decide it"
         counted.add(vote.decision.by)
+    if decision.mac not in {vote.decision.mac for vote in approval.votes}:
+        return f"the decision by {decision.by} is not among its counted approvals"
     if len(counted) < approval.authority.quorum:
         return f"{len(counted)} distinct approvers are proven, and it needs {approval.authority.quorum}"
     return None

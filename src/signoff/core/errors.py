@@ -71,12 +71,41 @@ class AlreadyDecided(IllegalTransition):
 class NotAnApprover(SignoffError):
     """The principal may not decide this approval: its rule names other approvers, or it asked itself."""
 
-    def __init__(self, approval: Approval, principal_id: str) -> None:
+    def __init__(self, approval: Approval, principal_id: str, message: str = "") -> None:
         self.approval = approval
         self.principal_id = principal_id
-        super().__init__(
-            f"{principal_id} may not decide approval {approval.id}: it waits for {approval.awaited}"
+        default = f"{principal_id} may not decide approval {approval.id}: it waits for {approval.awaited}"
+        super().__init__(message or default)
+
+
+class EditNotAdmitted(NotAnApprover):
+    """An edit whose call the policy asks about under a rule that does not admit the editor: the edit
+    would carry more authority than its maker has."""
+
+    def __init__(self, approval: Approval, principal_id: str, needs: str) -> None:
+        message = f"{principal_id} may not make this edit: the edited call needs {needs}"
+        super().__init__(approval, principal_id, message)
+
+
+class MayNotRemember(NotAnApprover):
+    """A decision asking to be remembered for every chat (`always`) from a principal that is neither an
+    admin nor holds a role the rule's `remember_always` lists: such a grant answers for others' chats."""
+
+    def __init__(self, approval: Approval, principal_id: str) -> None:
+        message = (
+            f"{principal_id} may not remember approval {approval.id} for every chat: that takes an admin"
+            " or a role its rule lists in remember_always"
         )
+        super().__init__(approval, principal_id, message)
+
+
+class EditRefused(SignoffError):
+    """An edit whose call the policy denies outright: the approval stays pending, as it was."""
+
+    def __init__(self, approval: Approval, reason: str) -> None:
+        self.approval = approval
+        self.reason = reason
+        super().__init__(f"the policy denies the edited call ({reason}); approval {approval.id} still waits")
 
 
 class AlreadyVoted(IllegalTransition):

@@ -1,4 +1,12 @@
-"""The grant: a remembered approval, so the same call need not be asked again."""
+"""The grant: a remembered approval, so the same call need not be asked again.
+
+A grant never carries more authority than its maker has. It stands for its maker deciding the later call
+alone, so it is used only where the later call's own rule would have let the maker do exactly that
+(`unusable`): the rule asks, one approver is enough, it admits the maker with the roles the maker has now,
+and four eyes holds (the maker is not the later call's requester where the rule forbids it). A grant for
+every chat (`always`) also needs a maker the rule lets remember for every chat. Whatever the grant says,
+the later call's ruling decides.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +19,15 @@ from signoff.core.approval import Approval
 from signoff.core.audit import AuditEvent, AuditKey
 from signoff.core.call import ToolCall
 from signoff.core.errors import AlreadyRevoked
+from signoff.core.principal import Authority, Principal, Via
 from signoff.core.proof import prove_grant
 
 Scope = Literal["session", "always"]
 
 
-class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """`digest` None means any arguments; `chat_id` None means every chat (scope `always`)."""
+class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
+    """`digest` None means any arguments; `chat_id` None means every chat (scope `always`). `via` and
+    `roles` are how its maker was authenticated and the roles it decided with."""
 
     id: str
     tool: str
@@ -27,15 +37,22 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     created_by: str
     created_at: float
     approval_id: str
+    via: Via = "code"
+    roles: tuple[str, ...] = ()
     revoked_at: float | None = None
     revoked_by: str = ""
     mac: str = ""
-    """The ledger's proof that it made this grant (see `core.proof`): a grant written into the database by
-    hand has none, and is never used."""
+    """The ledger's proof of every other field (see `core.proof`): a grant written or re-activated in the
+    database by hand has none that holds, and is never used."""
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def maker(self) -> Principal:
+        """Its maker as it decided; `Ledger.standing` says what the maker may do now."""
+        return Principal(id=self.created_by, roles=self.roles, via=self.via)
 
     def matches(self, call: ToolCall, chat_id: str) -> bool:
         return (
@@ -44,6 +61,22 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             and (self.digest is None or self.digest == call.digest)
             and (self.chat_id is None or self.chat_id == chat_id)
         )
+
+
+def unusable(grant: Grant, authority: Authority, maker: Principal | None, requester: str) -> str | None:
+    """Why `grant` can't let a call run whose rule asks `authority`, for `requester`; None if it can.
+    `maker` is the grant's maker as it stands now: None once it is revoked, unknown, or unproven."""
+    if maker is None:
+        return f"its maker {grant.created_by} is revoked, or its record does not verify"
+    if authority.quorum > 1:
+        return f"the call needs {authority.quorum} approvers"
+    if not authority.allows(maker, requester):
+        if maker.id == requester and not authority.requester_may_approve:
+            return f"its maker {maker.id} asked for the call, and its rule wants another's eyes"
+        return f"its maker {maker.id} may not decide the call: it waits for {authority.awaited()}"
+    if grant.scope == "always" and not authority.may_remember_always(maker):
+        return f"its maker {maker.id} may not remember the call for every chat"
+    return None
 
 
 def grant_for(approval: Approval, now: float, key: AuditKey) -> tuple[Grant, AuditEvent] | None:
@@ -61,6 +94,8 @@ def grant_for(approval: Approval, now: float, key: AuditKey) -> tuple[Grant, Aud
         created_by=decision.by,
         created_at=now,
         approval_id=approval.id,
+        via=decision.via,
+        roles=decision.roles,
     )
     grant = prove_grant(key, grant)
     event = AuditEvent(
@@ -74,10 +109,11 @@ def grant_for(approval: Approval, now: float, key: AuditKey) -> tuple[Grant, Aud
     return grant, event
 
 
-def revoke(grant: Grant, actor: str, now: float) -> tuple[Grant, AuditEvent]:
+def revoke(grant: Grant, actor: str, now: float, key: AuditKey) -> tuple[Grant, AuditEvent]:
+    """Revoked, and proven so again: the MAC covers the revocation, so undoing it in the table shows."""
     if not grant.active:
         raise AlreadyRevoked(f"grant {grant.id} was already revoked by {grant.revoked_by}")
-    after = msgspec.structs.replace(grant, revoked_at=now, revoked_by=actor)
+    after = prove_grant(key, msgspec.structs.replace(grant, revoked_at=now, revoked_by=actor))
     event = AuditEvent(
         at=now, actor=actor, action="revoke", subject=grant.id, before="active", after="revoked"
     )

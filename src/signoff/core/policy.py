@@ -57,6 +57,7 @@ _RULE_KEYS: Final = (
     "approvers",
     "quorum",
     "requester_may_approve",
+    "remember_always",
 )
 
 
@@ -73,6 +74,7 @@ def _checks(*, loaded: bool, allow_callable: bool) -> dict[str, Callable[[Any], 
         "approvers": settings.approver_list,
         "quorum": settings.quorum,
         "requester_may_approve": settings.flag,
+        "remember_always": settings.role_list,
     }
 
 
@@ -83,7 +85,8 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     when the deadline passes, and deny is the default so that silence never runs a tool. `on_abandon` says
     what happens to a pending approval whose blocking waiter went away: kept (someone can still decide and
     resume) or cancelled. `approvers`, `quorum` and `requester_may_approve` say who may decide an `ask`
-    (see `Authority`). Build rules with `rule()`, which compiles condition strings and parses durations.
+    (see `Authority`), and `remember_always` which roles may remember an approval for every chat. Build
+    rules with `rule()`, which compiles condition strings and parses durations.
     """
 
     action: Action
@@ -95,6 +98,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     approvers: tuple[str, ...] | None = None
     quorum: int = 1
     requester_may_approve: bool = True
+    remember_always: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Rules are built in Python as well as loaded from TOML; the same checks keep both paths honest.
@@ -109,7 +113,10 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def authority(self) -> Authority:
         return Authority(
-            approvers=self.approvers, quorum=self.quorum, requester_may_approve=self.requester_may_approve
+            approvers=self.approvers,
+            quorum=self.quorum,
+            requester_may_approve=self.requester_may_approve,
+            remember_always=self.remember_always,
         )
 
     @property
@@ -133,6 +140,7 @@ def rule(
     approvers: Sequence[str] | None = None,
     quorum: int = 1,
     requester_may_approve: bool = True,
+    remember_always: Sequence[str] = (),
 ) -> Rule:
     """Build a `Rule`, compiling a condition string and parsing a duration such as `"30s"`.
 
@@ -158,6 +166,7 @@ def rule(
         approvers=None if approvers is None else tuple(approvers),
         quorum=quorum,
         requester_may_approve=requester_may_approve,
+        remember_always=tuple(remember_always),
     )
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 import msgspec
 
-from signoff.core.audit import AuditEvent
+from signoff.core.audit import AuditEvent, AuditKey
 from signoff.core.errors import AlreadyRevoked, InvalidPrincipal, PrincipalExists
+from signoff.core.proof import prove_principal
 
 Via = Literal["token", "bootstrap", "oidc", "host", "session", "cli", "none", "code"]
 """How a principal was authenticated: a personal token, the bootstrap admin token (`SIGNOFF_API_TOKEN`), an
@@ -50,11 +51,28 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.name or self.id
 
     @property
+    def source(self) -> str:
+        """Where its name came from, where the name alone could pass for someone else's: an identity
+        provider's or a host app's user chooses its own name (`oidc: intruder-42`); empty for the others,
+        whose names signoff or its operator gave."""
+        if self.via not in ("oidc", "host"):
+            return ""
+        prefix, colon, local = self.id.partition(":")
+        return f"{prefix}: {local}" if colon and prefix == self.via else f"{self.via}: {self.id}"
+
+    @property
+    def label(self) -> str:
+        """Its name, with its source where it has one: `alice (oidc: intruder-42)` is never read as the
+        registered principal `alice`."""
+        return f"{self.display} ({self.source})" if self.source else self.display
+
+    @property
     def described(self) -> str:
-        """How a person reads it where it decides: the name, and the roles it decides in,
-        `alice (finance)`."""
-        roles = [role for role in self.roles if role != self.display]
-        return f"{self.display} ({', '.join(roles)})" if roles else self.display
+        """How a person reads it where it decides: its name, its source and the roles it decides in,
+        `alice (finance)`, `alice (oidc: intruder-42; finance)`."""
+        roles = ", ".join(role for role in self.roles if role != self.display)
+        qualifiers = "; ".join(part for part in (self.source, roles) if part)
+        return f"{self.display} ({qualifiers})" if qualifiers else self.display
 
     @property
     def is_admin(self) -> bool:
@@ -81,6 +99,9 @@ class Authority(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     approvers: tuple[str, ...] | None = None
     quorum: int = 1
     requester_may_approve: bool = True
+    remember_always: tuple[str, ...] = ()
+    """Roles (`role:ops`) whose holders may remember an approval for every chat (`always`), besides admins
+    and the program's own approvers: such a grant answers for other principals' chats."""
 
     def allows(self, principal: Principal, requester: str) -> bool:
         is_requester = bool(requester) and principal.id == requester
@@ -92,12 +113,24 @@ class Authority(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             return is_requester or principal.via == "code"
         return any(_names(entry, principal, is_requester) for entry in self.approvers)
 
+    def may_remember_always(self, principal: Principal) -> bool:
+        if principal.is_admin or principal.via == "code":
+            return True
+        return any(entry[len(ROLE) :] in principal.roles for entry in self.remember_always)
+
     def awaited(self) -> str:
         """Who is awaited, in words: `finance or alice`, `the requester or an admin`."""
         named = [_word(entry) for entry in (self.approvers or (REQUESTER, ROLE + ADMIN))]
         if not self.requester_may_approve:
             named = [word for word in named if word != "the requester"] or ["an admin"]
         return " or ".join(dict.fromkeys(named))
+
+
+def distinct(principals: Sequence[Principal], word: Callable[[Principal], str]) -> list[str]:
+    """Each principal in words, told apart: where two read alike (two registered principals given one
+    display name), each also shows its id, `Alice [alice2]`."""
+    words = [word(p) for p in principals]
+    return [f"{w} [{p.id}]" if words.count(w) > 1 else w for w, p in zip(words, principals, strict=True)]
 
 
 def _names(entry: str, principal: Principal, is_requester: bool) -> bool:
@@ -132,11 +165,25 @@ def check_approvers(entries: Sequence[object]) -> tuple[str, ...]:
     return tuple(checked)
 
 
+def check_role_entries(entries: Sequence[object]) -> tuple[str, ...]:
+    """A rule's `remember_always`: roles only, each `role:<name>`; raises `InvalidPrincipal`."""
+    checked = []
+    for entry in entries:
+        role = entry[len(ROLE) :] if isinstance(entry, str) and entry.startswith(ROLE) else ""
+        if not _NAME.fullmatch(role):
+            raise InvalidPrincipal(f"each entry must be a role, role:<name>, not {entry!r}")
+        checked.append(ROLE + role)
+    return tuple(checked)
+
+
 # -- principals registered with a personal token ------------------------------------------------------------
 
 
-class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A principal registered in the ledger with a personal token, of which only the hash is kept."""
+class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
+    """A principal registered in the ledger with a personal token, of which only the hash is kept.
+
+    `mac` proves every other field (see `core.proof`); fields left at their default are left out of the
+    record and of what the MAC covers, so a field added later leaves older records verifying."""
 
     id: str
     name: str
@@ -146,6 +193,7 @@ class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     created_by: str
     revoked_at: float | None = None
     revoked_by: str = ""
+    mac: str = ""
 
     @property
     def active(self) -> bool:
@@ -157,9 +205,17 @@ class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 def register(
-    name: str, roles: Sequence[str], *, display: str, actor: str, now: float, existing: Registered | None
+    name: str,
+    roles: Sequence[str],
+    *,
+    display: str,
+    actor: str,
+    now: float,
+    existing: Registered | None,
+    key: AuditKey,
 ) -> tuple[Registered, str, AuditEvent]:
-    """A new principal, its personal token (shown once, never stored), and the audit event."""
+    """A new principal, proven with `key`, its personal token (shown once, never stored), and the audit
+    event."""
     if existing is not None:
         revoked = " (revoked: names are never reused)" if not existing.active else ""
         raise PrincipalExists(f"a principal named {existing.id} exists already{revoked}")
@@ -175,26 +231,26 @@ def register(
     detail = {"name": record.name, "roles": list(record.roles)}
     event = AuditEvent(at=now, actor=actor, action="register", subject=_subject(record), after="active",
                        detail=detail)  # fmt: skip
-    return record, token, event
+    return prove_principal(key, record), token, event
 
 
-def revoke(record: Registered, *, actor: str, now: float) -> tuple[Registered, AuditEvent]:
+def revoke(record: Registered, *, actor: str, now: float, key: AuditKey) -> tuple[Registered, AuditEvent]:
     """Revoke the principal's token: every worker refuses it from the next request on."""
     if not record.active:
         raise AlreadyRevoked(f"principal {record.id} was already revoked by {record.revoked_by}")
     after = msgspec.structs.replace(record, revoked_at=now, revoked_by=actor)
     event = AuditEvent(at=now, actor=actor, action="revoke", subject=_subject(record), before="active",
                        after="revoked")  # fmt: skip
-    return after, event
+    return prove_principal(key, after), event
 
 
 def assign_roles(
-    record: Registered, roles: Sequence[str], *, actor: str, now: float
+    record: Registered, roles: Sequence[str], *, actor: str, now: float, key: AuditKey
 ) -> tuple[Registered, AuditEvent]:
     after = msgspec.structs.replace(record, roles=check_roles(roles))
     detail = {"before": list(record.roles), "after": list(after.roles)}
     event = AuditEvent(at=now, actor=actor, action="roles", subject=_subject(record), detail=detail)
-    return after, event
+    return prove_principal(key, after), event
 
 
 def _subject(record: Registered) -> str:

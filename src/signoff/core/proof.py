@@ -1,16 +1,27 @@
-"""Proof of a decision: a MAC, made with the audit key when the decision is recorded, over what it decided.
+"""Proofs: MACs made with the audit key, so that what the database holds can't carry more authority than
+the key signed.
 
-The ledger's rows say an approval is approved; someone who can write the database can make them say so. A
-decision's MAC covers the approval id, the digest of the call it lets run, the verdict, the principal (id,
-roles, how it was authenticated), the time, and who asked and the rule's authority, so it can't be made
-without the key, moved to another approval or call, or kept after the rule is loosened in the table. The
-single-use claim (`approval.consume`) lets a call run only when its approving decision, and every approval
-counted toward its quorum, verifies (`approval.unproven`). Grants carry a MAC the same way.
+Someone who can write the database can make its rows say anything. The key lives outside it, so each
+record that grants authority carries a MAC over exactly what it grants, and every use checks it:
+
+- **An approval's seal**, made when it opens and again when an edit changes what it asks: its id, chat and
+  call, the digest of the call it lets run, its description, the rule that asked, who asked, who may decide
+  and how many (`Authority`), its deadline and what the deadline means. A rule loosened in the table, a
+  deadline moved, a description reworded, fails the seal, and a decision, a vote or the single-use claim on
+  it is refused (`Unproven`).
+- **A decision's MAC**, one per vote: the approval's seal (so a vote counts only under the authority it was
+  given under), the digest of the call it lets run, the verdict, and who decided with their roles. A deny
+  moved among the votes is still a deny.
+- **A principal's MAC**: every field of its record, roles, token hash and revocation included, so a row
+  minted, promoted, un-revoked or given another token refuses its token.
+- **A grant's MAC**: every field of its record, its maker's roles and its revocation included.
+
+What no MAC prevents is someone who holds the key as well: see the README's threat model.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -20,51 +31,104 @@ if TYPE_CHECKING:
     from signoff.core.approval import Approval
     from signoff.core.decision import Decision
     from signoff.core.grant import Grant
+    from signoff.core.principal import Authority, Registered
 
 
-def _decision_body(approval: Approval, decision: Decision, digest: str, at: float) -> bytes:
-    body = {
-        "approval": approval.id,
-        "digest": digest,
-        "verdict": decision.verdict,
-        "by": decision.by,
-        "roles": list(decision.roles),
-        "via": decision.via,
-        "at": at,
-        "requester": approval.requester,
-        "authority": msgspec.to_builtins(approval.authority),
-    }
+def _encoded(body: dict[str, Any]) -> bytes:
     return msgspec.json.encode(body, order="sorted")
 
 
+def authority_body(authority: Authority) -> dict[str, Any]:
+    """Named field by field, so a field added later with its default leaves older MACs verifying."""
+    body: dict[str, Any] = {
+        "approvers": None if authority.approvers is None else list(authority.approvers),
+        "quorum": authority.quorum,
+        "requester_may_approve": authority.requester_may_approve,
+    }
+    if authority.remember_always:
+        body["remember_always"] = list(authority.remember_always)
+    return body
+
+
+# -- approvals ---------------------------------------------------------------------------------------------
+
+
+def seal_body(approval: Approval) -> bytes:
+    call = approval.call
+    return _encoded(
+        {
+            "approval": approval.id,
+            "chat": approval.chat_id,
+            "call": call.call_id,
+            "tool": call.tool,
+            "digest": approval.approved_digest,
+            "description": approval.description,
+            "rule": approval.rule,
+            "requester": approval.requester,
+            "authority": authority_body(approval.authority),
+            "deadline": approval.deadline,
+            "on_timeout": approval.on_timeout,
+        }
+    )
+
+
+def sealed(key: AuditKey, approval: Approval) -> Approval:
+    """`approval` with its seal over its authority as it stands."""
+    return msgspec.structs.replace(approval, seal=key.mac(seal_body(approval)))
+
+
+def seal_holds(keyring: Keyring, approval: Approval) -> bool:
+    return bool(approval.seal) and keyring.verifies(seal_body(approval), approval.seal)
+
+
+def _decision_body(approval: Approval, decision: Decision, digest: str, at: float) -> bytes:
+    return _encoded(
+        {
+            "approval": approval.id,
+            "seal": approval.seal,
+            "digest": digest,
+            "verdict": decision.verdict,
+            "by": decision.by,
+            "name": decision.name,
+            "roles": list(decision.roles),
+            "via": decision.via,
+            "reason": decision.reason,
+            "at": at,
+        }
+    )
+
+
 def prove_decision(key: AuditKey, approval: Approval, decision: Decision, digest: str, at: float) -> Decision:
-    """`decision` with its MAC, for `approval` as it stands, letting the call with `digest` run."""
+    """`decision` with its MAC, for `approval` under its current seal, letting the call with `digest` run."""
     mac = key.mac(_decision_body(approval, decision, digest, at))
     return msgspec.structs.replace(decision, mac=mac)
 
 
 def decision_holds(keyring: Keyring, approval: Approval, decision: Decision, at: float) -> bool:
-    body = _decision_body(approval, decision, approval.approved_call.digest, at)
+    body = _decision_body(approval, decision, approval.approved_digest, at)
     return bool(decision.mac) and keyring.verifies(body, decision.mac)
 
 
-def _grant_body(grant: Grant) -> bytes:
-    body = {
-        "id": grant.id,
-        "tool": grant.tool,
-        "digest": grant.digest,
-        "chat": grant.chat_id,
-        "scope": grant.scope,
-        "by": grant.created_by,
-        "at": grant.created_at,
-        "approval": grant.approval_id,
-    }
-    return msgspec.json.encode(body, order="sorted")
+# -- principals and grants: every field but the MAC --------------------------------------------------------
+
+
+def _fields(record: msgspec.Struct) -> bytes:
+    body = msgspec.to_builtins(record)
+    body.pop("mac", None)  # left out already when empty (omit_defaults)
+    return _encoded(body)
+
+
+def prove_principal(key: AuditKey, record: Registered) -> Registered:
+    return msgspec.structs.replace(record, mac=key.mac(_fields(record)))
+
+
+def principal_holds(keyring: Keyring, record: Registered) -> bool:
+    return bool(record.mac) and keyring.verifies(_fields(record), record.mac)
 
 
 def prove_grant(key: AuditKey, grant: Grant) -> Grant:
-    return msgspec.structs.replace(grant, mac=key.mac(_grant_body(grant)))
+    return msgspec.structs.replace(grant, mac=key.mac(_fields(grant)))
 
 
 def grant_holds(keyring: Keyring, grant: Grant) -> bool:
-    return bool(grant.mac) and keyring.verifies(_grant_body(grant), grant.mac)
+    return bool(grant.mac) and keyring.verifies(_fields(grant), grant.mac)

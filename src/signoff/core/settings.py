@@ -13,7 +13,7 @@ from typing import Any, Final, cast
 
 from signoff.core.errors import InvalidPrincipal, PolicyError
 from signoff.core.expr import Condition, compile_condition
-from signoff.core.principal import check_approvers
+from signoff.core.principal import check_approvers, check_role_entries
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 _DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*")
@@ -87,6 +87,15 @@ def approver_list(value: Any) -> tuple[str, ...] | None:
         raise Invalid(f'must be a list such as ["role:finance", "alice", "requester"], not {value!r}')
     try:
         return check_approvers(value)
+    except InvalidPrincipal as exc:
+        raise Invalid(str(exc)) from None
+
+
+def role_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise Invalid(f'must be a list of roles such as ["role:ops"], not {value!r}')
+    try:
+        return check_role_entries(value)
     except InvalidPrincipal as exc:
         raise Invalid(str(exc)) from None
 

@@ -22,6 +22,7 @@ from signoff.core.errors import (
     NotAnApprover,
     NotFound,
     SignoffError,
+    Unproven,
 )
 from signoff.core.principal import Principal
 from signoff.ledger.base import Ledger
@@ -69,7 +70,7 @@ async def accept_responses(
                 )
             except AlreadyDecided as lost:  # the inbox or the CLI was quicker; its decision stands
                 approval = lost.winner
-            except (NotAnApprover, AlreadyVoted) as refused:  # a race `_check` could not see; audited
+            except (NotAnApprover, AlreadyVoted, Unproven) as refused:  # what `_check` could not see; audited
                 status = 403 if isinstance(refused, NotAnApprover) else 409
                 raise Untrusted(status, "approval", str(refused)) from None
         decided.append(approval)

@@ -15,14 +15,23 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck, Checkpoint
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.errors import AlreadyDecided, AlreadyVoted, CallMismatch, NotAnApprover, Unproven
+from signoff.core.errors import (
+    AlreadyDecided,
+    AlreadyVoted,
+    CallMismatch,
+    EditRefused,
+    NotAnApprover,
+    Unproven,
+)
 from signoff.core.grant import Grant, grant_for, revoke
+from signoff.core.policy import Policy
 from signoff.core.proof import grant_holds
 from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, found
 from signoff.ledger.parts import Parts
 from signoff.ledger.records import Change
 
 AUDIT_PAGE = 5000
+FORGED = "the grant carries no valid proof"
 """Audit entries read at once when the whole chain is checked."""
 
 
@@ -36,8 +45,9 @@ class ApprovalLedger(Parts):
         twice."""
         now = self.clock()
         approval, event = machine.open_approval(
-            call, chat_id=chat_id, description=description, rule=rule, now=now, **asking
-        )
+            call, chat_id=chat_id, description=description, rule=rule, now=now, key=self.keyring.current,
+            **asking,
+        )  # fmt: skip
 
         def step(existing: Approval | None) -> Change:
             return Change(approval=existing) if existing else Change(approval=approval, events=(event,))
@@ -64,19 +74,26 @@ class ApprovalLedger(Parts):
             chat_id=chat_id, state=None if state is None else State(state), due_by=None, limit=limit
         )
 
-    async def decide(self, approval_id: str, decision: Decision) -> Approval:
+    async def decide(self, approval_id: str, decision: Decision, *, policy: Policy | None = None) -> Approval:
         """Record a decision if it is the first, or count it toward the approval's quorum. A loser gets
         `AlreadyDecided` carrying the winner; a principal the approval's rule does not admit gets
-        `NotAnApprover`, and one that approved already `AlreadyVoted`, both audited.
+        `NotAnApprover` (an edit its own rule does not let it make, or a grant for every chat it may not
+        make, too), one that approved already `AlreadyVoted`, an edit the policy denies `EditRefused`, and
+        an approval whose seal fails `Unproven`: all audited.
 
-        A decision arriving after the deadline loses to it: the step writes the expiry instead.
+        An edit is a new call that `policy` rules on afresh (see `core.approval.decide`): without the
+        policy, an edit is refused. A decision arriving after the deadline loses to it: the step writes the
+        expiry instead.
         """
         late = False
 
         def step(approval: Approval) -> Change:
             nonlocal late
             now = self.clock()
-            after, event = machine.decide(approval, decision, now, self.keyring.current)
+            edited = None
+            if decision.args is not None and policy is not None:
+                edited = policy.evaluate(approval.call.with_args(decision.args))
+            after, event = machine.decide(approval, decision, now, self.keyring, edited)
             late = event.action == "expire"
             remembered = grant_for(after, now, self.keyring.current)
             if remembered is None:
@@ -86,7 +103,7 @@ class ApprovalLedger(Parts):
 
         try:
             after = await self._apply(approval_id, step)
-        except (NotAnApprover, AlreadyVoted) as refused:
+        except (NotAnApprover, AlreadyVoted, EditRefused, Unproven) as refused:
             await self.record("refuse", approval_id, decision.by, why=str(refused), via=decision.via)
             raise
         if late:
@@ -114,7 +131,7 @@ class ApprovalLedger(Parts):
     async def expire(self, approval_id: str) -> Approval:
         """Apply the deadline of one approval now; raises `IllegalTransition` if it is not due."""
         return await self._apply(
-            approval_id, lambda approval: _one(*machine.expire(approval, self.clock(), self.keyring.current))
+            approval_id, lambda approval: _one(*machine.expire(approval, self.clock(), self.keyring))
         )
 
     async def expire_due(self) -> list[Approval]:
@@ -157,12 +174,6 @@ class ApprovalLedger(Parts):
         if self.backend.shared:
             self.watcher.watch()
 
-    async def record(self, action: str, subject: str, actor: str, **detail: object) -> None:
-        """Append an event that changes no state (a failed approver, a refused forgery, a grant used),
-        stamped with the ledger's clock like every transition."""
-        event = AuditEvent(at=self.clock(), actor=actor, action=action, subject=subject, detail=detail)
-        await self.committer.write(None, lambda _: Change(events=(event,)))
-
     async def _apply(self, approval_id: str, step: Callable[[Approval], Change]) -> Approval:
         approval = (await self.committer.write(ApprovalKey(approval_id), step)).approval
         assert approval is not None
@@ -176,20 +187,23 @@ class ApprovalLedger(Parts):
     ) -> list[Grant]:
         return await self.backend.approvals.grants(chat_id=chat_id, tool=tool, active=active)
 
-    async def match_grant(self, call: ToolCall, chat_id: str) -> Grant | None:
-        """The first active grant that covers this call in this chat (its own or a global one). A grant
-        whose proof fails was written around signoff: it is passed over, and that is audited."""
+    async def matching_grants(self, call: ToolCall, chat_id: str) -> list[Grant]:
+        """The active grants that cover this call in this chat (its own or global ones), oldest first. A
+        grant whose proof fails was written around signoff: it is passed over, and that is audited. Whether
+        a grant may answer for the call is the call's rule's to say (`core.grant.unusable`)."""
+        found = []
         for grant in await self.backend.approvals.grants(chat_id=chat_id, tool=call.tool, active=True):
             if not grant.matches(call, chat_id):
                 continue
             if grant_holds(self.keyring, grant):
-                return grant
-            await self.record("refuse", grant.id, "signoff:ledger", why="the grant carries no valid proof")
-        return None
+                found.append(grant)
+            else:
+                await self.record("refuse", grant.id, "signoff:ledger", why=FORGED)
+        return found
 
     async def revoke_grant(self, grant_id: str, actor: str) -> Grant:
         def step(grant: Grant) -> Change:
-            after, event = revoke(grant, actor, self.clock())
+            after, event = revoke(grant, actor, self.clock(), self.keyring.current)
             return Change(grant=after, events=(event,))
 
         revoked = (await self.committer.write(GrantKey(grant_id), step)).grant

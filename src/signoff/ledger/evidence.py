@@ -22,7 +22,7 @@ import msgspec
 from signoff.core.approval import State, unproven
 from signoff.core.audit import BrokenLink, ChainCheck, Checkpoint
 from signoff.core.errors import SignoffError
-from signoff.core.proof import grant_holds
+from signoff.core.proof import grant_holds, principal_holds, seal_holds
 from signoff.ledger.base import Ledger
 
 PAGE = 5000
@@ -65,29 +65,47 @@ async def verify(ledger: Ledger, checkpoints: Iterable[Checkpoint] = ()) -> Evid
 
 
 async def _records(ledger: Ledger, states: dict[str, str]) -> list[str]:
-    """Each record whose stored state is not the one its audit entries lead to, or whose proof fails."""
-    problems = []
+    """Each record whose stored state is not the one its audit entries lead to, whose proof fails, or that
+    the audit knows and the tables lost."""
+    problems, seen = [], set()
 
     def compare(kind: str, subject: str, stored: str) -> None:
+        seen.add(subject)
         audited = states.get(subject)
         if audited is None:
             problems.append(f"{kind} {subject} is {stored} in the table, and the audit never recorded it")
         elif audited != stored:
             problems.append(f"{kind} {subject} is {stored} in the table, and {audited} in the audit")
 
+    keyring = ledger.keyring
     for approval in await ledger.approvals():
         compare("approval", approval.id, str(approval.state))
-        if approval.state in (State.APPROVED, State.CONSUMED) and (why := unproven(ledger.keyring, approval)):
-            problems.append(f"approval {approval.id} is not proven: {why}")
+        if approval.state in (State.APPROVED, State.CONSUMED):
+            if why := unproven(keyring, approval):
+                problems.append(f"approval {approval.id} is not proven: {why}")
+        elif not seal_holds(keyring, approval):
+            problems.append(
+                f"approval {approval.id} is not proven: its authority is not the one it was sealed with"
+            )
     for task in await ledger.tasks():
         compare("task", task.id, str(task.state))
     for grant in await ledger.grants(active=False):
         compare("grant", grant.id, "active" if grant.active else "revoked")
-        if not grant_holds(ledger.keyring, grant):
+        if not grant_holds(keyring, grant):
             problems.append(f"grant {grant.id} carries no valid proof")
     for principal in await ledger.principals():
         compare("principal", f"principal:{principal.id}", "active" if principal.active else "revoked")
+        if not principal_holds(keyring, principal):
+            problems.append(f"principal {principal.id}'s record carries no valid proof")
+    for subject, audited in states.items():
+        kind = next((kind for prefix, kind in _KINDS if subject.startswith(prefix)), None)
+        if kind is not None and subject not in seen:
+            problems.append(f"{kind} {subject} is {audited} in the audit, and missing from the table")
     return problems
+
+
+_KINDS = (("apr_", "approval"), ("task_", "task"), ("grt_", "grant"), ("principal:", "principal"))
+"""Which record an audit subject names, by the prefix its id is made with."""
 
 
 def read_checkpoints(path: Path) -> list[Checkpoint]:

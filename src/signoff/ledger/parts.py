@@ -10,10 +10,10 @@ import secrets
 import time
 from collections.abc import Callable
 
-from signoff.core.audit import Keyring
+from signoff.core.audit import AuditEvent, Keyring
 from signoff.ledger.committer import Committer
 from signoff.ledger.notifier import Notifier
-from signoff.ledger.records import Clock
+from signoff.ledger.records import Change, Clock
 from signoff.ledger.stores import Backend
 from signoff.ledger.watcher import Watcher
 
@@ -34,6 +34,12 @@ class Parts:
         self.watcher = Watcher(backend, self.notifier)
         self._holder = secrets.token_hex(8)
         self._task_listeners: set[Callable[[], None]] = set()
+
+    async def record(self, action: str, subject: str, actor: str, **detail: object) -> None:
+        """Append an event that changes no state (a failed approver, a refused forgery, a grant used),
+        stamped with the ledger's clock like every transition."""
+        event = AuditEvent(at=self.clock(), actor=actor, action=action, subject=subject, detail=detail)
+        await self.committer.write(None, lambda _: Change(events=(event,)))
 
     async def _lease(self, name: str) -> bool:
         """Whether this process holds the sweeper lease `name` now (taking or renewing it)."""

@@ -1,15 +1,26 @@
-"""The ledger's registered principals: who they are, their roles, and the hash of each one's token."""
+"""The ledger's registered principals: who they are, their roles, and the hash of each one's token.
+
+Each record carries a MAC over all of it (`core.proof`), made here with the audit key whenever it changes,
+so a row minted, promoted, un-revoked or given another token in the database proves nothing: its token is
+refused, and the refusal is audited.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import msgspec
+
 from signoff.core.audit import AuditEvent
+from signoff.core.errors import InvalidPrincipal
 from signoff.core.principal import Principal, Registered, assign_roles, register, token_hash
 from signoff.core.principal import revoke as revoke_principal
+from signoff.core.proof import principal_holds
 from signoff.ledger.keys import PrincipalKey, found
 from signoff.ledger.parts import Parts
 from signoff.ledger.records import Change
+
+UNPROVEN = "its record carries no valid proof"
 
 
 class PrincipalLedger(Parts):
@@ -22,8 +33,9 @@ class PrincipalLedger(Parts):
 
         def step(existing: Registered | None) -> Change:
             record, token, event = register(
-                name, roles, display=display, actor=actor, now=self.clock(), existing=existing
-            )
+                name, roles, display=display, actor=actor, now=self.clock(), existing=existing,
+                key=self.keyring.current,
+            )  # fmt: skip
             made.append(token)
             return Change(principal=record, events=(event,))
 
@@ -40,26 +52,58 @@ class PrincipalLedger(Parts):
 
     async def authenticate(self, token: str) -> Principal | None:
         """The principal a personal token proves, read now, so a revocation counts from the next request
-        on every worker; None for an unknown or revoked token."""
-        found = await self.backend.principals.by_token(token_hash(token))
-        return found.principal if found is not None and found.active else None
+        on every worker; None for an unknown or revoked token, or one whose record does not verify (that
+        refusal is audited: someone wrote the table around signoff)."""
+        hashed = token_hash(token)
+        found = await self.backend.principals.by_token(hashed)
+        if found is None or not self._holds(found) or found.token_hash != hashed:
+            if found is not None:
+                await self.record("refuse", f"principal:{found.id}", "signoff:ledger", why=UNPROVEN)
+            return None
+        return found.principal if found.active else None
+
+    async def standing(self, principal: Principal) -> Principal | None:
+        """`principal` as it stands now, for a decision it made earlier (a grant): a registered one with the
+        roles its record holds today, None once revoked or unproven; one from an identity provider or a host
+        app with no roles, since signoff can't ask them what roles it has now; any other as it was."""
+        if principal.via == "token":
+            found = await self.backend.principals.load(principal.id)
+            if found is None or not self._holds(found):
+                return None
+            return found.principal if found.active else None
+        if principal.via in ("oidc", "host"):
+            return msgspec.structs.replace(principal, roles=())
+        return principal
+
+    def _holds(self, record: Registered) -> bool:
+        return principal_holds(self.keyring, record)
 
     async def revoke_principal(self, principal_id: str, actor: str) -> Registered:
         return await self._change_principal(
-            principal_id, lambda record: revoke_principal(record, actor=actor, now=self.clock())
+            principal_id,
+            lambda record: revoke_principal(record, actor=actor, now=self.clock(), key=self.keyring.current),
+            proven=False,  # revoking a record written around signoff is how it is put out of use
         )
 
     async def assign_roles(self, principal_id: str, roles: Sequence[str], actor: str) -> Registered:
         return await self._change_principal(
-            principal_id, lambda record: assign_roles(record, roles, actor=actor, now=self.clock())
+            principal_id,
+            lambda record: assign_roles(
+                record, roles, actor=actor, now=self.clock(), key=self.keyring.current
+            ),
+            proven=True,
         )
 
     async def _change_principal(
-        self, principal_id: str, step: Callable[[Registered], tuple[Registered, AuditEvent]]
+        self, principal_id: str, step: Callable[[Registered], tuple[Registered, AuditEvent]], *, proven: bool
     ) -> Registered:
+        """Change a record and prove it anew; with `proven`, only a record whose proof holds now."""
+
         def change(record: Registered | None) -> Change:
             if record is None:
                 raise PrincipalKey(principal_id).missing()
+            if proven and not self._holds(record):  # proving it anew would sign what was written around us
+                raise InvalidPrincipal(f"principal {principal_id}: {UNPROVEN}; revoke it and register anew")
             after, event = step(record)
             return Change(principal=after, events=(event,))
 

@@ -132,7 +132,7 @@ def create_app(
         agent_chat, streams, feed, task_feed,
         wait=settings.wait, keepalive=settings.keepalive, anonymous=settings.anonymous,
     )  # fmt: skip
-    approvals = ApprovalsAPI(ledger, feed, ping=settings.keepalive)
+    approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
     tasks = TasksAPI(gate.tasks, task_feed, chat, ping=settings.keepalive)
 
     @contextlib.asynccontextmanager

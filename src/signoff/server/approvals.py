@@ -25,12 +25,16 @@ from signoff.core.errors import (
     AlreadyDecided,
     AlreadyRevoked,
     AlreadyVoted,
+    EditRefused,
     InvalidCall,
     InvalidDecision,
     NotAnApprover,
     NotFound,
+    SignoffError,
+    Unproven,
 )
 from signoff.core.grant import Grant
+from signoff.core.policy import Policy
 from signoff.core.principal import Principal
 from signoff.ledger.base import Ledger
 from signoff.server.auth import signed_in
@@ -171,10 +175,30 @@ def event_response(events: AsyncIterator[ServerSentEvent], *, ping: float) -> Re
     )
 
 
+async def refused(exc: SignoffError, ledger: Ledger, viewer: Principal, approval_id: str) -> Response:
+    """The answer to a decision the ledger would not take, alike on every route that decides: 422 for
+    one that makes no sense, 404 for an unknown approval, 403 for a principal its rule (or its edit's
+    rule) does not admit, 409 for one already decided or voted, an edit the policy denies, or an
+    approval whose seal fails."""
+    if isinstance(exc, InvalidDecision | InvalidCall):
+        return error(422, str(exc))
+    if isinstance(exc, NotFound):
+        return error(404, str(exc))
+    if isinstance(exc, NotAnApprover):
+        return error(403, str(exc), approval=approval_json(exc.approval, viewer))
+    if isinstance(exc, AlreadyDecided):
+        return error(409, str(exc), approval=approval_json(exc.winner, viewer))
+    if isinstance(exc, AlreadyVoted | EditRefused | Unproven):
+        return error(409, str(exc), approval=approval_json(await ledger.get(approval_id), viewer))
+    raise exc
+
+
 class ApprovalsAPI:
-    def __init__(self, ledger: Ledger, feed: ApprovalFeed, *, ping: float = 15) -> None:
+    def __init__(self, ledger: Ledger, feed: ApprovalFeed, *, policy: Policy, ping: float = 15) -> None:
         self.ledger = ledger
         self.feed = feed
+        self.policy = policy
+        """What an edit's call is ruled on by, as if the agent had made it."""
         self.ping = ping
 
     def routes(self) -> list[BaseRoute]:
@@ -216,23 +240,17 @@ class ApprovalsAPI:
         return approval
 
     async def decide(self, request: Request) -> Response:
-        principal = signed_in(request)
+        """An approval the principal may not see is as unknown here as on GET: a 404 with no record."""
+        principal, approval_id = signed_in(request), request.path_params["id"]
         try:
             body = await read_body(request, DecisionBody, limit=DECISION_BODY, what="decision")
-            approval = await self.ledger.decide(request.path_params["id"], body.decision(principal))
+            await self._visible(principal, approval_id)
+            decision = body.decision(principal)
+            approval = await self.ledger.decide(approval_id, decision, policy=self.policy)
         except BadBody as exc:
             return exc.response
-        except (InvalidDecision, InvalidCall) as exc:
-            return error(422, str(exc))
-        except NotFound as exc:
-            return error(404, str(exc))
-        except NotAnApprover as refused:
-            return error(403, str(refused), approval=approval_json(refused.approval, principal))
-        except AlreadyDecided as lost:
-            return error(409, str(lost), approval=approval_json(lost.winner, principal))
-        except AlreadyVoted as again:
-            current = await self.ledger.get(again.approval_id)
-            return error(409, str(again), approval=approval_json(current, principal))
+        except SignoffError as exc:
+            return await refused(exc, self.ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))
 
     async def follow(self, request: Request) -> Response:

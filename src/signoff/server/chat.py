@@ -35,7 +35,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from signoff.core.errors import AlreadyDecided, AlreadyVoted, InvalidDecision, NotAnApprover, SignoffError
+from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Wait
 from signoff.integrations.chat import Chat, Reply
@@ -55,7 +55,7 @@ from signoff.protocol import (
     frame,
     parse_chat_request,
 )
-from signoff.server.approvals import approval_event, approval_json, event_response, may_see
+from signoff.server.approvals import approval_event, approval_json, event_response, may_see, refused
 from signoff.server.auth import chatter
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
@@ -297,14 +297,8 @@ class ChatAPI:
             return exc.response
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
-        except InvalidDecision as exc:
-            return error(422, str(exc))
-        except NotAnApprover as refused:
-            return error(403, str(refused), approval=approval_json(refused.approval, principal))
-        except AlreadyDecided as lost:
-            return error(409, str(lost), approval=approval_json(lost.winner, principal))
-        except AlreadyVoted as again:
-            return error(409, str(again), approval=approval_json(await ledger.get(approval_id), principal))
+        except SignoffError as exc:
+            return await refused(exc, ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))
 
     async def sweep(self) -> None:
