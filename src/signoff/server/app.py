@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from signoff.server.auth import (
     Forbidden,
     HostLogin,
     client_of,
+    derived,
     principal_of,
     set_session,
     signed_in,
@@ -85,16 +85,6 @@ class Settings:
     task_silence: float = 15.0
     """Seconds without a heartbeat after which a task's worker is taken for dead, and the task failed."""
 
-    @property
-    def signing_key(self) -> bytes:
-        """Derived from the token, so every worker started with the same token signs alike."""
-        return hashlib.sha256(b"signoff approval signature\n" + self.token.encode()).digest()
-
-    @property
-    def session_key(self) -> bytes:
-        """Signs browser sessions; derived from the token like `signing_key`, and apart from it."""
-        return hashlib.sha256(b"signoff browser session\n" + self.token.encode()).digest()
-
 
 def create_app(
     agent: Any,
@@ -115,15 +105,16 @@ def create_app(
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     task_feed = TaskFeed(ledger, interval=settings.feed_interval)
     streams = Streams(ledger)
+    signing_key = derived(ledger.keyring, "approval signature")[0]
     agent_chat = chat_for(
-        agent, gate, model=model, signing_key=settings.signing_key, browser_timeout=settings.browser_timeout
+        agent, gate, model=model, signing_key=signing_key, browser_timeout=settings.browser_timeout
     )
     refusals = Refusals(ledger)
     auth = Authenticator(
         ledger,
         refusals,
         settings.token,
-        settings.session_key,
+        derived(ledger.keyring, "browser session"),
         sessions=settings.anonymous,
         oidc=Oidc(settings.oidc) if settings.oidc else None,
         host=authenticate,

@@ -8,6 +8,8 @@ A credential comes from one of these, tried in this order:
 - the host app's own login, when signoff is mounted in another ASGI app (`authenticate=`).
 - the anonymous browser session: a signed, HttpOnly, SameSite=Lax cookie that the chat page hands out on
   its first load, when the server takes chats without a login (`signoff demo`, `serve --anonymous-chats`).
+  Its MAC is keyed from the audit key file's random keys (`derived`), never from the admin token: every
+  browser holds a cookie, and a MAC keyed from a human-chosen token let anyone test guesses at it offline.
 
 No credential at all is `None`: the routes decide whether that is the anonymous principal (a credential-less
 chat) or a 401. Refusals are audited: someone probing the API is what an operator wants to see.
@@ -16,7 +18,6 @@ chat) or a 401. Refusals are audited: someone probing the API is what an operato
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import inspect
 import secrets
@@ -27,6 +28,7 @@ import msgspec
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from signoff.core.audit import Keyring
 from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal
 from signoff.ledger.base import Ledger
 from signoff.server.http import error
@@ -66,7 +68,9 @@ class Authenticator:
     refusals: Refusals
     token: str
     """The bootstrap admin token."""
-    session_key: bytes
+    session_keys: tuple[bytes, ...]
+    """The first makes new session cookies; any of them proves one, so rotating the audit key signs nobody
+    out."""
     sessions: bool = False
     """Whether anonymous browser sessions are honoured (and handed out by the page)."""
     oidc: Oidc | None = None
@@ -112,17 +116,28 @@ class Authenticator:
     def new_session(self) -> tuple[Principal, str]:
         """A new browser's principal and the cookie value that proves it."""
         browser_id = secrets.token_urlsafe(16)
-        return _browser(browser_id), f"{browser_id}.{self._mac(browser_id)}"
+        return _browser(browser_id), f"{browser_id}.{_mac(self.session_keys[0], browser_id)}"
 
     def _session(self, cookie: str) -> Principal | None:
         browser_id, _, mac = cookie.partition(".")
-        if not browser_id or not hmac.compare_digest(mac.encode(), self._mac(browser_id).encode()):
-            return None  # forged or from another server: the page hands out a new one
+        if not browser_id or not any(
+            hmac.compare_digest(mac.encode(), _mac(key, browser_id).encode()) for key in self.session_keys
+        ):
+            return None  # forged, another server's or a retired key's: the page hands out a new one
         return _browser(browser_id)
 
-    def _mac(self, browser_id: str) -> str:
-        digest = hmac.new(self.session_key, browser_id.encode(), hashlib.sha256).digest()
-        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+def derived(keyring: Keyring, purpose: str) -> tuple[bytes, ...]:
+    """A secret for `purpose` from each audit key, the current key's first. What the server hands every
+    client (session cookies, approval signatures) is keyed so, never from the admin token, which a person
+    chooses; the audit keys are random, and every worker of a ledger reads the same key file."""
+    label = f"signoff {purpose}".encode()
+    return tuple(hmac.digest(key.secret, label, "sha256") for key in (keyring.current, *keyring.older))
+
+
+def _mac(key: bytes, browser_id: str) -> str:
+    digest = hmac.digest(key, browser_id.encode(), "sha256")
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def client_of(conn: HTTPConnection) -> str:
