@@ -269,3 +269,20 @@ async def stored_text(ledger: Ledger, tmp_path: Path) -> str:
                     found.append(repr(await client.xrange(key)))
             return "".join(found)
     return repr(await ledger.principals()) + repr(await ledger.audit())
+
+
+async def test_principals_that_read_alike_are_told_apart(ledger: Ledger) -> None:
+    """Two principals given one display name, and an identity provider's user who named itself like a
+    registered one: the tally says which is which."""
+    approval_id = await asked(ledger)
+    await ledger.decide(approval_id, Decision.approve(ALICE))
+    namesake = Principal(id="alice2", name="Alice", roles=("finance",), via="token")
+    assert (
+        await ledger.decide(approval_id, Decision.approve(namesake))
+    ).tally == "2 of 2: Alice [alice], Alice [alice2]"
+    other = await asked_again(ledger, requester="carol")
+    intruder = Principal(id="oidc:intruder-42", name="Alice", roles=("finance",), via="oidc")
+    await ledger.decide(other, Decision.approve(intruder))
+    done = await ledger.decide(other, Decision.approve(ALICE))
+    assert done.tally == "2 of 2: Alice (oidc: intruder-42), Alice"
+    assert intruder.described == "Alice (oidc: intruder-42; finance)"

@@ -35,7 +35,7 @@ from signoff.core.errors import (
 )
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy
-from signoff.core.principal import Principal
+from signoff.core.principal import Principal, distinct
 from signoff.ledger.base import Ledger
 from signoff.server.auth import signed_in
 from signoff.server.feed import ApprovalFeed
@@ -109,15 +109,16 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
     out["awaiting"] = authority.awaited()
     out["tally"] = approval.tally
     if approval.votes:
+        whos = distinct([v.decision.principal for v in approval.votes], lambda p: p.described)
         out["votes"] = [
             {
                 "by": v.decision.by,
                 "name": v.decision.name or v.decision.by,
-                "who": v.decision.principal.described,
+                "who": who,
                 "verdict": v.decision.verdict,
                 "at": v.at,
             }
-            for v in approval.votes
+            for v, who in zip(approval.votes, whos, strict=True)
         ]
     if approval.edited is not None:  # the call that runs is this one, so show its own digest too
         out["edited"] = {"args": approval.edited, "digest": digest(approval.edited)}
