@@ -207,8 +207,12 @@ async def test_oidc_tokens_good_expired_wrong_audience_wrong_key(site: Site, iss
     def unauthorized(entries: list[AuditEntry]) -> list[AuditEntry]:
         return [e for e in entries if e.action == "unauthorized"]
 
-    found = unauthorized(await audited(site.ledger, lambda entries: len(unauthorized(entries)) >= 5))
-    assert len(found) == 5 and all(e.detail["count"] == 1 for e in found), "five reasons, one each"
+    def refused(entries: list[AuditEntry]) -> int:
+        return sum(e.detail["count"] for e in unauthorized(entries))
+
+    found = unauthorized(await audited(site.ledger, lambda entries: refused(entries) >= 5))
+    assert refused(found) == 5 and {e.detail["kind"] for e in found} == {"oidc-invalid"}, "five, of one kind"
+    assert len(found) <= 2, "counted together, whatever each verifier said (at most split by a second's end)"
 
 
 async def test_revoked_and_unknown_personal_tokens_are_refused(site: Site) -> None:

@@ -121,7 +121,7 @@ def create_app(
     )
     chat = ChatAPI(
         agent_chat, streams, feed, task_feed,
-        wait=settings.wait, keepalive=settings.keepalive, anonymous=settings.anonymous,
+        wait=settings.wait, keepalive=settings.keepalive, refusals=refusals, anonymous=settings.anonymous,
     )  # fmt: skip
     approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
     tasks = TasksAPI(gate.tasks, task_feed, chat, ping=settings.keepalive)
@@ -209,7 +209,7 @@ def _refuser(ledger: Ledger, refusals: Refusals) -> Callable[[Request, Exception
         assert isinstance(exc, Forbidden)
         principal = principal_of(request)
         if principal is None:
-            refusals.note(exc.action, "api", client_of(request), exc.why, path=request.url.path)
+            refusals.note(exc.action, "api", client_of(request), exc.kind, exc.why, request.url.path)
         else:
             await ledger.record(exc.action, "api", principal.id, path=request.url.path, why=exc.why)
         return exc.response

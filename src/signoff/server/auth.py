@@ -33,7 +33,7 @@ from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal
 from signoff.ledger.base import Ledger
 from signoff.server.http import error
 from signoff.server.oidc import Oidc, Unverified
-from signoff.server.refusals import Refusals
+from signoff.server.refusals import Kind, Refusals
 
 HostLogin = Callable[[HTTPConnection], Awaitable[Principal | None] | Principal | None]
 """The host app's own login: the principal of a request, or None when it has no login."""
@@ -92,23 +92,23 @@ class Authenticator:
 
     async def _bearer(self, conn: HTTPConnection, scheme: str, given: str) -> Principal:
         if scheme.lower() != "bearer" or not given:
-            raise await self._refuse(conn, "the Authorization header must be 'Bearer <token>'")
+            raise self._refuse(conn, "bad-scheme", "the Authorization header must be 'Bearer <token>'")
         if secrets.compare_digest(given.encode(), self.token.encode()):
             return BOOTSTRAP
         if given.startswith(TOKEN_PREFIX):
             principal = await self.ledger.authenticate(given)
             if principal is None:
-                raise await self._refuse(conn, "the token is unknown or revoked")
+                raise self._refuse(conn, "unknown-token", "the token is unknown or revoked")
             return principal
         if self.oidc is not None and given.count(".") == 2:
             try:
                 return await self.oidc.verify(given)
             except Unverified as exc:
-                raise await self._refuse(conn, f"the OIDC token is not valid: {exc}") from None
-        raise await self._refuse(conn, "the bearer token is not valid")
+                raise self._refuse(conn, "oidc-invalid", f"the OIDC token is not valid: {exc}") from None
+        raise self._refuse(conn, "bad-token", "the bearer token is not valid")
 
-    async def _refuse(self, conn: HTTPConnection, why: str) -> Unauthenticated:
-        self.refusals.note("unauthorized", "api", client_of(conn), why, path=conn.url.path)
+    def _refuse(self, conn: HTTPConnection, kind: Kind, why: str) -> Unauthenticated:
+        self.refusals.note("unauthorized", "api", client_of(conn), kind, why, conn.url.path)
         return Unauthenticated(why)
 
     # -- anonymous browser sessions -------------------------------------------------------------------------
@@ -167,11 +167,13 @@ def principal_of(conn: HTTPConnection) -> Principal | None:
 
 class Forbidden(Exception):
     """A request a route will not serve for who it is from: 401 without a credential, 403 for a
-    principal that may not; the server answers it and audits `why`."""
+    principal that may not; the server answers it and audits `why` (counted by `kind` when the request
+    carried no credential)."""
 
-    def __init__(self, status: int, why: str) -> None:
+    def __init__(self, status: int, why: str, kind: Kind | None = None) -> None:
         super().__init__(why)
         self.why = why
+        self.kind: Kind = kind or ("no-credential" if status == 401 else "forbidden")
         self.action = "unauthorized" if status == 401 else "refuse"
         self.response = Unauthenticated(why).response() if status == 401 else error(status, why)
 

@@ -35,7 +35,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from signoff.core.errors import SignoffError
+from signoff.core.errors import NotFound, SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Wait
 from signoff.integrations.chat import Chat, Reply
@@ -56,9 +56,10 @@ from signoff.protocol import (
     parse_chat_request,
 )
 from signoff.server.approvals import approval_event, approval_json, event_response, may_see, refused
-from signoff.server.auth import chatter
+from signoff.server.auth import chatter, client_of, principal_of
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
+from signoff.server.refusals import Kind, Refusals
 from signoff.server.streams import Followed, Stream, Streams
 from signoff.server.tasks import task_event
 
@@ -99,9 +100,11 @@ class ChatAPI:
         *,
         wait: Wait,
         keepalive: float,
+        refusals: Refusals,
         anonymous: bool = False,
     ) -> None:
         self.chat = chat
+        self.refusals = refusals
         self.anonymous = anonymous
         """Whether chats are taken without a credential, from the anonymous principal."""
         self.streams = streams
@@ -131,12 +134,24 @@ class ChatAPI:
         """Who talks in a chat through this request; `Forbidden` (401) where a credential is needed."""
         return chatter(conn, self.anonymous)
 
-    async def owned(self, chat_id: str, principal: Principal) -> bool:
-        """Whether the chat is `principal`'s (False: nobody's yet); raises `Untrusted` (404, audited) if it
-        is another's."""
+    async def owned(self, chat_id: str, principal: Principal, conn: HTTPConnection) -> bool:
+        """Whether the chat is `principal`'s (False: nobody's yet); raises `Untrusted` (404, audited as
+        `refuse` does) if it is another's."""
         stored = await self.chat.gate.ledger.load_chat(chat_id)
+        if principal_of(conn) is None and owner_of(stored) not in (None, principal.id):
+            await self.refuse(conn, "another-owner", chat_id, "the chat belongs to another principal")
+            raise Untrusted(404, "id", f"no chat {chat_id}")
         await check_owner(self.chat.gate.ledger, chat_id, stored, principal)
         return stored is not None
+
+    async def refuse(self, conn: HTTPConnection, kind: Kind, subject: str, why: str, **detail: str) -> None:
+        """Audit a refusal in a chat: one entry for a principal, whom someone answers for; counted by source
+        and kind for a caller without a credential, who costs nothing to be and names `subject` itself."""
+        principal = principal_of(conn)
+        if principal is None:
+            self.refusals.note("refuse", "chat", client_of(conn), kind, why, conn.url.path)
+        else:
+            await self.chat.gate.ledger.record("refuse", subject, principal.id, why=why, **detail)
 
     async def post(self, request: Request) -> Response:
         principal = self.principal(request)
@@ -191,7 +206,7 @@ class ChatAPI:
     async def get(self, request: Request) -> Response:
         chat_id, principal = request.path_params["id"], self.principal(request)
         try:
-            await self.owned(chat_id, principal)
+            await self.owned(chat_id, principal, request)
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
         stream = await self.streams.find(chat_id)
@@ -219,7 +234,7 @@ class ChatAPI:
     async def resume(self, request: Request) -> Response:
         chat_id = request.path_params["id"]
         try:
-            await self.owned(chat_id, self.principal(request))
+            await self.owned(chat_id, self.principal(request), request)
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
         stream = await self.streams.find(chat_id, ended=True)
@@ -230,7 +245,7 @@ class ChatAPI:
     async def events(self, request: Request) -> Response:
         chat_id, principal = request.path_params["id"], self.principal(request)
         try:
-            owned = await self.owned(chat_id, principal)
+            owned = await self.owned(chat_id, principal, request)
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
         return event_response(self._events(chat_id, principal, owned), ping=self.keepalive)
@@ -289,7 +304,9 @@ class ChatAPI:
         principal, ledger = self.principal(request), self.chat.gate.ledger
         try:
             body = await read_body(request, ChatDecision, limit=DECISION_BODY, what="decision")
-            await self.owned(chat_id, principal)
+            await self.owned(chat_id, principal, request)
+            if principal_of(request) is None:
+                await self._asked_in(request, chat_id, approval_id)
             approval = await decide_in_chat(
                 ledger, chat_id, approval_id, principal, body.approved, body.reason, body.remember
             )
@@ -300,6 +317,21 @@ class ChatAPI:
         except SignoffError as exc:
             return await refused(exc, ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))
+
+    async def _asked_in(self, conn: HTTPConnection, chat_id: str, approval_id: str) -> None:
+        """Raise `Untrusted` for an approval that is unknown or another chat's, checked here for a caller
+        without a credential so that its refusal is counted by kind, not audited under the approval id it
+        made up (`decide_in_chat` audits each)."""
+        try:
+            found = (await self.chat.gate.ledger.get(approval_id)).chat_id
+        except NotFound:
+            found = None
+        if found == chat_id:
+            return
+        kind: Kind = "unknown-approval" if found is None else "another-chat"
+        status, why = (404, "no such approval") if found is None else (403, "it belongs to another chat")
+        await self.refuse(conn, kind, approval_id, why)
+        raise Untrusted(status, f"approval {approval_id}", f"approval {approval_id} refused: {why}")
 
     async def sweep(self) -> None:
         """Start the reply for each chat whose browser calls are overdue and that runs no reply now."""

@@ -161,7 +161,9 @@ class Edge:
 
     async def _refuse_site(self, conn: HTTPConnection, why: str) -> None:
         origin = conn.headers.get("origin", "")
-        self.auth.refusals.note("refuse", "site", client_of(conn), why, origin=origin, path=conn.url.path)
+        self.auth.refusals.note(
+            "refuse", "site", client_of(conn), "cross-site", why, conn.url.path, origin=origin
+        )
 
 
 class _EdgeRefusal(Exception):

@@ -176,7 +176,7 @@ class _Socket:
             raise _FrameRefused(
                 f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
             )
-        await self.chats.owned(request.chat_id, self.principal)
+        await self.chats.owned(request.chat_id, self.principal, self.socket)
         chat, reply = self.chats.chat, self.chats.running.get(request.chat_id)
         if reply is not None and reply.browser is not None and reply.turn is not None:
             await self._answer_turn(request, reply, reply.browser, reply.turn)
@@ -228,7 +228,7 @@ class _Socket:
     async def _resume(self, chat_id: str) -> None:
         if self._busy():
             raise _FrameRefused(f"this socket already follows a reply in chat {self.chat_id}")
-        await self.chats.owned(chat_id, self.principal)
+        await self.chats.owned(chat_id, self.principal, self.socket)
         running = await self.chats.streams.find(chat_id, ended=True)
         if running is None:
             await self._send(DONE)

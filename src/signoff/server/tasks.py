@@ -91,7 +91,9 @@ class TasksAPI:
         except BadBody as exc:
             return exc.response
         task_id = request.path_params["id"]
-        return await self._cancel(task_id, principal.id, principal.described, body.reason, chat_id=None)
+        return await self._cancel(
+            request, task_id, principal.id, principal.described, body.reason, chat_id=None
+        )
 
     async def follow(self, request: Request) -> Response:
         _operator(request)
@@ -100,7 +102,7 @@ class TasksAPI:
     async def chat_list(self, request: Request) -> Response:
         chat_id = request.path_params["chat"]
         try:
-            await self.chats.owned(chat_id, self.chats.principal(request))
+            await self.chats.owned(chat_id, self.chats.principal(request), request)
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
         found = await self.ledger.tasks(chat_id=chat_id)
@@ -109,18 +111,23 @@ class TasksAPI:
     async def chat_cancel(self, request: Request) -> Response:
         chat_id, principal = request.path_params["chat"], self.chats.principal(request)
         try:
-            await self.chats.owned(chat_id, principal)
+            await self.chats.owned(chat_id, principal, request)
         except Untrusted as exc:
             return error(exc.status, str(exc), exc.field)
-        return await self._cancel(request.path_params["id"], principal.id, OWNER, "", chat_id=chat_id)
+        task_id = request.path_params["id"]
+        return await self._cancel(request, task_id, principal.id, OWNER, "", chat_id=chat_id)
 
-    async def _cancel(self, task_id: str, by: str, who: str, reason: str, *, chat_id: str | None) -> Response:
+    async def _cancel(
+        self, request: Request, task_id: str, by: str, who: str, reason: str, *, chat_id: str | None
+    ) -> Response:
         """A chat reaches only its own tasks: another chat's is as unknown as a missing one (and the
         attempt is audited)."""
         try:
             task = await self.ledger.get_task(task_id)
             if chat_id is not None and task.chat_id != chat_id:
-                await self.ledger.record("refuse", task_id, by, why="cancel from another chat", chat=chat_id)
+                await self.chats.refuse(
+                    request, "another-chat", task_id, "cancel from another chat", chat=chat_id
+                )
                 raise NotFound(f"no task {task_id}")
             return json_response((await self.tasks.cancel(task_id, by, reason, who)).public())
         except NotFound as exc:
