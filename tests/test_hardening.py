@@ -1,5 +1,6 @@
 """A real `signoff demo` against what an attacker or a broken client sends: a 300 MB body (memory measured
-from /proc), 1,000 slow clients, a body that trickles, a client that leaves mid-body, a taken port."""
+from /proc), 1,000 slow clients, a body that trickles, a client that leaves mid-body, a live-socket text
+frame that is not UTF-8, a taken port."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+import websockets
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -124,6 +126,25 @@ def test_a_trickling_body_is_a_408_and_a_client_that_leaves_is_one_line(demo: tu
         sock.sendall(head + b'{"id": "c')
     time.sleep(0.5)
     assert "Traceback" not in stderr.read_text()
+
+
+async def test_a_text_frame_that_is_not_utf8_closes_the_socket_with_1007_and_one_line(
+    demo: tuple[str, int, Path],
+) -> None:
+    base, _, stderr = demo
+    logged = len(stderr.read_text())
+    for _ in range(3):
+        async with websockets.connect(f"ws://{base.removeprefix('http://')}/api/live") as socket:
+            await socket.send(b'{"type": "ping", "x": "\xff\xfe"}', text=True)  # sent as is, unchecked
+            with pytest.raises(websockets.ConnectionClosedError):
+                await socket.recv()
+        assert socket.close_code == 1007  # invalid frame payload data
+    await asyncio.sleep(0.2)
+    lines = stderr.read_text()[logged:].splitlines()
+    assert "Traceback" not in "\n".join(lines) and len(lines) == 3, lines
+    async with websockets.connect(f"ws://{base.removeprefix('http://')}/api/live") as socket:
+        await socket.send('{"type":"ping"}')
+        assert await socket.recv() == '{"type":"pong"}', "and the server still serves sockets"
 
 
 def test_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:

@@ -5,12 +5,18 @@ timer starts only after a first response), so a slow client that opens connectio
 a byte at a time, or nothing, holds them for good. `Bounded` closes such a connection `head_timeout`
 seconds after its head began. Bodies have their deadline at the edge (`edge.BODY_TIMEOUT`), idle
 connections uvicorn's keep-alive timeout, and WebSocket messages a size limit (1009 above it).
+
+uvicorn closes a WebSocket whose text frame is not UTF-8 with 1007, as RFC 6455 says, but logs the decode
+error's traceback with it: a screenful per frame, for anyone who cares to send them. `Utf8Refused` keeps
+the line and drops the traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import logging
 import os
 import socket
 from collections.abc import Callable
@@ -19,6 +25,7 @@ from typing import Any
 import h11
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.supervisors import Multiprocess
 
@@ -79,11 +86,28 @@ def _no_delay(transport: asyncio.Transport) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+class Utf8Refused(logging.Filter):
+    """Drops the traceback from uvicorn's line about a WebSocket text frame that is not UTF-8."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], UnicodeDecodeError) and "UTF-8" in record.msg:
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _logging() -> dict[str, Any]:
+    """uvicorn's own logging, with `Utf8Refused` on the logger its protocols write to."""
+    made = copy.deepcopy(LOGGING_CONFIG)
+    made["filters"] = {"utf8": {"()": Utf8Refused}}
+    made["loggers"]["uvicorn.error"]["filters"] = ["utf8"]
+    return made
+
+
 def config(
     app: Any, host: str, port: int, *, head_timeout: float = HEAD_TIMEOUT, **more: Any
 ) -> uvicorn.Config:
     made = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", http=Bounded,
+        app, host=host, port=port, log_level="warning", log_config=_logging(), lifespan="on", http=Bounded,
         timeout_keep_alive=KEEP_ALIVE, ws_max_size=CHAT_BODY + 1024, **more,
     )  # fmt: skip
     made.head_timeout = head_timeout  # type: ignore[attr-defined]  # read by Bounded, in each worker too
