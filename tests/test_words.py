@@ -17,7 +17,8 @@ from signoff.server.approvals import approval_json
 
 OWNER = "browser:3ffc9a1e"
 ALICE = Principal(id="oidc:alice-7f3a", name="alice", roles=("finance",), via="oidc")
-ID = re.compile(r"\b(browser|signoff|oidc|chat):")
+ID = re.compile(r"\b(browser|signoff|oidc|chat):\S")
+"""An id as signoff makes them (`oidc:alice-7f3a`); words may name a source (`alice (oidc: alice-7f3a)`)."""
 
 
 async def settle(how: str) -> tuple[Approval, Refused]:
@@ -48,7 +49,10 @@ async def settle(how: str) -> tuple[Approval, Refused]:
 async def test_the_model_and_the_api_name_people_and_never_ids() -> None:
     expected = {
         "owner": ("the user", "denied by the user: no"),
-        "alice": ("alice (finance)", "denied by alice (finance): too much"),
+        "alice": (  # an identity provider's name, so its source shows: it can't pass for a registered alice
+            "alice (oidc: alice-7f3a; finance)",
+            "denied by alice (oidc: alice-7f3a; finance): too much",
+        ),
         "deadline": ("the deadline", "expired by the deadline: no decision before the deadline"),
         "new message": ("a new message", f"cancelled by a new message: {WITHDRAWN}"),
     }

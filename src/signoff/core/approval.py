@@ -16,13 +16,12 @@ import msgspec
 from signoff.core.audit import AuditEvent, AuditKey, Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
+from signoff.core.edit import reruled
 from signoff.core.errors import (
     AlreadyConsumed,
     AlreadyDecided,
     AlreadyVoted,
     CallMismatch,
-    EditNotAdmitted,
-    EditRefused,
     IllegalTransition,
     InvalidDecision,
     MayNotRemember,
@@ -32,7 +31,6 @@ from signoff.core.errors import (
 from signoff.core.policy import Ruling
 from signoff.core.principal import Authority, distinct
 from signoff.core.proof import decision_holds, prove_decision, seal_holds, sealed
-from signoff.core.schema import misfit
 
 OnTimeout = Literal["deny", "allow"]
 Wait = Literal["blocking", "deferred"]
@@ -264,13 +262,8 @@ def decide(
 ) -> tuple[Approval, AuditEvent]:
     """Record a decision from a principal the approval's authority admits. A deny decides at once; an
     approval counts toward the quorum, and decides once the quorum is reached. A pending approval past its
-    deadline expires instead.
-
-    An edit is a new call, and `edited` is the policy's ruling on it, as if the agent had made it: a
-    denied call is refused (`EditRefused`); an allowed one counts as the editor's approval under the rule
-    that asked; one the policy asks about brings its own rule (who may decide, how many, four eyes, its
-    description), with the deadline never later than it was, and counts only if that rule admits the
-    editor (`EditNotAdmitted` otherwise). Either way the count starts again from the editor.
+    deadline expires instead. An edit is a new call, which `edited`, the policy's ruling on it, judges (see
+    `core.edit`).
 
     Returning the expiry rather than raising lets the ledger persist it in the same atomic step, so a late
     decision can never slip in between the deadline and the sweep. The approval's seal must hold under
@@ -288,8 +281,7 @@ def decide(
         raise AlreadyVoted(approval, decision.by)
     detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason, "via": decision.via}
     if decision.args is not None:
-        approval = _edited(approval, decision, edited, now)
-        approval = sealed(keyring.current, approval)
+        approval = sealed(keyring.current, reruled(approval, decision.args, decision.principal, edited, now))
         detail.update(digest=approval.approved_digest, rule=approval.rule)
         decision = msgspec.structs.replace(decision, args=approval.edited)
     authority = approval.authority
@@ -316,31 +308,6 @@ def decide(
     )  # fmt: skip
 
 
-def _edited(approval: Approval, decision: Decision, ruling: Ruling | None, now: float) -> Approval:
-    """The approval asking about the edited call, under the rule `ruling` chose for it; not yet sealed."""
-    assert decision.args is not None
-    if (why := misfit(approval.schema, decision.args)) is not None:
-        raise InvalidDecision(f"the edited arguments do not fit {approval.call.tool}: {why}")
-    if ruling is None:
-        raise InvalidDecision("an edit is a new call, and the policy must rule on it: pass the policy")
-    runs = approval.call.with_args(decision.args)
-    if ruling.action == "deny":
-        raise EditRefused(approval, ruling.reason)
-    edited = msgspec.structs.replace(approval, edited=runs.args, votes=(), description=ruling.description)
-    if ruling.action == "allow":  # the call needs nobody: the editor's approval under the rule that asked
-        return edited
-    deadline = approval.deadline
-    if ruling.deadline is not None and (deadline is None or now + ruling.deadline < deadline):
-        deadline = now + ruling.deadline
-    on_timeout: OnTimeout = "allow" if approval.on_timeout == ruling.on_timeout == "allow" else "deny"
-    edited = msgspec.structs.replace(
-        edited, rule=ruling.rule, authority=ruling.authority, deadline=deadline, on_timeout=on_timeout
-    )
-    if not ruling.authority.allows(decision.principal, approval.requester):
-        raise EditNotAdmitted(approval, decision.by, edited.awaited)
-    return edited
-
-
 def consume(
     approval: Approval, call: ToolCall, actor: str, now: float, keyring: Keyring
 ) -> tuple[Approval, AuditEvent]:
@@ -356,31 +323,18 @@ def consume(
             f"call {call.call_id} ({call.tool}) is not the call approval {approval.id} approved"
         )
     return _move(
-        approval,
-        State.CONSUMED,
-        "consume",
-        actor,
-        now,
-        {"digest": call.digest},
-        consumed_at=now,
-        consumed_by=actor,
-    )
+        approval, State.CONSUMED, "consume", actor, now, {"digest": call.digest},
+        consumed_at=now, consumed_by=actor,
+    )  # fmt: skip
 
 
 def cancel(approval: Approval, actor: str, reason: str, now: float) -> tuple[Approval, AuditEvent]:
     if approval.state is not State.PENDING:
         raise AlreadyDecided(approval, "cancel")
     return _move(
-        approval,
-        State.CANCELLED,
-        "cancel",
-        actor,
-        now,
-        {"reason": reason},
-        closed_by=actor,
-        closed_reason=reason,
-        decided_at=now,
-    )
+        approval, State.CANCELLED, "cancel", actor, now, {"reason": reason},
+        closed_by=actor, closed_reason=reason, decided_at=now,
+    )  # fmt: skip
 
 
 def expire(approval: Approval, now: float, keyring: Keyring) -> tuple[Approval, AuditEvent]:
@@ -397,26 +351,13 @@ def expire(approval: Approval, now: float, keyring: Keyring) -> tuple[Approval, 
         decision = Decision.approve(by=TIMEOUT_ACTOR, reason=f"{reason}; the policy allows on timeout")
         decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
         return _move(
-            approval,
-            State.APPROVED,
-            "expire",
-            TIMEOUT_ACTOR,
-            now,
-            {"on_timeout": "allow"},
-            decision=decision,
-            decided_at=now,
-        )
+            approval, State.APPROVED, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "allow"},
+            decision=decision, decided_at=now,
+        )  # fmt: skip
     return _move(
-        approval,
-        State.EXPIRED,
-        "expire",
-        TIMEOUT_ACTOR,
-        now,
-        {"on_timeout": "deny"},
-        closed_by=TIMEOUT_ACTOR,
-        closed_reason=reason,
-        decided_at=now,
-    )
+        approval, State.EXPIRED, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "deny"},
+        closed_by=TIMEOUT_ACTOR, closed_reason=reason, decided_at=now,
+    )  # fmt: skip
 
 
 def unproven(keyring: Keyring, approval: Approval) -> str | None:
