@@ -115,6 +115,15 @@ AllowOriginOption = Annotated[
         " https://app.example.com; repeat for more. Closed by default.",
     ),
 ]
+AllowedHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="Another name this server is reached by (Host), such as signoff.example.com or *.example.com;"
+        " repeat for more. Besides them: the --host address, localhost, 127.0.0.1 and [::1]; any other"
+        " Host is a 400.",
+    ),
+]
 OidcIssuerOption = Annotated[
     str | None, typer.Option("--oidc-issuer", help="Trust JWT bearer tokens from this issuer (iss).")
 ]
@@ -168,6 +177,7 @@ def demo(
         ),
     ] = "pydantic-ai",
     allow_origin: AllowOriginOption = None,
+    allowed_host: AllowedHostOption = None,
     oidc_issuer: OidcIssuerOption = None,
     oidc_audience: OidcAudienceOption = None,
     oidc_jwks: OidcJwksOption = None,
@@ -189,7 +199,7 @@ def demo(
         )
     served = _served(
         ledger, wait, keepalive, browser_timeout, model=model, runtime=runtime, task_silence=task_silence,
-        anonymous=True, allow_origins=tuple(allow_origin or ()),
+        anonymous=True, allow_origins=tuple(allow_origin or ()), allowed_hosts=_hosts(host, allowed_host),
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
         audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
         head_timeout=head_timeout, body_timeout=body_timeout,
@@ -226,6 +236,7 @@ def serve_command(
         ),
     ] = False,
     allow_origin: AllowOriginOption = None,
+    allowed_host: AllowedHostOption = None,
     oidc_issuer: OidcIssuerOption = None,
     oidc_audience: OidcAudienceOption = None,
     oidc_jwks: OidcJwksOption = None,
@@ -239,11 +250,28 @@ def serve_command(
     served = _served(
         ledger, wait, keepalive, browser_timeout, model=model, agent=agent, policy=policy,
         task_silence=task_silence, anonymous=anonymous_chats, allow_origins=tuple(allow_origin or ()),
+        allowed_hosts=_hosts(host, allowed_host),
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
         audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
         head_timeout=head_timeout, body_timeout=body_timeout,
     )  # fmt: skip
     _serve("serve", served, host, port, workers)
+
+
+def _hosts(bind: str, given: list[str] | None) -> tuple[str, ...]:
+    """The names `Host` may give: the bind address (bracketed when it is IPv6, as `Host` writes it), the
+    local names, and `--allowed-host`, whose patterns Starlette's own check judges."""
+    from starlette.applications import Starlette
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    from signoff.server.edge import LOCAL_HOSTS
+
+    named = (f"[{bind}]" if ":" in bind else bind, *LOCAL_HOSTS, *(given or ()))
+    try:
+        TrustedHostMiddleware(Starlette(), allowed_hosts=named)
+    except AssertionError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--allowed-host") from None
+    return tuple(dict.fromkeys(named))
 
 
 def _oidc(issuer: str | None, audience: str | None, jwks: str | None, roles_claim: str) -> Any:

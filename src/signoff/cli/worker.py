@@ -22,7 +22,7 @@ from signoff.core.policy import Policy
 from signoff.gate import Wait
 from signoff.ledger import Ledger, open_ledger
 from signoff.server.app import Settings, create_app
-from signoff.server.edge import BODY_TIMEOUT
+from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS
 from signoff.server.loading import load_agent
 from signoff.server.oidc import OidcSettings
 from signoff.server.run import HEAD_TIMEOUT, settle
@@ -50,6 +50,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     task_silence: float = 15.0
     anonymous: bool = False
     allow_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = LOCAL_HOSTS
     oidc: OidcSettings | None = None
     audit_checkpoints: str | None = None
     checkpoint_every: float = 60.0
@@ -62,7 +63,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             token=self.token, wait=self.wait, keepalive=self.keepalive,
             browser_timeout=self.browser_timeout, task_silence=self.task_silence,
             task_heartbeat=min(2.0, self.task_silence / 3), anonymous=self.anonymous,
-            allow_origins=self.allow_origins, oidc=self.oidc, audit_checkpoints=self.audit_checkpoints,
+            allow_origins=self.allow_origins, allowed_hosts=self.allowed_hosts, oidc=self.oidc,
+            audit_checkpoints=self.audit_checkpoints,
             checkpoint_every=self.checkpoint_every, body_timeout=self.body_timeout,
         )  # fmt: skip
 

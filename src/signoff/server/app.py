@@ -42,7 +42,7 @@ from signoff.server.auth import (
     signed_in,
 )
 from signoff.server.chat import ChatAPI
-from signoff.server.edge import BODY_TIMEOUT, Edge, Origins
+from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS, Edge, Hosts, Origins
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import error, json_response
 from signoff.server.live import LiveAPI
@@ -68,6 +68,9 @@ class Settings:
     token: str
     anonymous: bool = False
     allow_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = LOCAL_HOSTS
+    """The names `Host` may give (see `edge.Hosts`): `signoff serve` adds its bind address and the
+    `--allowed-host` ones; a host app that checks `Host` itself passes `("*",)`."""
     oidc: OidcSettings | None = None
     audit_checkpoints: str | None = None
     """A file outside the database to append a signed audit checkpoint to, every `checkpoint_every` s."""
@@ -171,6 +174,7 @@ def create_app(
         ],
         lifespan=lifespan,
         middleware=[
+            Middleware(Hosts, allowed=settings.allowed_hosts, refusals=refusals),
             *(cors if settings.allow_origins else []),  # closed unless a site is named
             Middleware(
                 Edge,

@@ -1,5 +1,9 @@
 """The edge every request passes before any route: what it may carry, where it may come from, who it is.
 
+- `Host` must name this server (`Hosts`, Starlette's `TrustedHostMiddleware`): its bind address,
+  `localhost`, `127.0.0.1`, `[::1]`, or an `--allowed-host`; else a 400, on the live socket's handshake
+  too. A page on an attacker's name that resolves to 127.0.0.1 (DNS rebinding) is another site to the
+  browser, which sends it no cookie of this server's, but it reached the credential-less chats.
 - A path with control characters is a 400: no id signoff makes has them, and PostgreSQL cannot even compare
   text holding a NUL.
 - Cross-site use is refused. A web page on another site can make a browser send the victim's cookie
@@ -27,12 +31,14 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from signoff.server.auth import Authenticator, Unauthenticated, client_of, remember
 from signoff.server.http import CHAT_BODY, error
+from signoff.server.refusals import Refusals
 
 log = logging.getLogger("signoff.server")
 _DEFAULT_PORT = {"http": 80, "https": 443, "ws": 80, "wss": 443}
@@ -41,6 +47,31 @@ MAX_BODY = CHAT_BODY
 BODY_TIMEOUT = 30.0
 POLICY_VIOLATION = 1008
 """The WebSocket close code for a refused handshake."""
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+"""The names a server always answers to, beside its bind address and the `--allowed-host` ones."""
+_HOST_PASSED = "signoff.host_passed"
+
+
+class Hosts:
+    """Starlette's `TrustedHostMiddleware` (`allowed` takes its patterns: a name, `*.example.com`, or `*`
+    for any), with each request it refuses audited as a counted `foreign-host` refusal: the middleware
+    says nothing of them, so whatever it does not pass on was refused."""
+
+    def __init__(self, app: ASGIApp, *, allowed: tuple[str, ...], refusals: Refusals) -> None:
+        self.app = app
+        self.refusals = refusals
+        self.trusted = TrustedHostMiddleware(self._passed, allowed_hosts=allowed, www_redirect=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.trusted(scope, receive, send)
+        if scope["type"] in ("http", "websocket") and not scope.get(_HOST_PASSED):
+            conn = HTTPConnection(scope)
+            why = f"Host {conn.headers.get('host', '')!r} is not one of this server's names"
+            self.refusals.note("refuse", "host", client_of(conn), "foreign-host", why, conn.url.path)
+
+    async def _passed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[_HOST_PASSED] = True
+        await self.app(scope, receive, send)
 
 
 @dataclass(frozen=True)
