@@ -153,6 +153,24 @@ HeadTimeoutOption = Annotated[
 BodyTimeoutOption = Annotated[
     float, typer.Option("--body-timeout", min=0.1, help="Seconds a request's body may take to arrive.")
 ]
+MaxSocketsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-sockets",
+        min=1,
+        help="Live sockets one principal may hold open (per worker); one address may hold four times as"
+        " many. A socket over either is closed with 1013.",
+    ),
+]
+SocketIdleOption = Annotated[
+    float,
+    typer.Option(
+        "--socket-idle",
+        min=0.1,
+        help="Seconds after which a live socket with no frame from its client, and no turn of its own"
+        " running, is closed.",
+    ),
+]
 OidcRolesOption = Annotated[
     str,
     typer.Option("--oidc-roles-claim", help="The claim holding a token's roles; dotted for a nested one."),
@@ -186,6 +204,8 @@ def demo(
     audit_checkpoint_every: CheckpointEveryOption = 60.0,
     head_timeout: HeadTimeoutOption = HEAD_TIMEOUT,
     body_timeout: BodyTimeoutOption = BODY_TIMEOUT,
+    max_sockets: MaxSocketsOption = 64,
+    socket_idle: SocketIdleOption = 600.0,
 ) -> None:
     """Serve the demo chat offline: a scripted model, payments that need approval, and the approvals API.
     Chats need no login: each browser gets an anonymous session, and credential-less clients share one."""
@@ -203,6 +223,7 @@ def demo(
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
         audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
         head_timeout=head_timeout, body_timeout=body_timeout,
+        max_sockets=max_sockets, socket_idle=socket_idle,
     )  # fmt: skip
     _serve("demo", served, host, port, workers)
 
@@ -245,6 +266,8 @@ def serve_command(
     audit_checkpoint_every: CheckpointEveryOption = 60.0,
     head_timeout: HeadTimeoutOption = HEAD_TIMEOUT,
     body_timeout: BodyTimeoutOption = BODY_TIMEOUT,
+    max_sockets: MaxSocketsOption = 64,
+    socket_idle: SocketIdleOption = 600.0,
 ) -> None:
     """Serve an agent as an AI SDK chat with every tool call gated."""
     served = _served(
@@ -254,6 +277,7 @@ def serve_command(
         oidc=_oidc(oidc_issuer, oidc_audience, oidc_jwks, oidc_roles_claim),
         audit_checkpoints=audit_checkpoints, checkpoint_every=audit_checkpoint_every,
         head_timeout=head_timeout, body_timeout=body_timeout,
+        max_sockets=max_sockets, socket_idle=socket_idle,
     )  # fmt: skip
     _serve("serve", served, host, port, workers)
 

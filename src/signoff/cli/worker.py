@@ -56,6 +56,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     checkpoint_every: float = 60.0
     head_timeout: float = HEAD_TIMEOUT
     body_timeout: float = BODY_TIMEOUT
+    max_sockets: int = 64
+    socket_idle: float = 600.0
 
     @property
     def settings(self) -> Settings:
@@ -66,6 +68,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             allow_origins=self.allow_origins, allowed_hosts=self.allowed_hosts, oidc=self.oidc,
             audit_checkpoints=self.audit_checkpoints,
             checkpoint_every=self.checkpoint_every, body_timeout=self.body_timeout,
+            max_sockets=self.max_sockets, socket_idle=self.socket_idle,
         )  # fmt: skip
 
     def build(self) -> tuple[Any, Policy]:

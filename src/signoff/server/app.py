@@ -77,6 +77,10 @@ class Settings:
     checkpoint_every: float = 60.0
     body_timeout: float = BODY_TIMEOUT
     """Seconds a request's body may take to arrive (a slow client's is a 408)."""
+    max_sockets: int = 64
+    """Live sockets one principal may hold open in a process; an address may hold four times as many."""
+    socket_idle: float = 600.0
+    """Seconds a live socket may go without a frame from its client, and without a turn of its own."""
     wait: Wait = "deferred"
     keepalive: float = 15.0
     sweep: float = 1.0
@@ -128,13 +132,14 @@ def create_app(
     )  # fmt: skip
     approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
     tasks = TasksAPI(gate.tasks, task_feed, chat, ping=settings.keepalive)
+    live = LiveAPI(chat, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await feed.start()
         await task_feed.start()
         loop = asyncio.get_running_loop()
-        sweeper = loop.create_task(_sweep(ledger, chat, streams, settings))
+        sweeper = loop.create_task(_sweep(ledger, chat, streams, live, settings))
         marker = loop.create_task(_checkpoints(ledger, settings)) if settings.audit_checkpoints else None
         try:
             yield
@@ -164,7 +169,7 @@ def create_app(
     return Starlette(
         routes=[
             *chat.routes(),
-            *LiveAPI(chat).routes(),
+            *live.routes(),
             *approvals.routes(),
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
@@ -237,13 +242,14 @@ STATIC = Path(__file__).with_name("static")
 PAGES = {"/": "index.html", "/approvals": "approvals.html"}
 
 
-async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, settings: Settings) -> None:
+async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, live: LiveAPI, settings: Settings) -> None:
     while True:
         try:
             await ledger.expire_due()
             await ledger.abandon_tasks(settings.task_silence)
             await chat.sweep()
             await streams.forget_logs()
+            live.sockets.collect()
         except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
             log.exception("the sweep failed")
         await asyncio.sleep(settings.sweep)

@@ -32,15 +32,27 @@ page on another site.
 A refused frame is answered with an `error` chunk. When that frame is a `message` the socket sent while it
 followed no reply (one that would have started a turn), a `[DONE]` follows, so the client's stream for it
 ends; any other refusal leaves the client's streams, and a running turn, alone.
+
+An open socket costs the server memory whether or not it is used (5,000 idle ones took 300 MB), so a
+process holds at most `max_sockets` per principal and four times that per source address (`Sockets`): one
+beyond is accepted and closed at once with 1013 (try again later) and the reason, and the refusals are
+counted in the audit. The address's cap is the larger because a principal's sockets all come from its
+browsers, while one address may be many people's (a NAT, an office); behind a reverse proxy on another
+machine every socket has the proxy's address, and the cap is on them all together. A socket with no frame
+from its client for `idle` seconds, and no turn of its own running, is closed (1000): a page pings every
+20 s, so only a client that went away without closing is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+from collections import Counter
 from typing import Any
 
 from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 
 from signoff.core.approval import State
@@ -59,16 +71,67 @@ from signoff.protocol import (
     parse_chat_request,
     parse_json,
 )
-from signoff.server.auth import Forbidden
+from signoff.server.auth import Forbidden, client_of, principal_of
 from signoff.server.chat import ChatAPI
 from signoff.server.edge import POLICY_VIOLATION
 from signoff.server.http import CHAT_BODY
+from signoff.server.refusals import Refusals
 from signoff.server.streams import Followed
 
 DONE = "[DONE]"
 SSE = "sse"
 """The WebSocket subprotocol a client names to get every frame as an SSE event, `data: <json>\n\n` and
 `data: [DONE]\n\n`, as seed 000's transport reads them; without it, frames are bare JSON and `[DONE]`."""
+TRY_AGAIN_LATER = 1013
+"""The close code of a socket over a cap."""
+PER_ADDRESS = 4
+"""An address may hold this many times a principal's cap (see the module)."""
+COLLECT_AFTER = 64
+"""Closed sockets worth a full collection at least (see `Sockets.collect`)."""
+
+
+class Sockets:
+    """The live sockets open in this process, counted per principal and per source address. A count that
+    drops to zero is forgotten, so the counts hold only who has sockets open now."""
+
+    def __init__(self, per_principal: int) -> None:
+        self.per_principal = per_principal
+        self.per_address = PER_ADDRESS * per_principal
+        self.principals: Counter[str] = Counter()
+        self.addresses: Counter[str] = Counter()
+        self.closed = 0
+        """Sockets closed since the last collection."""
+
+    def admit(self, principal: str, address: str) -> str | None:
+        """Count one more socket; if it is over a cap, count nothing and say why."""
+        if self.principals[principal] >= self.per_principal:
+            return f"too many live sockets for this principal ({self.per_principal})"
+        if self.addresses[address] >= self.per_address:
+            return f"too many live sockets from this address ({self.per_address})"
+        self.principals[principal] += 1
+        self.addresses[address] += 1
+        return None
+
+    def release(self, principal: str, address: str) -> None:
+        for counts, key in ((self.principals, principal), (self.addresses, address)):
+            counts[key] -= 1
+            if counts[key] <= 0:
+                del counts[key]
+        self.closed += 1
+
+    def collect(self) -> None:
+        """Give back the memory of the sockets closed since the last collection, once there are enough.
+
+        A closed socket's objects are garbage that only the cycle collector frees: websockets' protocol
+        holds its parser, a generator whose frame holds the protocol, and asyncio's transport a bound
+        method of itself. A socket that was open for a while has reached the oldest generation, which
+        CPython collects only once a quarter as many objects as it holds have joined it since: an idle
+        server never did, and 5,000 closed sockets kept 90 MB for good. A full collection costs what is
+        alive (half a second with 5,000 sockets open), so it waits, like CPython's own rule, until the
+        closed sockets are a quarter of the open ones, and at least `COLLECT_AFTER`."""
+        if self.closed >= max(COLLECT_AFTER, sum(self.principals.values()) // 4):
+            self.closed = 0
+            gc.collect()
 
 
 class _FrameRefused(Exception):
@@ -78,8 +141,11 @@ class _FrameRefused(Exception):
 
 
 class LiveAPI:
-    def __init__(self, chats: ChatAPI) -> None:
+    def __init__(self, chats: ChatAPI, refusals: Refusals, *, max_sockets: int, idle: float) -> None:
         self.chats = chats
+        self.refusals = refusals
+        self.sockets = Sockets(max_sockets)
+        self.idle = idle
 
     def routes(self) -> list[BaseRoute]:
         return [WebSocketRoute("/api/live", self.connect)]
@@ -93,14 +159,26 @@ class LiveAPI:
             )
             return
         framed = SSE in socket.scope.get("subprotocols", ())
+        address = client_of(socket)
+        over = self.sockets.admit(principal.id, address)
         await socket.accept(subprotocol=SSE if framed else None)
-        await _Socket(self.chats, socket, principal, framed=framed).serve()
+        if over is not None:  # accepted first: a browser reads the reason only from a close frame
+            actor = principal.id if principal_of(socket) is not None else address
+            self.refusals.note("refuse", "live", actor, "too-many-sockets", over, socket.url.path)
+            await socket.close(TRY_AGAIN_LATER, over)
+            return
+        try:
+            await _Socket(self.chats, socket, principal, framed=framed, idle=self.idle).serve()
+        finally:
+            self.sockets.release(principal.id, address)
 
 
 class _Socket:
     """One client's socket: its frames in, the frames of the reply it follows out."""
 
-    def __init__(self, chats: ChatAPI, socket: WebSocket, principal: Principal, *, framed: bool) -> None:
+    def __init__(
+        self, chats: ChatAPI, socket: WebSocket, principal: Principal, *, framed: bool, idle: float
+    ) -> None:
         self.chats = chats
         self.socket = socket
         self.principal = principal
@@ -113,11 +191,13 @@ class _Socket:
         """The client version the handshake (or the last message's hint) named: the chunks this socket
         sends are cut to it, whoever started the reply it follows."""
         self._sending = asyncio.Lock()
+        self.idle = idle
+        self._quiet = asyncio.get_running_loop().time()
+        """Since when the socket has had no frame from its client and followed no turn."""
 
     async def serve(self) -> None:
         try:
-            while True:
-                message = await self.socket.receive()
+            while (message := await self._receive()) is not None:
                 if message["type"] == "websocket.disconnect":
                     return
                 text = message.get("text")
@@ -125,11 +205,28 @@ class _Socket:
                     await self._error("send JSON text frames, not binary ones", ends_turn=False)
                     continue
                 await self._frame(text)
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # unless the client left meanwhile
+                await self.socket.close(1000, f"idle for {self.idle:g} s")
         finally:
             if self.following is not None:  # the reply goes on without this socket
                 self.following.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self.following
+
+    async def _receive(self) -> Message | None:
+        """The client's next message; None once the socket has been quiet for `idle` seconds."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = self._quiet + self.idle - loop.time()
+            if left <= 0 and not self._busy():
+                return None
+            try:
+                async with asyncio.timeout(left if left > 0 else self.idle):  # a turn runs: look again
+                    message = await self.socket.receive()
+            except TimeoutError:
+                continue
+            self._quiet = loop.time()
+            return message
 
     def _busy(self) -> bool:
         return self.following is not None and not self.following.done()
@@ -248,6 +345,7 @@ class _Socket:
                     for chunk in chunks or ():  # never None without `idle`: a socket has its own pings
                         await self._send(encode(chunk, self.version).decode())
                 self.following = None  # over for this socket: a frame read meanwhile may start the next
+                self._quiet = asyncio.get_running_loop().time()
                 await self._send(DONE)
 
         self.chat_id = chat_id
