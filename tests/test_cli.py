@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 import os
+import pwd
 import sqlite3
 import subprocess
 import uuid
@@ -14,13 +14,16 @@ import pytest
 
 from signoff.core.approval import State
 from signoff.core.call import ToolCall
+from signoff.demo.walkthrough import demo_policy
+from signoff.gate import Gate, Pending
 from signoff.ledger import SqliteLedger
 from signoff.ledger.postgres import PostgresLedger
 from tests.conftest import POSTGRES, SIGNOFF, drop
 from tests.workers import payment
 
-OPERATOR = f"cli:{getpass.getuser()}"
-"""Who the CLI acts as: the operator at the terminal."""
+USER = pwd.getpwuid(os.getuid()).pw_name
+OPERATOR = f"cli:{USER}"
+"""Who the CLI acts as: the operating system's user of its process, whatever $USER says."""
 
 
 def signoff(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -80,7 +83,7 @@ def test_list_show_approve_deny(cli_env: dict[str, str], tmp_path: Path) -> None
     ]
 
     lost = signoff(cli_env, "approvals", "approve", second)
-    assert lost.returncode == 1 and f"already decided: denied by {getpass.getuser()} (admin)" in lost.stderr
+    assert lost.returncode == 1 and f"already decided: denied by {USER} (admin)" in lost.stderr
 
     grants = signoff(cli_env, "grants", "list")
     assert grants.returncode == 0 and "process_payment" in grants.stdout and "session" in grants.stdout
@@ -92,6 +95,31 @@ def test_list_show_approve_deny(cli_env: dict[str, str], tmp_path: Path) -> None
 
     verified = signoff(cli_env, "audit", "verify")
     assert verified.returncode == 0 and "audit ok: 8 entries" in verified.stdout
+
+
+def test_the_operator_is_the_processs_user_not_what_user_says(cli_env: dict[str, str]) -> None:
+    """One operator typing the command twice under two names is one principal: a quorum of two is not met."""
+
+    async def asked() -> str:
+        async with SqliteLedger(db_of(cli_env)) as ledger:
+            big = ToolCall(
+                "call_big", "process_payment", {"amount": 900, "currency": "USD", "recipient": "Eve"}
+            )
+            outcome = await Gate(ledger, demo_policy()).authorize(
+                big, chat_id="c", wait="deferred", requester="r"
+            )
+            assert isinstance(outcome, Pending) and outcome.approval.authority.quorum == 2
+            return outcome.approval.id
+
+    approval_id = asyncio.run(asked())
+    first = signoff({**cli_env, "USER": "opsone", "LOGNAME": "opsone"}, "approvals", "approve", approval_id)
+    assert first.returncode == 0 and f"{approval_id} pending: 1 of 2: {USER}" in first.stdout
+    second = signoff({**cli_env, "USER": "opstwo", "LOGNAME": "opstwo"}, "approvals", "approve", approval_id)
+    said = " ".join(second.stderr.split())
+    assert second.returncode == 1 and said == f"error: {OPERATOR} approved {approval_id} already; " + (
+        f"it waits for finance, 1 of 2: {USER}"
+    )
+    assert state(cli_env, approval_id) == State.PENDING
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import getpass
+import os
+import pwd
 import re
 import subprocess
 from pathlib import Path
@@ -46,7 +47,8 @@ def test_approve_from_a_second_terminal_runs_the_tool_once(cli_env: dict[str, st
 
 def test_deny_from_a_second_terminal_tells_the_agent_why(cli_env: dict[str, str]) -> None:
     output = " ".join(run_walkthrough(cli_env, ["deny", "--reason", "not this month"]).split())
-    assert f"denied by {getpass.getuser()} (admin): not this month" in output
+    operator = pwd.getpwuid(os.getuid()).pw_name  # the CLI's: the process's user, whatever $USER says
+    assert f"denied by {operator} (admin): not this month" in output
     assert "process_payment ran 0 time(s)" in output
 
 

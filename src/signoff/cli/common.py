@@ -1,7 +1,9 @@
 """What every `signoff` command shares: the ledger option, the operator's identity, and safe output.
 
-The CLI works on the ledger directly, so whoever runs it has the database's access anyway: it acts as the
-operator, `cli:<os user>`, with role admin. Everything it prints that someone else wrote (descriptions,
+The CLI works on the ledger directly, with the audit key, so whoever runs it holds what the deployment's owner
+holds anyway: it acts as the operator, `cli:<os user>`, with role admin. The user is the process's, from the
+operating system, never `$USER` or `$LOGNAME`: anyone can set those, and one operator typing a command
+twice under two names met a quorum of two. Everything it prints that someone else wrote (descriptions,
 arguments, names) goes through `shown`, which spells out hidden characters (see `core.visible`) and escapes
 Rich markup, so a recipient named `[red]ok[/]` or one hiding a right-to-left override prints as it is.
 """
@@ -9,7 +11,8 @@ Rich markup, so a recipient named `[red]ok[/]` or one hiding a right-to-left ove
 from __future__ import annotations
 
 import asyncio
-import getpass
+import os
+import pwd
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, NoReturn, TypeVar
@@ -36,7 +39,10 @@ LedgerOption = Annotated[
 
 
 def operator() -> Principal:
-    user = getpass.getuser()
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a user id with no passwd entry (a container's, say) is still one person
+        user = str(os.getuid())
     return Principal(id=f"cli:{user}", name=user, roles=(ADMIN,), via="cli")
 
 
