@@ -223,7 +223,8 @@ async def test_remembered_decisions_become_grants(ledger: Ledger) -> None:
     assert (await ledger.matching_grants(same_args_other_id, "chat-1")) == [grants[0]]
     assert await ledger.matching_grants(same_args_other_id, "chat-2") == []
     assert await ledger.matching_grants(same_args_other_id.with_args({"amount": 51}), "chat-1") == []
-    assert await ledger.matching_grants(ToolCall("c", "get_weather", {"city": "Oslo"}), "chat-7") == [grants[1]]
+    weather = ToolCall("c", "get_weather", {"city": "Oslo"})
+    assert await ledger.matching_grants(weather, "chat-7") == [grants[1]]
     assert [g.id for g in await ledger.grants(chat_id="chat-2")] == [grants[1].id]
 
     revoked = await ledger.revoke_grant(grants[0].id, "alice")

@@ -15,7 +15,6 @@ from signoff.core.approval import TRANSITIONS, Approval, State
 from signoff.core.audit import Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.policy import Ruling
 from signoff.core.errors import (
     AlreadyConsumed,
     AlreadyDecided,
@@ -24,6 +23,7 @@ from signoff.core.errors import (
     InvalidDecision,
     SignoffError,
 )
+from signoff.core.policy import Ruling
 from tests.conftest import make_ledger
 
 KEYS = Keyring.ephemeral()
