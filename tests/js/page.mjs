@@ -669,7 +669,8 @@ const SCENARIOS = {
       await row.getByTestId('reason').fill('ok from the inbox');
       await row.getByTestId('approve').click();
       await row.waitFor({ state: 'detached', timeout: WAIT_MS });
-      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 50 USD to Hanako' });
+      // an edit is a new call the policy asks about again: the approval now says what it asks
+      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 5 USD to Hanako' });
       await expectText(inbox, recent.getByTestId('decided-by'), 'admin', 'the recent decision');
       await expectText(page, card.getByTestId('card-note'), 'approved by admin', 'the chat card');
       await expectCard(page, card, 'done', 'payment');
@@ -1022,7 +1023,8 @@ const SCENARIOS = {
     await run.shot(inbox, 'editing');
     await run.do('approve the edited call: the new call and digest show, 5 USD is paid', async () => {
       await row.getByTestId('approve').click();
-      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 50 USD to Hanako' });
+      // an edit is a new call the policy asks about again: the approval now says what it asks
+      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 5 USD to Hanako' });
       await expectText(inbox, recent.getByTestId('edited-args'), '"amount":5', 'the edited call');
       const digest = await recent.getByTestId('edited-digest').first().textContent({ timeout: WAIT_MS });
       if (!/^[0-9a-f]{64}$/.test(digest ?? '')) throw new Error(`the edited digest is ${JSON.stringify(digest)}`);

@@ -6,7 +6,8 @@ maker has if it were judged by the rule that asked the original call: a chat's o
 as if the agent had made it (`ruling`):
 
 - it denies the call: the edit is refused (`EditRefused`), and the approval waits as it was;
-- it allows the call outright: the edit counts as the editor's approval under the rule that asked;
+- it allows the call outright: the edit counts as the editor's approval under the rule that asked, and
+  the approval keeps its question, the edited call shown beside it;
 - it asks: the approval takes the edited call's rule (who may decide, how many, four eyes, its
   description), with a deadline never later than it had and `on_timeout = "allow"` only where both rules
   say so, and the edit counts only if that rule admits the editor (`EditNotAdmitted` otherwise).
@@ -39,17 +40,17 @@ def reruled(
         raise InvalidDecision("an edit is a new call, and the policy must rule on it: pass the policy")
     if ruling.action == "deny":
         raise EditRefused(approval, ruling.reason)
-    runs = approval.call.with_args(args)
-    edited = msgspec.structs.replace(approval, edited=runs.args, votes=(), description=ruling.description)
-    if ruling.action == "allow":
+    edited = msgspec.structs.replace(approval, edited=approval.call.with_args(args).args, votes=())
+    if ruling.action == "allow":  # the question stays the one asked, and shows the edited call beside it
         return edited
     deadline = approval.deadline
     if ruling.deadline is not None and (deadline is None or now + ruling.deadline < deadline):
         deadline = now + ruling.deadline
     on_timeout = "allow" if approval.on_timeout == ruling.on_timeout == "allow" else "deny"
     edited = msgspec.structs.replace(
-        edited, rule=ruling.rule, authority=ruling.authority, deadline=deadline, on_timeout=on_timeout
-    )
+        edited, rule=ruling.rule, authority=ruling.authority, deadline=deadline, on_timeout=on_timeout,
+        description=ruling.description,
+    )  # fmt: skip
     if not ruling.authority.allows(editor, approval.requester):
         raise EditNotAdmitted(approval, editor.id, edited.awaited)
     return edited
