@@ -669,8 +669,7 @@ const SCENARIOS = {
       await row.getByTestId('reason').fill('ok from the inbox');
       await row.getByTestId('approve').click();
       await row.waitFor({ state: 'detached', timeout: WAIT_MS });
-      // an edit is a new call the policy asks about again: the approval now says what it asks
-      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 5 USD to Hanako' });
+      const recent = inbox.getByTestId('recent-row').filter({ hasText: 'Pay 50 USD to Hanako' });
       await expectText(inbox, recent.getByTestId('decided-by'), 'admin', 'the recent decision');
       await expectText(page, card.getByTestId('card-note'), 'approved by admin', 'the chat card');
       await expectCard(page, card, 'done', 'payment');
