@@ -159,11 +159,18 @@ async def test_forged_answers_and_new_messages_are_refused_while_the_turn_goes_o
     assert approval.id != "apr_forged" and site.wallets.balances["c1"] == 1000
 
 
-async def test_the_sse_subprotocol_frames_every_frame_as_an_sse_event(site: Site) -> None:
-    """Seed 000's transport reads `data: <json>` events over the socket: asking for the `sse` subprotocol
-    gets every frame so, `[DONE]` included, for a whole approved payment."""
-    async with websockets.connect(f"ws://{site.base}/api/live", subprotocols=["sse"]) as socket:
-        assert socket.subprotocol == "sse"
+@pytest.mark.parametrize("route", ["/api/live with sse", "/live"])
+async def test_the_sse_framing_frames_every_chunk_as_an_sse_event(site: Site, route: str) -> None:
+    """Seed 000's transport reads `data: <json>` events over the socket: asking for the `sse` subprotocol,
+    or opening the seed's own route `/live` with none, gets every chunk so, `[DONE]` included, for a whole
+    approved payment. The pong is no chunk: it stays bare JSON, and echoes the ping's timestamp."""
+    path, _, asked = route.partition(" with ")
+    async with websockets.connect(
+        f"ws://{site.base}{path}", subprotocols=[asked] if asked else None
+    ) as socket:
+        assert socket.subprotocol == (asked or None)
+        await socket.send('{"type":"ping","version":"1.0","timestamp":1795757176123}')
+        assert await socket.recv() == '{"type":"pong","timestamp":1795757176123}'
         raw: list[str] = []
 
         async def events(kind: str) -> list[dict[str, Any] | str]:
@@ -177,8 +184,6 @@ async def test_the_sse_subprotocol_frames_every_frame_as_an_sse_event(site: Site
                 if got == kind or (isinstance(got, dict) and got["type"] == kind):
                     return seen
 
-        await socket.send('{"type":"ping"}')
-        assert await events("pong") == [{"type": "pong"}]
         await socket.send(json.dumps({"type": "message", **user("c1", "pay 50 USD to Hanako")}))
         asked = await events("tool-approval-request")
         await socket.send(answer("c1", asked, approved=True))

@@ -63,6 +63,9 @@ from signoff.server.refusals import Kind, Refusals
 from signoff.server.streams import Followed, Stream, Streams
 from signoff.server.tasks import task_event
 
+SEED_ROUTE = "/stream"
+"""Seed 000's own SSE route: its page appends `/stream` to the backend URL it is given and runs the native
+AI SDK flow, where the run ends at a question and the next request brings the answer (deferred)."""
 log = logging.getLogger("signoff.server")
 
 
@@ -124,6 +127,7 @@ class ChatAPI:
     def routes(self) -> list[BaseRoute]:
         return [
             Route("/api/chat", self.post, methods=["POST"]),
+            Route(SEED_ROUTE, partial(self.post, wait="deferred"), methods=["POST"]),
             Route("/api/chat/{id}", self.get, methods=["GET"]),
             Route("/api/chat/{id}/stream", self.resume, methods=["GET"]),
             Route("/api/chat/{id}/events", self.events, methods=["GET"]),
@@ -153,13 +157,14 @@ class ChatAPI:
         else:
             await self.chat.gate.ledger.record("refuse", subject, principal.id, why=why, **detail)
 
-    async def post(self, request: Request) -> Response:
+    async def post(self, request: Request, *, wait: Wait | None = None) -> Response:
+        """A chat request over SSE; a `wait` the body names wins over the route's, then the server's."""
         principal = self.principal(request)
         body = await request.body()  # the edge read it, within CHAT_BODY
         try:
             parsed = parse_chat_request(body)
             version = client_version(request.headers, parsed.client_hint)
-            stream = await self.begin(parsed, parsed.wait or self.wait, principal)
+            stream = await self.begin(parsed, parsed.wait or wait or self.wait, principal)
         except BadRequest as exc:
             return error(400, exc.message, exc.field)
         except Untrusted as exc:

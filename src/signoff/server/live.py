@@ -51,6 +51,7 @@ import gc
 from collections import Counter
 from typing import Any
 
+import msgspec
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
@@ -79,6 +80,9 @@ from signoff.server.refusals import Refusals
 from signoff.server.streams import Followed
 
 DONE = "[DONE]"
+SEED_ROUTE = "/live"
+"""Seed 000's own route: its transport appends `/live` to the backend URL it is given, opens the socket
+with no subprotocol, and reads only SSE frames, so this route frames every chunk as SSE unasked."""
 SSE = "sse"
 """The WebSocket subprotocol a client names to get every frame as an SSE event, `data: <json>\n\n` and
 `data: [DONE]\n\n`, as seed 000's transport reads them; without it, frames are bare JSON and `[DONE]`."""
@@ -148,7 +152,7 @@ class LiveAPI:
         self.idle = idle
 
     def routes(self) -> list[BaseRoute]:
-        return [WebSocketRoute("/api/live", self.connect)]
+        return [WebSocketRoute("/api/live", self.connect), WebSocketRoute(SEED_ROUTE, self.connect)]
 
     async def connect(self, socket: WebSocket) -> None:
         try:
@@ -158,10 +162,11 @@ class LiveAPI:
                 socket.scope, socket.receive, socket.send
             )
             return
-        framed = SSE in socket.scope.get("subprotocols", ())
+        asked = SSE in socket.scope.get("subprotocols", ())
+        framed = asked or socket.url.path == SEED_ROUTE
         address = client_of(socket)
         over = self.sockets.admit(principal.id, address)
-        await socket.accept(subprotocol=SSE if framed else None)
+        await socket.accept(subprotocol=SSE if asked else None)
         if over is not None:  # accepted first: a browser reads the reason only from a close frame
             actor = principal.id if principal_of(socket) is not None else address
             self.refusals.note("refuse", "live", actor, "too-many-sockets", over, socket.url.path)
@@ -241,7 +246,7 @@ class _Socket:
             document = _document(text)
             match document.get("type"):
                 case "ping":
-                    await self._send('{"type":"pong"}')
+                    await self._pong(document.get("timestamp"))
                 case "interrupt":
                     self._interrupt()
                 case "resume":
@@ -350,6 +355,18 @@ class _Socket:
 
         self.chat_id = chat_id
         self.following = asyncio.get_running_loop().create_task(forward(), name=f"signoff-live-{chat_id}")
+
+    async def _pong(self, timestamp: Any) -> None:
+        """The pong is no chunk of a stream, so it goes out as bare JSON however the socket frames chunks:
+        a reader of SSE frames passes every `data:` line to its AI SDK stream, which refuses an unknown
+        chunk type, and takes the pong from a bare frame (seed 000's transport does). It echoes the ping's
+        `timestamp`, a number (milliseconds, as JavaScript's clock gives them), which the client times the
+        round trip by."""
+        pong: dict[str, Any] = {"type": "pong"}
+        if type(timestamp) in (int, float) and abs(timestamp) < 2**53:  # no bool, NaN or infinity
+            pong["timestamp"] = timestamp
+        async with self._sending:
+            await self.socket.send_text(msgspec.json.encode(pong).decode())
 
     async def _error(self, message: str, *, ends_turn: bool) -> None:
         await self._send(encode(Error(error_text=message)).decode())
