@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from signoff.core.approval import WITHDRAWN, Approval
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.policy import Policy
 from signoff.core.principal import Principal
+from signoff.demo.script import sentence
 from signoff.gate import Gate, Refused
 from signoff.ledger import MemoryLedger
 from signoff.server.approvals import approval_json
@@ -72,3 +75,23 @@ async def test_a_policy_denial_names_the_policy() -> None:
     refused = await gate.authorize(ToolCall("c", "pay", {}), chat_id="c1")
     assert isinstance(refused, Refused) and refused.message.startswith("denied by the policy: ")
     assert refused.by == "pay[0]" and not ID.search(refused.message)
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        (
+            "denied by the user: User denied the tool execution.",
+            "denied by the user: User denied the tool execution.",
+        ),
+        ("denied by the user: why?", "denied by the user: why?"),
+        ("denied by the user: no", "denied by the user: no."),
+    ],
+)
+def test_the_demo_model_ends_a_refusal_with_one_full_stop(message: str, said: str) -> None:
+    """The seed's page denies with "User denied the tool execution.": the model's sentence ends there,
+    with no second period."""
+    refused = {"status": "denied", "message": message}
+    assert sentence("process_payment", {"amount": 5, "currency": "USD", "recipient": "Jiro"}, refused) == (
+        f"I did not pay 5 USD to Jiro: {said}"
+    )

@@ -63,9 +63,9 @@ def sentence(tool: str, args: dict[str, Any], result: Any, *, failed: str | None
     if isinstance(result, dict) and "task_id" in result:
         return _task(tool, args, result)
     if isinstance(result, dict) and result.get("status") in REFUSED:
-        return f"I did not {_doing(tool, args)}: {result.get('message', result['status'])}."
+        return _stopped(f"I did not {_doing(tool, args)}: {result.get('message', result['status'])}")
     if isinstance(result, dict) and result.get("success") is False:
-        return f"I could not {_doing(tool, args)}: {result.get('error', 'it failed')}."
+        return _stopped(f"I could not {_doing(tool, args)}: {result.get('error', 'it failed')}")
     match tool, result:
         case "process_payment", {"amount": amount, "currency": currency, "recipient": to, "balance": left}:
             return f"Paid {amount} {currency} to {to}; the balance is {left} {currency}."
@@ -85,10 +85,16 @@ def _task(tool: str, args: dict[str, Any], status: dict[str, Any]) -> str:
         case {"status": "completed", "result": result}:
             return f"{what} is done: {json.dumps(result, default=str)}."
         case {"status": "failed" | "cancelled" | "unknown" as ended, "error": error}:
-            return f"{what} {ended}: {error}."
+            return _stopped(f"{what} {ended}: {error}")
         case {"status": state, "progress": progress}:
             return f"{what} is {state} ({progress}%), as task {status['task_id']}."
     return f"{what}: {json.dumps(status, default=str)}."
+
+
+def _stopped(text: str) -> str:
+    """`text` as a sentence: a reason that ends one already (a person's "the tool execution.") gets no
+    second full stop."""
+    return text if text.rstrip().endswith((".", "!", "?", "…")) else f"{text}."
 
 
 def _doing(tool: str, args: dict[str, Any]) -> str:
