@@ -5,7 +5,9 @@ seed's SSE framing.
 
 The client answers with `addToolApprovalResponse` and `addToolOutput` only, and `sendAutomaticallyWhen`
 sends. Browser tools run in the client: `change_bgm` as soon as its input is available (its result goes at
-once), `get_location` when the user approves it (its result goes with the approval, in one message).
+once), `get_location` when the user approves it (its result goes with the approval, in one message). Two
+questions of one step are answered together, and also one at a time, one message per click: the seed's
+`sendAutomaticallyWhen` (tests/js/seed_transport.mjs) without its wait for every answer.
 
 Each scenario checks what a user of such a client would: the chunk sequence of every call (one input, at
 most one question, one result, in that order), exactly one `[DONE]` per live turn, the requests it took,
@@ -51,6 +53,8 @@ class Scenario:
     balance: float = STARTING_BALANCE
     requests: int = 2
     """Chat requests over SSE, and messages over the socket: one more per answered step."""
+    one_at_a_time: bool = False
+    """Each answer goes alone, in the order of the questions, as soon as it is given."""
 
 
 def pay(approved: bool, reason: str = "") -> tuple[bool, str]:
@@ -72,6 +76,12 @@ SCENARIOS = {
         PAY_TWO, [pay(False, DENY), pay(True)], [JIRO_REFUSED, DENY, SABURO_PAID], 980
     ),
     "two-deny-deny": Scenario(PAY_TWO, [pay(False, DENY), pay(False, DENY)], [JIRO_REFUSED, SABURO_REFUSED]),
+    "two-approve-deny-one-at-a-time": Scenario(
+        PAY_TWO, [pay(True), pay(False, DENY)], [JIRO_PAID, SABURO_REFUSED, DENY], 990, 3, one_at_a_time=True
+    ),
+    "two-deny-approve-one-at-a-time": Scenario(
+        PAY_TWO, [pay(False, DENY), pay(True)], [JIRO_REFUSED, DENY, SABURO_PAID], 980, 3, one_at_a_time=True
+    ),
 }
 TIMED_OUT = Scenario(PAY, said=["I did not pay 50 USD to Hanako", "no decision before the deadline"])
 
@@ -80,6 +90,12 @@ def steps(scenario: Scenario, transport: str) -> list[dict[str, Any]]:
     if not scenario.answers:
         return [{"send": scenario.text}]
     tool = "get_location" if scenario.text == "where am I" else "process_payment"
+    if scenario.one_at_a_time:  # `nth`: the n-th call, whatever the state of the one answered before it
+        clicks = [
+            {"respond": [{"tool": tool, "nth": n, "approved": ok, **({"reason": why} if why else {})}]}
+            for n, (ok, why) in enumerate(scenario.answers)
+        ]
+        return [{"send": scenario.text}, *clicks]
     respond = [
         {"tool": tool, "index": i, "approved": ok, **({"reason": why} if why else {})}
         for i, (ok, why) in enumerate(scenario.answers)
@@ -132,12 +148,18 @@ def check_call(kinds: list[str]) -> None:
 
 
 async def run(
-    site: Site, client: str, transport: str, chat: str, scenario_steps: list[dict[str, Any]]
+    site: Site,
+    client: str,
+    transport: str,
+    chat: str,
+    scenario_steps: list[dict[str, Any]],
+    answering: str = "standard",
 ) -> dict[str, Any]:
     base = f"http://{site.base}"
     scenario = {
         "client": client, "transport": transport, "api": f"{base}/api/chat", "base": base, "token": "t",
         "chatId": chat, "browser": BROWSER, "steps": scenario_steps, "timeoutMs": 15_000,
+        "answering": answering, "reportStuck": True,
     }  # fmt: skip
     return await run_scenario_async(scenario)
 
@@ -147,11 +169,9 @@ async def check(
 ) -> None:
     live = transport != "sse"
     chunks = received(transcript)
-    assert transcript["status"] == "ready" and transcript["errors"] == [], (
-        chat,
-        transcript["errors"],
-        [c["type"] for c in chunks],
-    )
+    why = f"{chat}: {' '.join(c['type'] for c in chunks)}"
+    assert "stuck" not in transcript, f"{transcript.get('stuck')}; the chat is {transcript['status']}; {why}"
+    assert transcript["status"] == "ready" and transcript["errors"] == [], f"{transcript['errors']}; {why}"
     text = "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
     for sentence in scenario.said:
         assert sentence in text, (sentence, text)
@@ -210,7 +230,8 @@ async def test_the_seed_scenarios_with_standard_calls_only(
     async def one(name: str, scenario: Scenario) -> None:
         async with limit:
             chat = f"{name}-{transport}"
-            transcript = await run(site, client, transport, chat, steps(scenario, transport))
+            answering = "one-at-a-time" if scenario.one_at_a_time else "standard"
+            transcript = await run(site, client, transport, chat, steps(scenario, transport), answering)
         await check(site, transcript, chat, scenario, transport)
         if name == "where-approved":  # the browser ran it with its approval, and the audit says so
             (approval,) = await site.ledger.approvals(chat_id=chat)

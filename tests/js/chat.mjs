@@ -7,7 +7,7 @@
 // the partial transcript is then printed to stderr.
 //
 // Scenario (JSON object on stdin):
-//   client      "ai-6.0.0" | "ai-6" | "ai-7"     npm alias in tests/js/package.json
+//   client      "ai-6.0.0" | "ai-6.0.25" | "ai-6" | "ai-7"     npm alias in tests/js/package.json (6.0.25 is the seed's)
 //   api         "http://127.0.0.1:8123/api/chat"
 //   base        "http://127.0.0.1:8123"          root for the approvals REST API (needed by `decide`)
 //   token       bearer token for the approvals REST API
@@ -18,12 +18,24 @@
 //   maxRequests optional, default 10: more chat requests than this is reported as a runaway re-POST loop
 //   transport   optional, "sse" (default: DefaultChatTransport on `api`), "live" (the live socket at {base}/api/live
 //               through tests/js/live_transport.mjs, a minimal standard ChatTransport, JSON frames) or "live-sse"
-//               (the same, asking for the `sse` subprotocol: every frame `data: <json>\n\n`)
+//               (the same, asking for the `sse` subprotocol: every frame `data: <json>\n\n`); or the seed's own front end
+//               (tests/js/seed_transport.mjs): "seed-live" (its WebSocket transport at {base}/live) or "seed-sse" (its
+//               DefaultChatTransport at {base}/stream)
+//   answering   optional, how the chat decides to send an answer (sendAutomaticallyWhen):
+//               "standard" (default): lastAssistantMessageIsCompleteWithApprovalResponses (and, with `browser`, see
+//               there); "seed": the seed's own sendAutomaticallyWhen as it is written (it waits until every question of
+//               the message is answered); "one-at-a-time": the seed's, sending as soon as one question is answered
+//               (one message per click). With both seed modes an approved get_location waits for its output, and
+//               both go in one message.
+//   pingMs      optional, "seed-live" only: how often it pings (default 2000, the seed's)
+//   reportStuck optional: a step the harness cannot finish (its timeout, an answer to a question that is not
+//               there, a runaway) ends the scenario with exit 0 and the transcript's `stuck` saying why
 //   browser     optional {"<tool>": {"output": <json>, "approval": bool}}: tools the client runs. Without approval,
 //               onToolCall adds the output as soon as the input is available; with it, `respond` approving the
 //               call adds the output right after the approval response (approve-and-run, one message). With
 //               `browser` set, sendAutomaticallyWhen also sends once every call of the last step has its output,
-//               and waits while an approved browser call has none.
+//               and waits while an approved browser call has none. `"acknowledged": true` (the seed's change_bgm): the
+//               browser acts on the call as it sees it (recorded in `acted`) and sends no result.
 //   messages    optional initial chat.messages (a UIMessage array, e.g. an earlier transcript's `messages`): the
 //               chat continues in a fresh client, as a reloaded page that restored its messages would
 //   steps       list, run in order:
@@ -45,7 +57,8 @@
 //         In-chat answer: in the last assistant message, the `index`-th part of that tool in state
 //         `approval-requested`; chat.addToolApprovalResponse({id: part.approval.id, approved, reason}) for each, in
 //         the listed order (indices refer to the parts as they were before this step). sendAutomaticallyWhen then
-//         POSTs by itself; wait until idle.
+//         POSTs by itself; wait until idle. `"nth": n` instead of `index` names the n-th call of that tool in the
+//         message, whatever the others' states (it must be asking), for answers given one step at a time.
 //     {"sleep": ms}
 //         Wait, with no chat activity (e.g. for a deadline to pass).
 //     {"resume": true}
@@ -67,7 +80,11 @@
 //   raw        every post/replay result: <exchange> + {"body": <JSON sent>}
 //   decisions  every REST decision: {"tool", "index", "approval_id", "status", "body"}
 //   frames     live transports only: every frame in order, {"in": <chunk or "[DONE]">, "raw": <text frame>} or
-//              {"out": <frame sent>}; `requests` stays empty
+//              {"out": <frame sent>}; `requests` stays empty. "seed-live" adds to each `in` whether it reached the chat
+//              (`delivered`: false when its stream had ended), and records {"pong": <timestamp>, "raw", "echoes": <it is
+//              the last ping's>}, {"dropped": <a frame it ignored>}, {"closed": <code>}
+//   acted      browser calls the page acted on without sending a result: {"tool", "toolCallId", "input"}
+//   stuck      with `reportStuck`: why the scenario could not go on (absent when it did)
 //   elapsedMs  wall time of the whole scenario
 //   <exchange> = {"method", "url", "headers": {request headers}, "status", "responseHeaders": {content-type,
 //                 cache-control, x-vercel-ai-ui-message-stream, x-accel-buffering (when present)},
@@ -90,8 +107,11 @@
 
 import { readFileSync } from 'node:fs';
 import { LiveChatTransport } from './live_transport.mjs';
+import { SeedChatTransport, seedSendAutomaticallyWhen, seedSseTransport } from './seed_transport.mjs';
 
-const CLIENTS = ['ai-6.0.0', 'ai-6', 'ai-7'];
+const CLIENTS = ['ai-6.0.0', 'ai-6.0.25', 'ai-6', 'ai-7'];
+const TRANSPORTS = ['sse', 'live', 'live-sse', 'seed-live', 'seed-sse'];
+const ANSWERING = ['standard', 'seed', 'one-at-a-time'];
 const INTERESTING_HEADERS = ['content-type', 'cache-control', 'x-vercel-ai-ui-message-stream', 'x-accel-buffering'];
 
 const log = (...args) => console.error('[chat.mjs]', ...args);
@@ -305,22 +325,37 @@ async function main() {
     return new Response(forClient, { status: response.status, statusText: response.statusText, headers: response.headers });
   };
 
-  const live = scenario.transport === 'live' || scenario.transport === 'live-sse';
-  const transport = live
-    ? new LiveChatTransport({
-        url: `${base.replace(/^http/, 'ws')}/api/live`,
-        framing: scenario.transport === 'live-sse' ? 'sse' : 'json',
-        onFrame: (direction, frame, text) => {
-          transcript.frames.push(direction === 'in' ? { in: frame, raw: text } : { out: frame });
-        },
-      })
-    : new ai.DefaultChatTransport({
-        api,
-        fetch: recordingFetch,
-        body: scenario.body,
-        headers: scenario.headers,
-      });
+  const kind = scenario.transport ?? 'sse';
+  if (!TRANSPORTS.includes(kind)) throw new HarnessError(`unknown transport ${JSON.stringify(kind)}; one of ${TRANSPORTS}`);
+  const live = kind === 'live' || kind === 'live-sse' || kind === 'seed-live';
+  const ws = base.replace(/^http/, 'ws');
+  let transport;
+  if (kind === 'live' || kind === 'live-sse') {
+    transport = new LiveChatTransport({
+      url: `${ws}/api/live`,
+      framing: kind === 'live-sse' ? 'sse' : 'json',
+      onFrame: (direction, frame, text) => {
+        transcript.frames.push(direction === 'in' ? { in: frame, raw: text } : { out: frame });
+      },
+    });
+  } else if (kind === 'seed-live') {
+    transport = new SeedChatTransport({
+      url: `${ws}/live`,
+      pingMs: scenario.pingMs,
+      onFrame: (record) => transcript.frames.push(record),
+    });
+  } else if (kind === 'seed-sse') {
+    transport = seedSseTransport(ai, { base, fetch: recordingFetch });
+  } else {
+    transport = new ai.DefaultChatTransport({
+      api,
+      fetch: recordingFetch,
+      body: scenario.body,
+      headers: scenario.headers,
+    });
+  }
   if (live) transcript.frames = [];
+  transcript.acted = [];
 
   // Browser tools (scenario.browser): one that needs no approval runs as soon as its input is available, and
   // its result goes at once; one that needs approval runs when the user approves it, and its result goes with
@@ -337,11 +372,18 @@ async function main() {
     lastStepParts(messages).some(
       (part) => browser[ai.getToolName(part)]?.approval && part.state === 'approval-responded' && part.approval.approved,
     );
-  const sendAutomaticallyWhen = scenario.browser
-    ? (options) =>
-        ai.lastAssistantMessageIsCompleteWithToolCalls(options) ||
-        (ai.lastAssistantMessageIsCompleteWithApprovalResponses(options) && !browserRunning(options.messages))
-    : ai.lastAssistantMessageIsCompleteWithApprovalResponses;
+  const answering = scenario.answering ?? 'standard';
+  if (!ANSWERING.includes(answering)) throw new HarnessError(`unknown answering ${JSON.stringify(answering)}`);
+  let sendAutomaticallyWhen;
+  if (answering !== 'standard') {
+    sendAutomaticallyWhen = seedSendAutomaticallyWhen(ai, { everyApproval: answering === 'seed' });
+  } else if (scenario.browser) {
+    sendAutomaticallyWhen = (options) =>
+      ai.lastAssistantMessageIsCompleteWithToolCalls(options) ||
+      (ai.lastAssistantMessageIsCompleteWithApprovalResponses(options) && !browserRunning(options.messages));
+  } else {
+    sendAutomaticallyWhen = ai.lastAssistantMessageIsCompleteWithApprovalResponses;
+  }
 
   // AbstractChat is abstract only in the TypeScript types; an empty subclass is what useChat's Chat class adds
   // beyond its React state. Same constructor options in all three versions; 7.x also takes `experimental_queue`
@@ -355,6 +397,10 @@ async function main() {
     onToolCall: ({ toolCall }) => {
       const tool = browser[toolCall.toolName];
       if (tool === undefined || tool.approval) return;
+      if (tool.acknowledged) {
+        transcript.acted.push(plain({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, input: toolCall.input }));
+        return;
+      }
       // not awaited: onToolCall runs inside the stream's own job (the AI SDK docs say so)
       void chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: tool.output });
     },
@@ -499,12 +545,13 @@ async function main() {
     const last = chat.messages.findLast((m) => m.role === 'assistant');
     if (!last) throw new HarnessError('respond: there is no assistant message');
     // Resolve all ids first: responding changes part states, which would shift the indices.
-    const targets = responses.map(({ tool, index = 0, approved, reason }) => {
-      const parts = last.parts.filter((p) => p.type === `tool-${tool}` && p.state === 'approval-requested');
-      const part = parts[index];
-      if (!part) {
+    const targets = responses.map(({ tool, index = 0, nth, approved, reason }) => {
+      const ofTool = last.parts.filter((p) => p.type === `tool-${tool}`);
+      const part = nth === undefined ? ofTool.filter((p) => p.state === 'approval-requested')[index] : ofTool[nth];
+      if (part?.state !== 'approval-requested') {
         const states = last.parts.filter((p) => p.type.startsWith('tool-')).map((p) => `${p.type}:${p.state}`);
-        throw new HarnessError(`respond: no ${tool}#${index} in state approval-requested (tool parts: ${states})`);
+        const which = nth === undefined ? `${tool}#${index}` : `${tool} call ${nth}`;
+        throw new HarnessError(`respond: no ${which} in state approval-requested (tool parts: ${states})`);
       }
       return { id: part.approval.id, approved, reason, tool, toolCallId: part.toolCallId };
     });
@@ -555,6 +602,12 @@ async function main() {
     snapshotInto();
     transcript.elapsedMs = Date.now() - started;
     if (live) transport.close();
+    if (scenario.reportStuck && err instanceof HarnessError) {
+      transcript.stuck = err.message;
+      log(`stuck: ${err.message}`);
+      await new Promise((resolve) => process.stdout.write(`${JSON.stringify(transcript)}\n`, resolve));
+      return 0;
+    }
     log(`HARNESS FAILURE: ${err.stack ?? err}`);
     log(`partial transcript: ${JSON.stringify(transcript)}`);
     return 1;
