@@ -122,6 +122,10 @@ class Site:
     wallets: Wallets
 
 
+PLAYS = '[[tools.change_bgm]]\naction = "allow"\n'
+"""The demo's acknowledged tool, which a policy for the demo must allow outright."""
+
+
 async def serve_demo(runtime: str, policy: Policy) -> AsyncIterator[Site]:
     ledger, wallets = MemoryLedger(), Wallets()
     await ledger.start()

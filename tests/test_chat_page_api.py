@@ -314,6 +314,7 @@ async def test_the_page_learns_the_agents_tools_from_the_server(site: Server) ->
     assert tools["change_bgm"] == {
         "name": "change_bgm",
         "browser": True,
+        "acknowledged": True,
         "description": "Play a background music track in the user's browser.",
         "title": "Play {track}",
     }

@@ -15,7 +15,7 @@ from signoff.core.approval import State
 from signoff.core.policy import Policy
 from signoff.demo.runtime import RUNTIMES
 from signoff.demo.walkthrough import demo_policy
-from tests.chats import Site, decided, responded, serve_demo, tool_part, user
+from tests.chats import PLAYS, Site, decided, responded, serve_demo, tool_part, user
 
 Socket = websockets.ClientConnection
 
@@ -225,20 +225,27 @@ async def audited(site: Site, action: str, subject: str) -> list[str]:
     ]
 
 
-async def test_a_result_sent_as_soon_as_the_call_is_announced_is_taken(site: Site) -> None:
-    """Seed 001's client runs `change_bgm` on its `tool-input-available` and sends the result at once,
-    whether or not the server handed the call over yet (`tests/test_gated.py` takes the early path
-    alone): the call's run takes it, and the call is announced once."""
+async def test_an_acknowledged_call_is_answered_by_the_server_and_the_browsers_result_only_audited(
+    site: Site,
+) -> None:
+    """Seed 001's client acts on `change_bgm` as it sees the call, and may send its own result at once:
+    the server's acknowledgment is what the model hears, the turn ends with one `[DONE]`, and the browser's
+    result is audited, not used."""
     async with connect(site) as socket:
         await socket.send(json.dumps({"type": "message", **user("c1", "play lofi beats")}))
         seen = await until(socket, "tool-input-available")
-        played = tool_part(call_of(seen, "change_bgm"), state="output-available", output={"playing": True})
+        played = tool_part(
+            call_of(seen, "change_bgm"), state="output-error", errorText="autoplay was blocked"
+        )
         await socket.send(message("c1", seen[0], played))
         rest = await until(socket, "[DONE]")
-    assert "Now playing lofi beats." in spoken(rest)
+    assert "Now playing lofi beats." in spoken(rest) and "autoplay" not in spoken(rest)
     kinds = [c["type"] for c in seen + rest if isinstance(c, dict)]
     assert kinds.count("tool-input-available") == 1 and kinds.count("tool-output-available") == 1
-    assert kinds.count("error") == 0
+    assert kinds.count("error") == 0 and kinds.count("data-browser-call") == 0
+    assert [c for c in rest if c == "[DONE]"] == ["[DONE]"]
+    (why,) = await audited(site, "acted", call_of(seen, "change_bgm")["toolCallId"])
+    assert why.startswith("the browser reported on an acknowledged call (it failed: autoplay was blocked)")
 
 
 async def test_a_result_that_cannot_be_taken_gets_an_error_and_the_turn_goes_on(site: Site) -> None:
@@ -296,7 +303,7 @@ async def test_a_denied_location_sent_with_its_result_never_reaches_the_model(si
 async def quorum(runtime: str) -> AsyncIterator[Site]:
     """Payments need two approvals: the chat's owner and an admin."""
     text = '[[tools.process_payment]]\naction = "ask"\napprovers = ["requester", "role:admin"]\nquorum = 2\n'
-    async for served in serve_demo(runtime, Policy.from_toml(text)):
+    async for served in serve_demo(runtime, Policy.from_toml(text + PLAYS)):
         yield served
 
 

@@ -26,7 +26,7 @@ from signoff.core.policy import Policy
 from signoff.demo.runtime import RUNTIMES
 from signoff.demo.tools import STARTING_BALANCE
 from signoff.demo.walkthrough import demo_policy
-from tests.chats import Site, Verdict, decided, responded, serve_demo, tool_part, user
+from tests.chats import PLAYS, Site, Verdict, decided, responded, serve_demo, tool_part, user
 
 WHERE = {"latitude": 35.68, "longitude": 139.76}
 DEADLINE = 0.5
@@ -48,7 +48,7 @@ async def site(runtime: str) -> AsyncIterator[Site]:
 async def hurried(runtime: str) -> AsyncIterator[Site]:
     """Payments expire unanswered after `DEADLINE` seconds."""
     text = f'mode = "interactive"\n[[tools.process_payment]]\naction = "ask"\ndeadline = "{DEADLINE}s"\n'
-    async for served in serve_demo(runtime, Policy.from_toml(text)):
+    async for served in serve_demo(runtime, Policy.from_toml(text + PLAYS)):
         yield served
 
 
@@ -134,7 +134,11 @@ class Live:
     """The live socket: one turn, the answers sent on it while it runs.
 
     Every question of a step is answered once the step has asked them all: at once, or with `one_by_one`,
-    each after the ledger recorded the one before. With `late`, nobody answers."""
+    one at each pause, as a client that sends on every click does: the next answer goes once the stream
+    the last one opened paused again (its `finish-step`), after the answered call's result. Each answer
+    is the assistant message as an AI SDK client keeps it: every part it was shown, in the state its
+    chunks left it, so a call answered before comes again with its output or refusal and its `approval`.
+    With `late`, nobody answers."""
 
     def __init__(self, *, one_by_one: bool = False) -> None:
         self.one_by_one = one_by_one
@@ -142,9 +146,17 @@ class Live:
     async def run(self, site: Site, chat: str, text: str, verdicts: list[Verdict], *, late: bool) -> Turns:
         turns, stream = Turns(), []
         inputs: dict[str, dict[str, Any]] = {}
+        parts: dict[str, dict[str, Any]] = {}
+        """The client's copy of the assistant message's tool parts, by call id."""
         asked: list[dict[str, Any]] = []
-        calls = 0
+        """The questions not answered yet."""
+        calls, questions, paused = 0, 0, True
         async with websockets.connect(f"ws://{site.base}/api/live") as socket:
+
+            async def answer(call_id: str, part: dict[str, Any]) -> None:
+                parts[call_id] = part
+                await socket.send(self._answer(chat, stream, list(parts.values())))
+
             await socket.send(json.dumps({"type": "message", **user(chat, text)}))
             async for raw in socket:
                 if raw == "[DONE]":
@@ -152,30 +164,47 @@ class Live:
                     return turns
                 chunk = json.loads(raw)
                 stream.append(chunk)
-                kind = chunk["type"]
+                kind, call_id = chunk["type"], chunk.get("toolCallId", "")
                 if kind == "tool-input-start":
                     calls += 1
                 elif kind == "tool-input-available":
-                    inputs[chunk["toolCallId"]] = chunk
+                    inputs[call_id] = chunk
+                    parts[call_id] = tool_part(chunk, state="input-available")
                 elif kind == "tool-approval-request":
                     asked.append(chunk)
+                    questions += 1
+                    parts[call_id] = tool_part(
+                        inputs[call_id], state="approval-requested", approval={"id": chunk["approvalId"]}
+                    )
+                elif kind == "tool-output-available":
+                    parts[call_id] = {
+                        **parts[call_id],
+                        "state": "output-available",
+                        "output": chunk["output"],
+                    }
+                elif kind == "tool-output-denied":
+                    parts[call_id] = {**parts[call_id], "state": "output-denied"}
                 elif kind == "data-browser-call":
-                    call = inputs[chunk["data"]["toolCallId"]]
-                    await socket.send(self._answer(chat, stream, located(call)))
-                if late:  # nobody answers: the deadline ends the wait within the turn
+                    call_id = chunk["data"]["toolCallId"]
+                    await answer(call_id, located(inputs[call_id]))
+                elif kind == "finish-step":
+                    paused = True
+                if late or not paused:  # nobody answers, or the last answer's stream goes on
                     continue
-                if asked and len(asked) == calls_asking(calls, inputs):
+                if asked and questions == calls_asking(calls, inputs):
                     for request in list(asked):
-                        part = responded(inputs[request["toolCallId"]], request, verdicts.pop(0))
-                        await socket.send(self._answer(chat, stream, part))
+                        call_id = request["toolCallId"]
+                        await answer(call_id, responded(inputs[call_id], request, verdicts.pop(0)))
                         asked.remove(request)
-                        if self.one_by_one:  # the next answer only once this one took effect
+                        if self.one_by_one:  # the next answer at the next pause
                             await decided(site, request["approvalId"])
+                            paused = False
+                            break
         raise AssertionError("the socket closed before [DONE]")
 
     @staticmethod
-    def _answer(chat: str, stream: list[dict[str, Any]], part: dict[str, Any]) -> str:
-        assistant = {"id": stream[0]["messageId"], "role": "assistant", "parts": [part]}
+    def _answer(chat: str, stream: list[dict[str, Any]], parts: list[dict[str, Any]]) -> str:
+        assistant = {"id": stream[0]["messageId"], "role": "assistant", "parts": parts}
         return json.dumps(
             {"type": "message", "id": chat, "trigger": "submit-message", "messages": [assistant]}
         )
@@ -281,9 +310,11 @@ SCENARIOS = {
         PAY_TWO, [(False, DENY), (False, DENY)], [JIRO_REFUSED, SABURO_REFUSED]
     ),
 }
-SSE_DONES = {"get_weather": 1, "change_bgm": 2, "get_location-approved": 3}
-"""`[DONE]`s over SSE where not 2: an allowed server tool needs no answer; a browser tool runs after the
-server hands it over, which for a location lookup is only after the server checked the approval."""
+SSE_DONES = {"get_weather": 1, "change_bgm": 1, "get_location-approved": 3}
+"""`[DONE]`s over SSE where not 2: an allowed server tool needs no answer, nor does an acknowledged browser
+tool (the server answers it, the browser acts on the call as it sees it, as in seed 001's recorded flow); a
+browser tool whose result the model needs runs after the server hands it over, which for a location lookup
+is only after the server checked the approval."""
 
 
 async def play(site: Site, transport: Transport, name: str, scenario: Scenario) -> Turns:

@@ -20,6 +20,7 @@ from signoff.ledger.postgres import PostgresLedger
 from tests.chats import (
     AUTH,
     JSON,
+    PLAYS,
     Server,
     answer,
     ask,
@@ -242,7 +243,7 @@ async def test_a_new_message_withdraws_the_approvals_it_leaves_behind(site: Serv
 
 
 async def test_deadlines_expire_without_any_waiter() -> None:
-    policy = Policy.from_toml('[[tools.process_payment]]\naction = "ask"\ndeadline = "0.2s"\n')
+    policy = Policy.from_toml('[[tools.process_payment]]\naction = "ask"\ndeadline = "0.2s"\n' + PLAYS)
     async for site in serve(MemoryLedger(), policy, sweep=0.05):
         await ask(site, "c1")
         [approval] = await pending(site, "c1", 1)
@@ -328,12 +329,14 @@ async def test_a_browser_tool_runs_after_approval_and_its_output_reaches_the_mod
     assert replayed.status_code == 409  # nothing left to wait on
 
 
-async def test_a_browser_failure_reaches_the_model_as_a_failure(site: Server) -> None:
-    first, reply = await ask(site, "c1", "play lullaby")
-    assert reply[-1]["finishReason"] == "tool-calls" and "tool-approval-request" not in str(reply)
-    body = with_output(first, reply, state="output-error", errorText="autoplay was blocked")
-    failed = await site.client.post("/api/chat", json=body)
-    assert "change_bgm failed" in said(failed.text) or "autoplay was blocked" in said(failed.text)
+async def test_a_browser_failure_reaches_the_model_as_a_failure() -> None:
+    policy = Policy.from_toml('[[tools.get_location]]\naction = "allow"\n' + PLAYS)
+    async for site in serve(MemoryLedger(), policy):
+        first, reply = await ask(site, "c1", "where am I")
+        assert reply[-1]["finishReason"] == "tool-calls" and "tool-approval-request" not in str(reply)
+        body = with_output(first, reply, state="output-error", errorText="the person said no")
+        failed = await site.client.post("/api/chat", json=body)
+        assert "get_location failed: the person said no" in said(failed.text)
 
 
 async def test_an_output_for_a_call_never_made_is_refused(site: Server) -> None:

@@ -4,8 +4,10 @@ WebSocket `ChatTransport` written the standard way (tests/js/live_transport.mjs)
 seed's SSE framing.
 
 The client answers with `addToolApprovalResponse` and `addToolOutput` only, and `sendAutomaticallyWhen`
-sends. Browser tools run in the client: `change_bgm` as soon as its input is available (its result goes at
-once), `get_location` when the user approves it (its result goes with the approval, in one message). Two
+sends. Browser tools run in the client: `change_bgm` as soon as its input is available (it is acknowledged:
+the server answers it in the same reply, so the client's own result, set with `addToolOutput` as seed 001's
+client does, is never sent on its own), `get_location` when the user approves it (its result goes with the
+approval, in one message). Two
 questions of one step are answered together, and also one at a time, one message per click: the seed's
 `sendAutomaticallyWhen` (tests/js/seed_transport.mjs) without its wait for every answer.
 
@@ -27,7 +29,7 @@ from signoff.core.approval import State
 from signoff.core.policy import Policy
 from signoff.demo.tools import STARTING_BALANCE
 from signoff.demo.walkthrough import demo_policy
-from tests.chats import Site, serve_demo
+from tests.chats import PLAYS, Site, serve_demo
 from tests.jsclient import CLIENTS, assistant_messages, needs_node, run_scenario_async, tool_parts
 
 WHERE = {"latitude": 35.68, "longitude": 139.76}
@@ -63,7 +65,7 @@ def pay(approved: bool, reason: str = "") -> tuple[bool, str]:
 
 SCENARIOS = {
     "weather": Scenario("weather in Tokyo", said=["in Tokyo."], requests=1),
-    "play": Scenario("play lofi beats", said=["Now playing lofi beats."]),
+    "play": Scenario("play lofi beats", said=["Now playing lofi beats."], requests=1),
     "where-approved": Scenario("where am I", [pay(True)], ["You are at 35.68, 139.76."]),
     "where-denied": Scenario("where am I", [pay(False, DENY)], ["I did not look up your location", DENY]),
     "pay-approved": Scenario(PAY, [pay(True)], ["Paid 50 USD to Hanako; the balance is 950 USD."], 950),
@@ -129,22 +131,28 @@ def sent_messages(transcript: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def per_call(chunks: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each call's chunks, by type; a question as `tool-approval-request:<approval id>`."""
     calls: dict[str, list[str]] = {}
     for chunk in chunks:
         if chunk["type"].startswith("tool-") and "toolCallId" in chunk:
-            calls.setdefault(chunk["toolCallId"], []).append(chunk["type"])
+            kind = chunk["type"]
+            if kind == "tool-approval-request":
+                kind += ":" + chunk["approvalId"]
+            calls.setdefault(chunk["toolCallId"], []).append(kind)
     return calls
 
 
 def check_call(kinds: list[str]) -> None:
-    """One call's chunks over the socket: its input once, at most one question, one result after them."""
+    """One call's chunks over the socket: its input once, one question (asked again at each later pause
+    while it waits, for a client answering a step's questions one at a time), one result after them."""
     announced = [k for k in kinds if k == "tool-input-available"]
     assert announced == ["tool-input-available"], kinds
     results = [k for k in kinds if k.startswith("tool-output")]
     assert len(results) == 1 and kinds[-1] == results[0], kinds
-    assert kinds.count("tool-approval-request") <= 1, kinds
-    if "tool-approval-request" in kinds:
-        assert kinds.index("tool-input-available") < kinds.index("tool-approval-request"), kinds
+    questions = [k for k in kinds if k.startswith("tool-approval-request")]
+    assert len(set(questions)) <= 1, kinds
+    if questions:
+        assert kinds.index("tool-input-available") < kinds.index(questions[0]), kinds
 
 
 async def run(
@@ -207,7 +215,7 @@ async def sites(runtime: str) -> AsyncIterator[tuple[Site, Site]]:
     """The demo, and the demo whose payments expire unanswered after `DEADLINE` seconds."""
     hurried = f'mode = "interactive"\n[[tools.process_payment]]\naction = "ask"\ndeadline = "{DEADLINE}s"\n'
     async for site in serve_demo(runtime, demo_policy()):
-        async for late in serve_demo(runtime, Policy.from_toml(hurried)):
+        async for late in serve_demo(runtime, Policy.from_toml(hurried + PLAYS)):
             yield site, late
 
 

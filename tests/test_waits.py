@@ -45,7 +45,8 @@ async def test_a_waiting_chat_stores_only_its_history_and_reads_its_question_fro
 
         # the call has its result now: the chat waits on nothing, and the replayed answer is refused
         again = await site.client.post("/api/chat", json=body)
-        assert again.status_code == 409 and "this chat is not waiting on it" in again.text
+        assert again.status_code == 409
+        assert "its call is over: the request answers nothing that waits" in again.text
         after = (await site.client.get("/api/chat/c1")).json()
         states = [p["state"] for m in after["messages"] for p in m["parts"] if p.get("toolCallId")]
         assert states == ["output-denied"]

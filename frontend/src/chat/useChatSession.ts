@@ -4,6 +4,7 @@ import { useChat } from "@ai-sdk/react";
 import type { ChatInit, ChatTransport, UIMessage } from "ai";
 import { useEffect, useRef, useState } from "react";
 import { requestJson } from "../shared/api";
+import { useAcknowledgedCalls } from "./browser/acknowledged";
 import type { ChatSnapshot } from "./loadChat";
 import { useChatApprovals } from "./useChatApprovals";
 import { useChatEvents } from "./useChatEvents";
@@ -33,6 +34,7 @@ export function useChatSession(
     onData,
   });
   const { messages, status, setMessages } = chat;
+  useAcknowledgedCalls(messages, snapshot);
   // for answers that land after the render that started them
   const latest = useRef(messages);
   latest.current = messages;

@@ -22,8 +22,14 @@ from google.genai import types
 
 from signoff.demo.agent import INSTRUCTIONS
 from signoff.demo.script import HELP, plan, sentence
-from signoff.demo.tools import Wallets, export_report, get_weather
-from signoff.integrations.adk.plugin import browser_tool, check_task_tool, failure_of, long_running_tool
+from signoff.demo.tools import Wallets, change_bgm, export_report, get_weather
+from signoff.integrations.adk.plugin import (
+    acknowledged_tool,
+    browser_tool,
+    check_task_tool,
+    failure_of,
+    long_running_tool,
+)
 from signoff.integrations.turn import current_turn
 
 
@@ -90,11 +96,6 @@ def get_location() -> dict[str, Any]:
     raise NotImplementedError  # the browser runs it
 
 
-def change_bgm(track: str) -> dict[str, Any]:
-    """Play a background music track in the user's browser."""
-    raise NotImplementedError  # the browser runs it
-
-
 def demo_adk_agent(model: str | None = None, wallets: Wallets | None = None) -> LlmAgent:
     """`model` is any model string ADK takes (a Gemini name, or LiteLLM's); without one the scripted
     offline model answers."""
@@ -113,7 +114,7 @@ def demo_adk_agent(model: str | None = None, wallets: Wallets | None = None) -> 
             FunctionTool(process_payment),
             FunctionTool(get_weather),
             browser_tool(get_location),
-            browser_tool(change_bgm),
+            acknowledged_tool(change_bgm),
             long_running_tool(export_report),
             check_task_tool(),
         ],

@@ -1,7 +1,8 @@
 """The demo agent: the scripted model (or any pydantic-ai model string) and the demo's four tools.
 
-`process_payment` and `get_weather` run on the server. `get_location` and `change_bgm` run in the browser
-(seed 001): they are external tools, so the run ends with them pending and the page sends their results.
+`process_payment` and `get_weather` run on the server. `get_location` runs in the browser (seed 001): an
+external tool, so the run ends with it pending and the page sends its result. `change_bgm` is acknowledged:
+the server answers it at once, and the page plays the track as it sees the call.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from signoff.demo.model import scripted_model
-from signoff.demo.tools import Wallets, export_report, get_weather
+from signoff.demo.tools import Wallets, change_bgm, export_report, get_weather
+from signoff.integrations.pydantic_ai.browser import acknowledged
 from signoff.integrations.turn import current_turn
 
 INSTRUCTIONS = (
@@ -27,15 +29,6 @@ BROWSER_TOOLS = ExternalToolset(
             name="get_location",
             description="The user's current location, from their browser.",
             parameters_json_schema={"type": "object", "properties": {}},
-        ),
-        ToolDefinition(
-            name="change_bgm",
-            description="Play a background music track in the user's browser.",
-            parameters_json_schema={
-                "type": "object",
-                "properties": {"track": {"type": "string"}},
-                "required": ["track"],
-            },
         ),
     ]
 )
@@ -54,6 +47,7 @@ def demo_agent(model: str | None = None, wallets: Wallets | None = None) -> Agen
 
     server_tools.add_function(get_weather, takes_ctx=False, name="get_weather")
     server_tools.add_function(export_report, takes_ctx=False, name="export_report")
+    server_tools.add_tool(acknowledged(change_bgm))
     return Agent(
         model or scripted_model(),
         instructions=INSTRUCTIONS,

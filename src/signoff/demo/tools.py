@@ -1,4 +1,5 @@
-"""The demo's tools. `process_payment` keeps a wallet of 1000 per chat; `export_report` is long-running."""
+"""The demo's tools. `process_payment` keeps a wallet of 1000 per chat; `export_report` is long-running;
+`change_bgm` is an acknowledged browser tool."""
 
 from __future__ import annotations
 
@@ -61,3 +62,9 @@ async def export_report(name: str) -> dict[str, Any]:
             await asyncio.sleep(REPORT_TICK)
     pages = 3 + int(hashlib.sha256(name.encode()).hexdigest(), 16) % 20
     return {"file": f"{name}.pdf", "pages": pages}
+
+
+def change_bgm(track: str) -> dict[str, Any]:
+    """Play a background music track in the user's browser."""
+    # Acknowledged (seed 001's flow): the page plays the track as it sees the call; this tells the model so.
+    return {"success": True, "track": track, "message": f"the browser plays {track}"}

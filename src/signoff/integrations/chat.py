@@ -18,6 +18,7 @@ from signoff.core.approval import Approval
 from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
+from signoff.integrations.acknowledged import Acknowledgments, check, record_acted
 from signoff.integrations.machine import (
     REFUSALS,
     Action,
@@ -37,7 +38,13 @@ from signoff.integrations.state import (
     withdraw,
 )
 from signoff.integrations.stream import Relay, Translator, drive
-from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, ran_with_approval
+from signoff.integrations.trust import (
+    Untrusted,
+    accept_outputs,
+    accept_responses,
+    ran_with_approval,
+    replayed,
+)
 from signoff.integrations.turn import Answered, Browser, Turn
 from signoff.integrations.ui import UIMessage
 from signoff.ledger.base import Ledger
@@ -70,7 +77,10 @@ class RunningReply(abc.ABC, Generic[T]):
     browser: Browser | None
     held: dict[str, ToolOutput]
     """Browser outputs that came with their call's approval (see `Begun.held`)."""
+    chat: ServedChat
     translator: T | None = None
+    acknowledgments: Acknowledgments | None = None
+    """The results of acknowledged calls this reply sent, once it runs."""
     turn: Turn | None = None
     """The reply's turn, once it runs."""
     _relay: Relay | None = None
@@ -95,7 +105,13 @@ class RunningReply(abc.ABC, Generic[T]):
     async def run(self, push: Callable[[Chunk], None]) -> None:
         """Run the reply to its end, handing each chunk to `push` the moment it is made (see `Relay`); a
         failure ends it with an `error` chunk."""
-        relay = self._relay = Relay(push, park=self.park)
+        acknowledgments = self.acknowledgments = Acknowledgments(self.chat.acknowledged_names)
+
+        def pushed(chunk: Chunk) -> None:
+            acknowledgments.note(chunk)
+            push(chunk)
+
+        relay = self._relay = Relay(pushed, park=self.park)
         owner = self.stored.owner or ""
         turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser, held=self.held)
         self.turn = turn
@@ -108,6 +124,17 @@ class RunningReply(abc.ABC, Generic[T]):
             push(Error(error_text=str(exc)))
         except Exception as exc:  # a model or tool failure ends this reply, not the server
             push(Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}"))
+
+    def acknowledged(self, before: Mapping[str, str]) -> dict[str, str]:
+        """The chat's acknowledged calls (see `ChatState.acknowledged`) as the client holds them after
+        this reply, from `before`, as the chat was when it began."""
+        sent = self.acknowledgments.results if self.acknowledgments else {}
+        return {**before, **sent}
+
+    async def record_acted(self, ledger: Ledger, principal: Principal, outputs: Sequence[ToolOutput]) -> None:
+        """Audit what the browser reported of its own on this reply's acknowledged calls, as it runs."""
+        if self.acknowledgments is not None:
+            await record_acted(ledger, self.chat_id, principal, self.acknowledgments.results, outputs)
 
     def interrupt(self) -> None:
         """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
@@ -123,10 +150,10 @@ class RunningReply(abc.ABC, Generic[T]):
         """The calls of the streamed message with no result yet: call id to tool name (where known)."""
         return dict(self.translator.unresolved) if self.translator else dict.fromkeys(self.continued, "")
 
-    def answered(self, accepted: bool) -> None:
-        """A client answered this reply on the live socket (see `Translator.pause`)."""
+    def answered(self, accepted: bool, calls: Collection[str] = ()) -> None:
+        """A client answered `calls` of this reply on the live socket (see `Translator.pause`)."""
         if self._relay is not None:
-            self._relay.emit(Answered(accepted))
+            self._relay.emit(Answered(accepted, frozenset(calls)))
 
     def visible(self) -> set[str]:
         """The calls of the message this reply streams: its own and the earlier ones it continues."""
@@ -147,17 +174,22 @@ class Reply(Protocol):
     def asking(self) -> dict[str, str]: ...
     def visible(self) -> set[str]: ...
     def unresolved(self) -> dict[str, str]: ...
-    def answered(self, accepted: bool) -> None: ...
+    def answered(self, accepted: bool, calls: Collection[str] = ()) -> None: ...
+    async def record_acted(
+        self, ledger: Ledger, principal: Principal, outputs: Sequence[ToolOutput]
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
 class BrowserToolInfo:
     """A tool the browser runs (seed 001), as the agent declares it: the page runs the ones it knows by
-    name, and answers any other with an error, never a hang."""
+    name, and answers any other with an error, never a hang. An `acknowledged` one the server answers at
+    once, and the browser acts on its call as it sees it (see `integrations.acknowledged`)."""
 
     name: str
     description: str
     parameters: dict[str, Any]
+    acknowledged: bool = False
 
 
 @dataclass
@@ -213,6 +245,8 @@ async def begin(
     decided = await accept_responses(
         ledger, chat_id, state.approvals, request.approvals, principal, signing_key, browser_tools
     )
+    if request.approvals and not decided and not request.outputs and request_of(request) is Request.ANSWERS:
+        raise await replayed(ledger, chat_id, request.approvals, principal)
     held, given = await ran_with_approval(ledger, chat_id, principal, decided, request.outputs, browser_tools)
     outputs = await accept_outputs(
         ledger, chat_id, principal, state.browser_calls, made, state.approvals, given
@@ -221,6 +255,7 @@ async def begin(
     action = next_action(waits, request_of(request))
     if action is Action.REFUSE:
         raise Untrusted(409, "messages", REFUSALS[waits.waits])
+    await record_acted(ledger, chat_id, principal, state.acknowledged, given)  # saved with the reply
     begun = Begun(stored, state, action, outputs, held=held)
     if waits.overdue:  # a late output is not used: the deadline is the deadline
         begun.outputs = {}
@@ -255,7 +290,16 @@ class ServedChat(abc.ABC):
 
     @property
     def browser_names(self) -> frozenset[str]:
-        return frozenset(tool.name for tool in self.browser_tools)
+        """The browser tools whose result the chat waits for."""
+        return frozenset(tool.name for tool in self.browser_tools if not tool.acknowledged)
+
+    @property
+    def acknowledged_names(self) -> frozenset[str]:
+        return frozenset(tool.name for tool in self.browser_tools if tool.acknowledged)
+
+    def check_acknowledged(self) -> None:
+        """Refuse a policy that could ask about an acknowledged tool (see `integrations.acknowledged`)."""
+        check(self.gate.policy, self.acknowledged_names)
 
     async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
         """The chat's stored record and its state (see `integrations.state.load_state`), with what it waits

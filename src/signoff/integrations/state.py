@@ -47,6 +47,10 @@ class ChatState(msgspec.Struct, kw_only=True, omit_defaults=True):
     """When the browser's results are overdue: after it, those calls end as errors the model sees."""
     tasks: dict[str, str] = {}
     """Long-running calls the run ended on, whose result the model has not seen: call id to task id."""
+    acknowledged: dict[str, str] = {}
+    """The calls of acknowledged browser tools (see `BrowserToolInfo.acknowledged`): call id to the digest
+    of their result as the client was last known to hold it, so a result the browser sends of its own is
+    told from the client echoing the server's, and audited once."""
     parked: ChatState | None = None
     """The chat as a blocking reply left it while it waits on a person. The fields above stay as the
     reply began, which the worker streaming it shows; every other reader, and a continuation on any

@@ -55,6 +55,13 @@ class Translator:
         """The calls of the message being streamed: its own and those of an earlier request it continues."""
         self.asked: dict[str, str] = {}
         """The calls this reply asked a person about: call id to approval id."""
+        self.questions: dict[str, Approval] = {}
+        """Those questions as asked, to ask again at a later pause while they wait."""
+        self.since_pause: set[str] = set()
+        """The calls whose question went out in the client's stream now open: since the last pause."""
+        self.reopened: frozenset[str] | None = None
+        """The calls answered by the message that opened the client's stream now open; None when no
+        answer opened one since the last pause."""
         self.tasks: dict[str, str] = {}
         """The calls whose task this reply has shown: call id to task id. The framework's own result for
         such a call (the same pending status) is not sent again."""
@@ -70,7 +77,7 @@ class Translator:
         self.shown: set[str] = set()
         """The calls whose question (to a person, or to the browser) went out in this reply."""
         self.withheld: set[str] = set()
-        """Refused calls whose result went out before the framework reported it."""
+        """Calls whose result went out before the framework reported it."""
 
     def feed(self, item: Any) -> list[Chunk]:
         chunks = self._chunks(item)
@@ -78,7 +85,7 @@ class Translator:
             return chunks
         if isinstance(item, Withheld) and item.call.call_id in self.unresolved:
             self.withheld.add(item.call.call_id)  # its result goes now, while the client may be paused
-            chunks = [ToolOutputDenied(tool_call_id=item.call.call_id)]
+            chunks = [output(item.call.call_id, item.outcome)]
         elif self.withheld:  # the framework's own result for it comes later: it went already
             chunks = [c for c in chunks if not (_is_result(c) and c.tool_call_id in self.withheld)]
         for chunk in chunks:
@@ -91,6 +98,8 @@ class Translator:
                 self.shown.add(approval.call.call_id)
             case Handed(call):
                 self.shown.add(call.call_id)
+        if isinstance(item, Answered) and item.accepted:
+            self.reopened = item.calls
         if chunks or (isinstance(item, Answered) and item.accepted):
             self.paused = False
         if not self.paused and self.waits_on_client():
@@ -112,9 +121,26 @@ class Translator:
         """The pause of a live turn (issue 20): `finish-step`, where a standard AI SDK client ends its
         stream, so it may answer with an ordinary message; the rest of the turn streams into the stream
         that message opens. The results of the paused step's calls follow without a new `start-step`:
-        the model's next response opens one."""
+        the model's next response opens one.
+
+        In a stream an answer opened, a question still waiting that the answer left alone and that went
+        out in an earlier stream is asked again before it: a client answering a step's questions one at a
+        time reads the rest of them in each stream it opens, and seed 000's transport ends a stream only
+        at a `finish-step` that follows a question. A question the answer did answer (one vote of a
+        quorum) is not asked again: its card already says it waits on others."""
+        left = self.reopened
+        again = [
+            ask(approval, self.signing_key)
+            for call_id, approval in self.questions.items()
+            if left is not None
+            and call_id in self.turn.waiting
+            and call_id not in self.since_pause
+            and call_id not in left
+        ]
+        self.since_pause.clear()
+        self.reopened = None
         self.step_open = False
-        return [FinishStep()]
+        return [*again, FinishStep()]
 
     def _chunks(self, item: Any) -> list[Chunk]:
         match item:
@@ -122,6 +148,8 @@ class Translator:
                 if approval.call.call_id not in self.visible:
                     return []
                 self.asked[approval.call.call_id] = approval.id
+                self.questions[approval.call.call_id] = approval
+                self.since_pause.add(approval.call.call_id)
                 return [ask(approval, self.signing_key)]
             case Handed(call):
                 return handed(call) if call.call_id in self.visible else []

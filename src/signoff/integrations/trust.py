@@ -28,6 +28,9 @@ from signoff.core.principal import Principal
 from signoff.ledger.base import Ledger
 from signoff.protocol import ApprovalResponse, ToolOutput, verify
 
+OVER = frozenset({State.CONSUMED, State.DENIED, State.EXPIRED, State.CANCELLED})
+"""An approval in one of these states answers nothing more: its call ran, or never will."""
+
 
 class Untrusted(SignoffError):
     """A client claim the server will not honour. `status` is the HTTP status that says why."""
@@ -51,18 +54,22 @@ async def accept_responses(
     request means none of its responses takes effect. A response counts as the decision of the chat's
     `owner`, and only where the approval's rule lets the owner decide.
 
-    `waiting` maps the call ids this chat is waiting on to their approval ids. A response that came with
-    the browser's output (`ran`) counts only for an approval the chat waits on (any other is the client
-    echoing a part the server answered before), and only for one of `browser_tools`: a browser can't
-    have run any other tool.
+    `waiting` maps the call ids this chat is waiting on to their approval ids (a call whose approval is
+    settled stays there until its result is told). A client keeps every part it was shown and sends them
+    all again, so a part for a call of this chat that already ran or was refused, and that the chat no
+    longer waits on, is an echo, and skipped, whatever state and `approval` it still carries: several
+    questions of one step may be answered one message at a time. A response that came with the browser's
+    output (`ran`) counts only for an approval the chat waits on, and only for one of `browser_tools`: a
+    browser can't have run any other tool.
     """
     responses = [r for r in responses if not r.ran or waiting.get(r.call_id) == r.approval_id]
-    checked = [
-        await _check(ledger, chat_id, waiting, response, owner, signing_key, browser_tools)
-        for response in responses
-    ]
+    checked = []
+    for response in responses:
+        approval = await _check(ledger, chat_id, waiting, response, owner, signing_key, browser_tools)
+        if approval is not None:
+            checked.append((approval, response))
     decided = []
-    for approval, response in zip(checked, responses, strict=True):
+    for approval, response in checked:
         if approval.state is State.PENDING:
             try:
                 approval = await ledger.decide(
@@ -75,6 +82,18 @@ async def accept_responses(
                 raise Untrusted(status, "approval", str(refused)) from None
         decided.append(approval)
     return decided
+
+
+async def replayed(
+    ledger: Ledger, chat_id: str, responses: Sequence[ApprovalResponse], owner: Principal
+) -> Untrusted:
+    """The refusal of a request whose every answer is an echo of a call that is over, and that brings
+    nothing else: an old request sent again. Each echoed answer's refusal is audited."""
+    why = "its call is over: the request answers nothing that waits"
+    refusals = [
+        await _refuse(ledger, chat_id, r.approval_id, owner, 409, why, r.tool, r.call_id) for r in responses
+    ]
+    return refusals[0]
 
 
 async def decide_in_chat(
@@ -137,7 +156,9 @@ async def _check(
     owner: Principal,
     signing_key: bytes,
     browser_tools: Collection[str],
-) -> Approval:
+) -> Approval | None:
+    """The approval `response` answers, checked; None for an echo of a call that is over."""
+
     async def refuse(status: int, why: str) -> Untrusted:
         return await _refuse(
             ledger, chat_id, response.approval_id, owner, status, why, response.tool, response.call_id
@@ -148,6 +169,8 @@ async def _check(
     )
     if (approval.call.call_id, approval.call.tool) != (response.call_id, response.tool):
         raise await refuse(403, f"it was asked for another call than {response.tool} {response.call_id}")
+    if approval.state in OVER and waiting.get(response.call_id) != approval.id:
+        return None  # an echo: the call ran or was refused, and the chat has moved on from it
     if _digest(response.input) != approval.digest:
         raise await refuse(403, "the arguments differ from the ones that were asked")
     call = approval.call

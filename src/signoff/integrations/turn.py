@@ -17,6 +17,7 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.task import Task
 from signoff.gate import Gate, Wait
+from signoff.integrations.ui import PartOutcome
 from signoff.protocol import ToolOutput
 from signoff.tasks import Tasks
 
@@ -49,17 +50,21 @@ class Progressed:
 @dataclass(frozen=True, slots=True)
 class Answered:
     """A client answered the turn (on the live socket). `accepted`: the answer was taken, so the client
-    follows the turn on a new stream, which must end when the turn waits on it again."""
+    follows the turn on a new stream, which must end when the turn waits on it again. `calls`: the calls
+    it answered (not the parts it only echoed)."""
 
     accepted: bool
+    calls: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class Withheld:
-    """A call of the turn was refused: its result is known now, before the framework reports it (ADK
-    reports a step's results together, once every call of the step is done)."""
+    """A call's result is known now, before the framework reports it: ADK reports a step's results
+    together, once every call of the step is done, so while a person still weighs one question of a
+    step, the answer to another (its refusal, or what it returned) goes out at once."""
 
     call: ToolCall
+    outcome: PartOutcome = ("output-denied", {})
 
 
 GateEvent = Asked | Handed | Progressed | Answered | Withheld

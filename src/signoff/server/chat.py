@@ -70,13 +70,16 @@ log = logging.getLogger("signoff.server")
 
 
 def _tools(chat: Chat) -> list[dict[str, Any]]:
-    """`[{name, browser, description?, title?}]`: the browser tools the agent declares, and every tool the
-    policy words (`title`, a template like `Play {track}` filled from the call's arguments)."""
+    """`[{name, browser, acknowledged?, description?, title?}]`: the browser tools the agent declares (an
+    acknowledged one the browser acts on as it sees its call), and every tool the policy words (`title`, a
+    template like `Play {track}` filled from the call's arguments)."""
     titles = chat.gate.policy.titles()
     browser = {tool.name: tool for tool in chat.browser_tools}
     described = []
     for name in dict.fromkeys([*browser, *titles]):
         tool: dict[str, Any] = {"name": name, "browser": name in browser}
+        if name in browser and browser[name].acknowledged:
+            tool["acknowledged"] = True
         if name in browser and browser[name].description:
             tool["description"] = browser[name].description
         if name in titles:

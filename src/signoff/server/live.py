@@ -303,12 +303,13 @@ class _Socket:
         browser_tools = chat.browser_names
         answering = {r.call_id for r in request.approvals} | {o.call_id for o in request.outputs}
         turn.answering |= answering
-        accepted = False
+        accepted, answered = False, set[str]()
         try:
+            unresolved = reply.unresolved()  # an asked call whose result streamed is over for the turn
+            waiting = {c: a for c, a in reply.asking().items() if c in unresolved}
             decided = await accept_responses(
-                ledger, chat_id, reply.asking(), request.approvals, self.principal, chat.signing_key,
-                browser_tools,
-            )  # fmt: skip
+                ledger, chat_id, waiting, request.approvals, self.principal, chat.signing_key, browser_tools
+            )
             for approval in decided:  # decided here: its waiter wakes up soon, the turn waits no more
                 if approval.state is not State.PENDING:
                     turn.waiting.discard(approval.call.call_id)
@@ -316,16 +317,18 @@ class _Socket:
                 ledger, chat_id, self.principal, decided, request.outputs, browser_tools
             )
             asking = turn.waiting  # an output alone can't answer a person's question
-            runnable = {c: t for c, t in reply.unresolved().items() if t in browser_tools and c not in asking}
+            runnable = {c: t for c, t in unresolved.items() if t in browser_tools and c not in asking}
             outputs = await accept_outputs(
                 ledger, chat_id, self.principal, runnable, reply.visible(), asking, given
             )
+            await reply.record_acted(ledger, self.principal, given)
             reply.held.update(browser.deliver(held))  # unless its run, woken already, awaits it
             turn.early.update(browser.deliver(outputs))
             accepted = True
+            answered = {a.call.call_id for a in decided} | set(held) | set(outputs)
         finally:
             turn.answering -= answering
-            reply.answered(accepted)
+            reply.answered(accepted, answered)
 
     async def _resume(self, chat_id: str) -> None:
         if self._busy():

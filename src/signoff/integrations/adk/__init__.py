@@ -2,11 +2,22 @@
 
 from signoff.integrations.adk.chat import AdkChat
 from signoff.integrations.adk.plugin import (
+    AcknowledgedTool,
     BrowserTool,
     SignoffPlugin,
+    acknowledged_tool,
     browser_tool,
     check_task_tool,
     long_running_tool,
 )
 
-__all__ = ["AdkChat", "BrowserTool", "SignoffPlugin", "browser_tool", "check_task_tool", "long_running_tool"]
+__all__ = [
+    "AcknowledgedTool",
+    "AdkChat",
+    "BrowserTool",
+    "SignoffPlugin",
+    "acknowledged_tool",
+    "browser_tool",
+    "check_task_tool",
+    "long_running_tool",
+]

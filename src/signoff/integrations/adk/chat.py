@@ -31,13 +31,15 @@ from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
+from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
+from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
 from signoff.integrations.adk.messages import open_in, ui_messages
-from signoff.integrations.adk.plugin import BrowserTool, SignoffPlugin, failure
+from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
 from signoff.integrations.machine import Action
@@ -70,6 +72,8 @@ class AdkReply(RunningReply[AdkTranslator]):
     held: dict[str, ToolOutput] = field(default_factory=dict)
     """Browser outputs that came with their call's approval (see `Begun.held`)."""
     browser_due: float | None = None
+    before: dict[str, str] = field(default_factory=dict)
+    """The chat's acknowledged calls as it began (see `ChatState.acknowledged`)."""
 
     def translator_for(self, turn: Turn) -> AdkTranslator:
         browser_tools, signing_key = self.chat.browser_names, self.chat.signing_key
@@ -96,7 +100,8 @@ class AdkReply(RunningReply[AdkTranslator]):
         emit(End())
 
     async def _save(self, translator: AdkTranslator) -> None:
-        state = ChatState(events=await self.chat.events(self.chat_id), assistant_id=self.message_id)
+        events, acknowledged = await self.chat.events(self.chat_id), self.acknowledged(self.before)
+        state = ChatState(events=events, assistant_id=self.message_id, acknowledged=acknowledged)
         ledger = self.chat.gate.ledger
         if translator.open_calls:
             self.browser_due = ledger.clock() + self.chat.browser_timeout
@@ -125,10 +130,13 @@ class AdkChat(ServedChat):
         sessions = session_service or InMemorySessionService()
         self.runner = Runner(app=self.app, session_service=sessions, auto_create_session=True)
         self.browser_tools = tuple(
-            BrowserToolInfo(tool.name, tool.description, _parameters(tool))
+            BrowserToolInfo(
+                tool.name, tool.description, _parameters(tool), isinstance(tool, AcknowledgedTool)
+            )
             for tool in getattr(agent, "tools", ())
-            if isinstance(tool, BrowserTool)
+            if isinstance(tool, BrowserTool | AcknowledgedTool)
         )
+        self.check_acknowledged()
 
     async def _session(self, chat_id: str) -> Session | None:
         return await self.runner.session_service.get_session(
@@ -207,7 +215,10 @@ class AdkChat(ServedChat):
         message_id, continued = begun.message_id(), begun.continued
         calls = {c: made[c] for c in continued if c in made}
         if begun.continues:  # the tasks stay open until a user message brings their news
-            if not (answers := _answers(state, outputs)):
+            settled = {
+                c for c, a in state.approvals.items() if (await ledger.get(a)).state is not State.PENDING
+            }
+            if not (answers := _answers(state, outputs, settled)):
                 raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
             message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
             tasks = state.tasks
@@ -222,6 +233,7 @@ class AdkChat(ServedChat):
                 continued,
                 tasks,
                 held=begun.held,
+                before=state.acknowledged,
             )
         assert request.user_message is not None  # ADK drops calls left unanswered from the model's view
         message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
@@ -230,21 +242,26 @@ class AdkChat(ServedChat):
             for c, status in (await task_news(ledger, state.tasks)).items()
             if c in made
         ]
-        return AdkReply(self, chat_id, wait, begun.stored, message_id, calls, message, continued, {}, news)
+        return AdkReply(
+            self, chat_id, wait, begun.stored, message_id, calls, message, continued, {}, news,
+            before=state.acknowledged,
+        )  # fmt: skip
 
 
-def _answers(state: ChatState, outputs: dict[str, Any]) -> list[types.FunctionResponse]:
-    """ADK's own terms for a continuation: `confirmed` to each confirmation it asked (the gate reads the
-    ledger's decision, not this flag), and each browser result as the call's response."""
+def _answers(state: ChatState, outputs: dict[str, Any], settled: set[str]) -> list[types.FunctionResponse]:
+    """ADK's own terms for a continuation: `confirmed` to the confirmation it asked for each call whose
+    approval is settled (the gate reads the ledger's decision, not this flag), and each browser result as
+    the call's response. A question still open keeps its confirmation open, so a later answer resumes it:
+    several questions of one step may be answered one request at a time."""
     confirmed = {"confirmed": True}
     return [
         types.FunctionResponse(name=CONFIRMATION, id=state.confirmations[c], response=confirmed)
         for c in state.approvals
-        if state.confirmations.get(c)
+        if c in settled and state.confirmations.get(c)
     ] + [types.FunctionResponse(name=state.browser_calls[c], id=c, response=r) for c, r in outputs.items()]
 
 
-def _parameters(tool: BrowserTool) -> dict[str, Any]:
+def _parameters(tool: FunctionTool) -> dict[str, Any]:
     declared = tool._get_declaration()  # ADK's own hook for a tool's declaration
     schema = declared.parameters_json_schema if declared is not None else None
     return schema if isinstance(schema, dict) else {"type": "object"}

@@ -14,7 +14,8 @@ from google.adk.events.event import Event
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
-from signoff.integrations.adk.stream import CONFIRMATION, outcome
+from signoff.integrations.adk.plugin import outcome
+from signoff.integrations.adk.stream import CONFIRMATION
 from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
 
 

@@ -33,11 +33,13 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
+from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
-from signoff.integrations.turn import current_turn, in_browser
+from signoff.integrations.turn import Withheld, current_turn, in_browser
+from signoff.integrations.ui import PartOutcome
 from signoff.tasks import is_long_running, long_running
 
 MARK = "signoff"
@@ -55,6 +57,19 @@ def failure_of(response: dict[str, Any]) -> str | None:
     return str(response["error"]) if set(response) == {"error"} else None
 
 
+def outcome(response: dict[str, Any]) -> PartOutcome | None:
+    """What a function response is to the client, for the live stream and for a chat rebuilt later
+    (None: a placeholder, not the call's output)."""
+    match response.get(MARK):
+        case "pending" | "browser":
+            return None
+        case "refused":
+            return "output-denied", {}
+    if (error := failure_of(response)) is not None:
+        return "output-error", {"errorText": error}
+    return "output-available", {"output": response}
+
+
 class BrowserTool(FunctionTool):
     """A tool the browser runs: the function only declares it (name, docstring, parameters)."""
 
@@ -64,6 +79,17 @@ class BrowserTool(FunctionTool):
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         return None  # no result here: it comes from the browser
+
+
+class AcknowledgedTool(FunctionTool):
+    """A browser tool the server answers at once: its function returns the acknowledgment, and the browser
+    acts on the call as it sees it (see `integrations.acknowledged`)."""
+
+
+def acknowledged_tool(func: Callable[..., Any]) -> AcknowledgedTool:
+    """Declare a browser tool the server answers at once with what `func` returns; the policy must allow
+    it outright."""
+    return AcknowledgedTool(func)
 
 
 def browser_tool(func: Callable[..., Any]) -> BrowserTool:
@@ -146,33 +172,63 @@ class SignoffPlugin(BasePlugin):
         declared = tool._get_declaration()  # the tool's own description of its arguments, as ADK sends it
         schema = declared.parameters_json_schema if declared is not None else None
         gated = GatedCall(call, run, schema=schema, long_running=_long_running(tool))
-        match await gated_call(self.gate, gated, chat_id=self.chat_id, wait=self.wait):
+        result = await gated_call(self.gate, gated, chat_id=self.chat_id, wait=self.wait)
+        match result:
             case Ran(value) if value is _LEAVE:
                 return _placeholder(tool_context, "browser")
-            case Ran(value):
-                return value if isinstance(value, dict) else {"result": value}
             case Pending(approval=approval):
                 tool_context.request_confirmation(
                     hint=approval.description, payload={"approval_id": approval.id}
                 )
                 return _placeholder(tool_context, "pending", approval_id=approval.id)
+            case Task() as task:
+                return self._started(task, tool_context)
+        await self._hold(call, tool_context)
+        match result:
+            case Ran(value):
+                return _told(call, value if isinstance(value, dict) else {"result": value})
             case Refused() as refusal:
                 return {**refusal.to_result(), MARK: "refused"}
             case Rejected(reason):
                 return {"status": "error", "message": reason}
-            case Task() as task:
-                return self._started(task, tool_context)
+
+    async def _hold(self, call: ToolCall, tool_context: ToolContext) -> None:
+        """A deferred run that answers some questions of a step resumes only their calls, while another of
+        the step still waits for a person: the run ends with this result, and the model hears the step's
+        results once that one is answered too (it would see the other's pending stand-in otherwise)."""
+        turn = current_turn.get()
+        chat_id, wait = (turn.chat_id, turn.wait) if turn else (self.chat_id, self.wait)
+        if wait != "deferred":  # a blocking step's calls all end within the run, before the model's turn
+            return
+        for other in _step(tool_context, call.call_id):
+            asked = await self.gate.ledger.find(chat_id, other) if other != call.call_id else None
+            if asked is not None and asked.state is State.PENDING:
+                tool_context.actions.skip_summarization = True
+                return
 
     def _started(self, task: Task, tool_context: ToolContext) -> dict[str, Any]:
         """The first result is the task's pending status; when every call of the step is long-running,
         the run ends after their results, without another model call."""
-        made = (event.get_function_calls() for event in reversed(tool_context.session.events))
-        # the model's step that made this call (on resume, ADK's confirmation calls come after it)
-        step = next((calls for calls in made if any(c.id == task.call.call_id for c in calls)), [])
-        names = {c.name for c in step}
+        names = set(_step(tool_context, task.call.call_id).values())
         if names and names <= self._long_running.get(tool_context.agent_name, set()):
             tool_context.actions.skip_summarization = True
         return task.status()
+
+
+def _step(tool_context: ToolContext, call_id: str) -> dict[str, str]:
+    """The calls of the model's step that made `call_id`, id to tool name (on resume, ADK's confirmation
+    calls come after that step)."""
+    made = (event.get_function_calls() for event in reversed(tool_context.session.events))
+    step = next((calls for calls in made if any(c.id == call_id for c in calls)), [])
+    return {c.id: c.name or "" for c in step if c.id}
+
+
+def _told(call: ToolCall, response: dict[str, Any]) -> dict[str, Any]:
+    """A call that ran: ADK reports its result once every call of its step is done, which may be after
+    a person answers another of them, so the turn hears of it now (see `Withheld`)."""
+    if (turn := current_turn.get()) is not None and (told := outcome(response)) is not None:
+        turn.sink.emit(Withheld(call, told))
+    return response
 
 
 def _placeholder(tool_context: ToolContext, waiting: str, **detail: str) -> dict[str, Any]:

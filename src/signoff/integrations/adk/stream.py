@@ -12,17 +12,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from google.adk.events.event import Event
 from google.genai import types
 
 from signoff.core.call import ToolCall
 from signoff.integrations import stream
-from signoff.integrations.adk.plugin import MARK, failure_of
+from signoff.integrations.adk.plugin import MARK, outcome
 from signoff.integrations.stream import output
 from signoff.integrations.turn import Turn
-from signoff.integrations.ui import PartOutcome
 from signoff.protocol import (
     Chunk,
     Finish,
@@ -38,19 +35,6 @@ CONFIRMATION = "adk_request_confirmation"
 
 class End:
     """The run ended (ADK's event stream has no event of its own for that)."""
-
-
-def outcome(response: dict[str, Any]) -> PartOutcome | None:
-    """What a function response is to the client, for the live stream and for a chat rebuilt later
-    (None: a placeholder, not the call's output)."""
-    match response.get(MARK):
-        case "pending" | "browser":
-            return None
-        case "refused":
-            return "output-denied", {}
-    if (error := failure_of(response)) is not None:
-        return "output-error", {"errorText": error}
-    return "output-available", {"output": response}
 
 
 class AdkTranslator(stream.Translator):

@@ -31,13 +31,13 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResultEvent
-from pydantic_ai.toolsets import AbstractToolset, ExternalToolset
 
 from signoff.core.approval import WITHDRAWN, Approval
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.chat import BrowserToolInfo, ChatView, Loaded, RunningReply, ServedChat
+from signoff.integrations.chat import ChatView, Loaded, RunningReply, ServedChat
 from signoff.integrations.machine import Action
+from signoff.integrations.pydantic_ai.browser import browser_tools
 from signoff.integrations.pydantic_ai.messages import open_calls, ui_messages
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
@@ -127,7 +127,8 @@ class AgentReply(RunningReply[AgentTranslator]):
 
     async def _save(self, messages: list[ModelMessage], output: object) -> None:
         history = dump(self.history, messages)
-        state = ChatState(assistant_id=self.message_id)  # the history is saved as the chat's entries
+        acknowledged = self.acknowledged(self.begun.acknowledged)
+        state = ChatState(assistant_id=self.message_id, acknowledged=acknowledged)  # history: its entries
         if isinstance(output, DeferredToolRequests):
             started = {c for c, m in output.metadata.items() if TASK in m}
             if any(c.tool_call_id not in started for c in output.calls):  # the browser's to run
@@ -152,7 +153,8 @@ class AgentChat(ServedChat):
         super().__init__(gate, signing_key=signing_key, browser_timeout=browser_timeout)
         self.agent = agent
         self.model = model
-        self.browser_tools = _browser_tools(agent)
+        self.browser_tools = browser_tools(agent)
+        self.check_acknowledged()
         self.histories = Histories()
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
@@ -326,22 +328,6 @@ _split = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 def saved(history: History) -> bytes:
     return b"[" + b",".join(history.dumped) + b"]"
-
-
-def _browser_tools(agent: AbstractAgent[Any, Any]) -> tuple[BrowserToolInfo, ...]:
-    """The agent's external tools: the ones its run leaves for the client to run, here the browser."""
-    found: list[BrowserToolInfo] = []
-
-    def collect(toolset: AbstractToolset[Any]) -> None:
-        if isinstance(toolset, ExternalToolset):
-            found.extend(
-                BrowserToolInfo(d.name, d.description or "", d.parameters_json_schema)
-                for d in toolset.tool_defs
-            )
-
-    for toolset in getattr(agent, "toolsets", ()):
-        toolset.apply(collect)
-    return tuple(found)
 
 
 def _result(output: ToolOutput) -> Any:
