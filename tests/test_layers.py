@@ -1,9 +1,10 @@
-"""Imports point downward only, through the layers in DESIGN.md; the core imports nothing above it; and no
-module or interface grows past what one reader can hold."""
+"""Imports point downward only, through the layers of docs/design.md; the core imports nothing above it; the
+table, the docs and the tree agree; and no module or interface grows past what one reader can hold."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "src" / "signoff"
-# Lower number = lower layer, as DESIGN.md draws them bottom up. A module may import its own layer and
+# Lower number = lower layer, as docs/design.md numbers them. A module may import its own layer and
 # anything below it. `pydantic_ai` and `adk` are the public shortcuts to their integrations.
 LAYERS = {
     "core": 0,
@@ -23,10 +24,9 @@ LAYERS = {
     "integrations": 4,
     "pydantic_ai": 4,
     "adk": 4,
-    "channels": 5,
-    "server": 6,
-    "demo": 6,
-    "cli": 7,
+    "server": 5,
+    "demo": 5,
+    "cli": 6,
 }
 LEDGER_PARTS = ("approvals", "tasks", "chats", "principals", "parts", "committer", "watcher", "base")
 """The ledger's rules and machinery, above its backends: they know a backend only by `ledger.stores`."""
@@ -59,11 +59,31 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE or p.na
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_imports_point_downward(path: Path) -> None:
     own = layer_of("signoff." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
-    assert own in LAYERS, f"{path} is in no layer of DESIGN.md"
+    assert own in LAYERS, f"{path} is in no layer of docs/design.md"
     for module in imports(path):
         target = layer_of(module)
         if target is not None and target != own:
             assert LAYERS[target] <= LAYERS[own], f"{path.name} ({own}) imports {module} ({target})"
+
+
+def documented_layers(page: str) -> dict[str, int]:
+    """The layer table of a docs page: each package it names (`core/`, `gate`, `pydantic_ai`) by its layer."""
+    table = page.split("| layer | package |", 1)[1].split("\n\n", 1)[0]
+    found: dict[str, int] = {}
+    for number, packages in re.findall(r"^\| (\d+) \| ([^|]+) \|", table, re.M):
+        for name in re.findall(r"`(\w+)/?`", packages):
+            found[name] = int(number)
+    return found
+
+
+@pytest.mark.parametrize("page", ["design.md", "architecture.md"])
+def test_the_docs_draw_the_layers_the_tests_check(page: str) -> None:
+    assert documented_layers((ROOT / "docs" / page).read_text()) == LAYERS
+
+
+def test_every_layer_exists_and_every_package_has_one() -> None:
+    tree = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" or any(p.glob("*.py"))}
+    assert tree - {"__init__"} == set(LAYERS)
 
 
 @pytest.mark.parametrize("path", sorted((PACKAGE / "core").glob("*.py")), ids=lambda p: p.name)

@@ -232,9 +232,9 @@ async def expired(site: Site, chat: str, count: int) -> None:
 
 
 def check_turn(stream: list[dict[str, Any]], *, live: bool = False) -> None:
-    """The rules of DESIGN.md that a client enforces: one start first and one finish last, steps that open
-    and close in pairs, text parts that start before their deltas and end once, approvals and outputs only
-    for calls whose input the message holds, every tool result of a continuation before its first step.
+    """The rules of docs/design.md that a client enforces: one start first and one finish last, steps that
+    open and close in pairs, text parts that start before their deltas and end once, approvals and outputs
+    only for calls whose input the message holds, every tool result of a continuation before its first step.
 
     A `live` turn also pauses: a `finish-step` while some call waits on the client, where a standard
     client ends its stream to answer. It closes the open step, or comes alone when nothing was streamed

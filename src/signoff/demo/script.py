@@ -1,4 +1,4 @@
-"""The scripted model's grammar: a contract that tests and users rely on (see DESIGN.md, "The demo").
+"""The scripted model's grammar: a contract that tests and users rely on (see docs/design.md, "The demo").
 
 It maps a user's text to the tool calls a model would make, deterministically and offline.
 """

@@ -1,8 +1,8 @@
 """The body the AI SDK's `DefaultChatTransport` POSTs, reduced to the three things the server takes from it.
 
-The server owns the conversation (DESIGN.md, Trust). From the client's message list it reads only the last
-message: a new user message, or the assistant message that carries approval responses and the results of
-tools the browser ran. Earlier messages are checked for shape and nothing else. Every fault is a
+The server owns the conversation (docs/design.md, Trust). From the client's message list it reads only the
+last message: a new user message, or the assistant message that carries approval responses and the results
+of tools the browser ran. Earlier messages are checked for shape and nothing else. Every fault is a
 `BadRequest` naming the field, because a client bug is found fastest from a 400 that says where it is.
 
 What the client sends (ai 6.0.0 to 7.x, `AbstractChat`):

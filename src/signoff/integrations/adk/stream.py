@@ -1,6 +1,6 @@
 """ADK events as UI message stream chunks (`signoff.integrations.stream.drive` drives it).
 
-`Translator` is sans-I/O and keeps the stream rules of DESIGN.md, as the pydantic-ai one does:
+`Translator` is sans-I/O and keeps the stream rules of docs/design.md, as the pydantic-ai one does:
 - a step opens at a model response's first part and closes before the next response or at the end;
 - streamed text (`partial` events) is sent as it comes, and the aggregated event that closes it only ends
   the text part;

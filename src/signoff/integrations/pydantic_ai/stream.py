@@ -1,6 +1,6 @@
 """A pydantic-ai run as UI message stream chunks (`signoff.integrations.stream.drive` drives it).
 
-`Translator` is sans-I/O (an item in, chunks out) and keeps the stream rules of DESIGN.md:
+`Translator` is sans-I/O (an item in, chunks out) and keeps the stream rules of docs/design.md:
 - a step opens at the first part of a model response and closes before the next response or at the end;
 - tool results of a resumed run come out before any step opens;
 - no chunk is sent for a call that is not part of the message being streamed, which the client would
