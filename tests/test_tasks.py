@@ -8,12 +8,14 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from signoff import Decision, Gate, Policy
+from signoff.core import task as task_steps
 from signoff.core.call import ToolCall
 from signoff.core.errors import TaskFinished
-from signoff.core.task import Task, TaskState
+from signoff.core.task import TASK_TRANSITIONS, Task, TaskEvent, TaskState, new_task
 from signoff.gate import Denied, Pending
 from signoff.ledger import Ledger, SqliteLedger
 from signoff.tasks import TaskCancelled, Tasks, progress
@@ -274,3 +276,27 @@ async def test_progress_raises_once_the_task_is_cancelled(gate: Gate) -> None:
     await gate.tasks.cancel(task.id, "user:ann")
     await finished(gate.ledger, task.id)
     assert [str(e) for e in seen] == [f"task {task.id} was cancelled by user:ann"]
+
+
+@pytest.mark.parametrize("state", list(TaskState))
+@pytest.mark.parametrize("event", list(TaskEvent))
+def test_every_task_step_lands_where_the_table_says(state: TaskState, event: TaskEvent) -> None:
+    """Each step function follows TASK_TRANSITIONS: the state it names, or `TaskFinished` where the table
+    has no move."""
+    made, _ = new_task(ToolCall("c1", "export", {}), chat_id="chat", worker="w", now=1.0, actor="a")
+    task = msgspec.structs.replace(made, state=state)
+    steps = {
+        TaskEvent.START: lambda: task_steps.start(task, 2.0),
+        TaskEvent.COMPLETE: lambda: task_steps.finish(task, TaskState.COMPLETED, 2.0, "w", result=1),
+        TaskEvent.FAIL: lambda: task_steps.finish(task, TaskState.FAILED, 2.0, "w", error="boom"),
+        TaskEvent.STOP: lambda: task_steps.finish(task, TaskState.CANCELLED, 2.0, "w"),
+        TaskEvent.CANCEL: lambda: task_steps.request_cancel(task, "alice", "", 2.0),
+    }
+    expected = TASK_TRANSITIONS.get(state, {}).get(event)
+    if expected is None:
+        assert state.finished
+        with pytest.raises(TaskFinished):
+            steps[event]()
+        return
+    after, audited = steps[event]()
+    assert after.state is expected and audited.after == str(expected) and audited.before == str(state)

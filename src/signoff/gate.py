@@ -17,8 +17,9 @@ from typing import Any, ClassVar, Literal, TypeVar
 import msgspec
 
 from signoff.approvers.callback import Approver, ApproverFailed, approver_name, call_approver
-from signoff.core.approval import TIMEOUT_ACTOR, Approval, State
+from signoff.core.approval import Approval, State
 from signoff.core.approval import Wait as Wait  # the gate's wait modes: every caller names them
+from signoff.core.audit import TIMEOUT_ACTOR
 from signoff.core.call import ToolCall
 from signoff.core.errors import (
     AlreadyConsumed,

@@ -1,8 +1,25 @@
 """The approval and its state machine.
 
-Transitions are pure functions from one immutable `Approval` to the next plus the `AuditEvent` that records
-it. The ledgers only make them atomic and durable; they never decide what is legal. That keeps one state
-machine for every backend, testable without I/O (like h11's connection state).
+The rules:
+
+- An approval opens `pending`, sealed: who may decide (its authority), under which rule, until when. Nothing
+  is decided or run under an authority that is not the sealed one.
+- While pending, a principal the authority admits decides. A deny settles it `denied` at once. An approval
+  is a vote: it stays `pending` until `quorum` distinct principals voted, then it is `approved`. The same
+  principal votes once. An edit is a new call, ruled on by the policy afresh (see `core.edit`); the votes
+  before it approved another call and no longer count.
+- At its deadline a pending approval expires: `expired`, or `approved` in signoff's name when its rule says
+  `on_timeout = "allow"`. A decision that comes at or after the deadline finds it expired.
+- A pending approval is `cancelled` when nobody should decide it any more (its chat moved on).
+- An approved one is `consumed` exactly once, by exactly the approved call, just before it runs: the
+  single-use claim, taken only under decisions whose proofs hold.
+- `denied`, `expired`, `cancelled` and `consumed` are final. The first decision wins; a later one is told
+  who won.
+
+Each step is a pure function from one immutable `Approval` to the next, plus the `AuditEvent` that records
+it, and which event leads from which state to which is one table, `APPROVAL_TRANSITIONS`, that `_move`
+interprets. The ledgers only make the steps atomic and durable; they never decide what is legal. So every
+backend runs one state machine, testable without I/O, as h11 does for HTTP.
 """
 
 from __future__ import annotations
@@ -13,7 +30,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 import msgspec
 
-from signoff.core.audit import AuditEvent, AuditKey, Keyring
+from signoff.core.audit import TIMEOUT_ACTOR, AuditEvent, AuditKey, Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.edit import reruled
@@ -30,12 +47,11 @@ from signoff.core.errors import (
 )
 from signoff.core.policy import Ruling
 from signoff.core.principal import Authority, distinct
-from signoff.core.proof import decision_holds, prove_decision, seal_holds, sealed
+from signoff.core.proof import prove_decision, seal_holds, sealed, unproven
 
 OnTimeout = Literal["deny", "allow"]
 Wait = Literal["blocking", "deferred"]
 """How a call waits for its approval: blocked where it was made, or its run ends and resumes later."""
-TIMEOUT_ACTOR = "signoff:timeout"
 WITHDRAWN = "the user sent a new message instead"
 """Why a chat's open approvals are cancelled when its user writes again instead of answering."""
 OWNER = "the user"
@@ -51,10 +67,30 @@ class State(StrEnum):
     CONSUMED = "consumed"
 
 
-TRANSITIONS: dict[State, frozenset[State]] = {
-    State.PENDING: frozenset({State.APPROVED, State.DENIED, State.EXPIRED, State.CANCELLED}),
-    State.APPROVED: frozenset({State.CONSUMED}),
+class ApprovalEvent(StrEnum):
+    VOTE = "vote"
+    """An approving vote that leaves the quorum short."""
+    APPROVE = "approve"
+    """The approving vote that reaches the quorum."""
+    DENY = "deny"
+    EXPIRE = "expire"
+    ALLOW_ON_TIMEOUT = "allow-on-timeout"
+    CANCEL = "cancel"
+    CONSUME = "consume"
+
+
+APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
+    State.PENDING: {
+        ApprovalEvent.VOTE: State.PENDING,
+        ApprovalEvent.APPROVE: State.APPROVED,
+        ApprovalEvent.DENY: State.DENIED,
+        ApprovalEvent.EXPIRE: State.EXPIRED,
+        ApprovalEvent.ALLOW_ON_TIMEOUT: State.APPROVED,
+        ApprovalEvent.CANCEL: State.CANCELLED,
+    },
+    State.APPROVED: {ApprovalEvent.CONSUME: State.CONSUMED},
 }
+"""For each state, the state each event leads to. A state with no row is final."""
 
 
 def new_approval_id() -> str:
@@ -233,19 +269,20 @@ def open_approval(
 
 def _move(
     approval: Approval,
-    to: State,
+    event: ApprovalEvent,
     action: str,
     actor: str,
     now: float,
     detail: dict[str, object],
     **changes: object,
 ) -> tuple[Approval, AuditEvent]:
-    """The approval moved to state `to`, or, with `to` its own state, changed within it (a vote toward a
-    quorum), and the audit event that records it."""
-    if to is not approval.state and to not in TRANSITIONS.get(approval.state, frozenset()):
+    """The approval after `event`, as the table says, and the audit event that records it as `action`
+    (a vote is recorded as the verdict it carries: `approve` or `edit`)."""
+    to = APPROVAL_TRANSITIONS.get(approval.state, {}).get(event)
+    if to is None:
         raise IllegalTransition(approval.id, approval.state, action)
     after = msgspec.structs.replace(approval, state=to, **changes)
-    event = AuditEvent(
+    recorded = AuditEvent(
         at=now,
         actor=actor,
         action=action,
@@ -254,7 +291,7 @@ def _move(
         after=to,
         detail=detail,
     )
-    return after, event
+    return after, recorded
 
 
 def decide(
@@ -296,14 +333,14 @@ def decide(
     decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
     if not decision.approved:
         changes: dict[str, object] = {"decision": decision, "decided_at": now}
-        return _move(approval, State.DENIED, "deny", decision.by, now, detail, **changes)
+        return _move(approval, ApprovalEvent.DENY, "deny", decision.by, now, detail, **changes)
     vote = Vote(decision=decision, at=now)
     votes = (vote,) if decision.args is not None else (*approval.votes, vote)
     if len(votes) < authority.quorum:
         detail["votes"] = len(votes)
-        return _move(approval, State.PENDING, decision.verdict, decision.by, now, detail, votes=votes)
+        return _move(approval, ApprovalEvent.VOTE, decision.verdict, decision.by, now, detail, votes=votes)
     return _move(
-        approval, State.APPROVED, decision.verdict, decision.by, now, detail,
+        approval, ApprovalEvent.APPROVE, decision.verdict, decision.by, now, detail,
         decision=decision, decided_at=now, votes=votes,
     )  # fmt: skip
 
@@ -323,7 +360,7 @@ def consume(
             f"call {call.call_id} ({call.tool}) is not the call approval {approval.id} approved"
         )
     return _move(
-        approval, State.CONSUMED, "consume", actor, now, {"digest": call.digest},
+        approval, ApprovalEvent.CONSUME, "consume", actor, now, {"digest": call.digest},
         consumed_at=now, consumed_by=actor,
     )  # fmt: skip
 
@@ -332,7 +369,7 @@ def cancel(approval: Approval, actor: str, reason: str, now: float) -> tuple[App
     if approval.state is not State.PENDING:
         raise AlreadyDecided(approval, "cancel")
     return _move(
-        approval, State.CANCELLED, "cancel", actor, now, {"reason": reason},
+        approval, ApprovalEvent.CANCEL, "cancel", actor, now, {"reason": reason},
         closed_by=actor, closed_reason=reason, decided_at=now,
     )  # fmt: skip
 
@@ -351,40 +388,10 @@ def expire(approval: Approval, now: float, keyring: Keyring) -> tuple[Approval, 
         decision = Decision.approve(by=TIMEOUT_ACTOR, reason=f"{reason}; the policy allows on timeout")
         decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
         return _move(
-            approval, State.APPROVED, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "allow"},
+            approval, ApprovalEvent.ALLOW_ON_TIMEOUT, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "allow"},
             decision=decision, decided_at=now,
         )  # fmt: skip
     return _move(
-        approval, State.EXPIRED, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "deny"},
+        approval, ApprovalEvent.EXPIRE, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "deny"},
         closed_by=TIMEOUT_ACTOR, closed_reason=reason, decided_at=now,
     )  # fmt: skip
-
-
-def unproven(keyring: Keyring, approval: Approval) -> str | None:
-    """Why the approval's approving decision, or its quorum, is not proven under `keyring`; None if it is.
-
-    Only approving votes whose proofs hold, from distinct principals the sealed authority admits, count; a
-    deny anywhere among them means the approval was denied, whatever its state says."""
-    if not seal_holds(keyring, approval):
-        return "its authority is not the one it was sealed with"
-    decision, at = approval.decision, approval.decided_at
-    if decision is None or at is None or not decision.approved:
-        return "it records no approving decision"
-    if not decision_holds(keyring, approval, decision, at):
-        return f"the decision by {decision.by} carries no valid proof"
-    if decision.by == TIMEOUT_ACTOR:
-        return None if approval.on_timeout == "allow" else "its rule does not allow on timeout"
-    counted = set()
-    for vote in approval.votes:
-        if not decision_holds(keyring, approval, vote.decision, vote.at):
-            return f"the approval by {vote.decision.by} carries no valid proof"
-        if not vote.decision.approved:
-            return f"{vote.decision.by} denied it"
-        if not approval.authority.allows(vote.decision.principal, approval.requester):
-            return f"{vote.decision.by} may not decide it"
-        counted.add(vote.decision.by)
-    if decision.mac not in {vote.decision.mac for vote in approval.votes}:
-        return f"the decision by {decision.by} is not among its counted approvals"
-    if len(counted) < approval.authority.quorum:
-        return f"{len(counted)} distinct approvers are proven, and it needs {approval.authority.quorum}"
-    return None

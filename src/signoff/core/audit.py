@@ -31,6 +31,9 @@ import msgspec
 
 from signoff.core.call import normalize
 
+TIMEOUT_ACTOR = "signoff:timeout"
+"""The actor of what a deadline settles: an expiry, or the approval a rule that allows on timeout makes."""
+
 GENESIS = "0" * 64
 
 

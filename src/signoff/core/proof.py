@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from signoff.core.audit import AuditKey, Keyring
+from signoff.core.audit import TIMEOUT_ACTOR, AuditKey, Keyring
 
 if TYPE_CHECKING:
     from signoff.core.approval import Approval
@@ -132,3 +132,33 @@ def prove_grant(key: AuditKey, grant: Grant) -> Grant:
 
 def grant_holds(keyring: Keyring, grant: Grant) -> bool:
     return bool(grant.mac) and keyring.verifies(_fields(grant), grant.mac)
+
+
+def unproven(keyring: Keyring, approval: Approval) -> str | None:
+    """Why the approval's approving decision, or its quorum, is not proven under `keyring`; None if it is.
+
+    Only approving votes whose proofs hold, from distinct principals the sealed authority admits, count; a
+    deny anywhere among them means the approval was denied, whatever its state says."""
+    if not seal_holds(keyring, approval):
+        return "its authority is not the one it was sealed with"
+    decision, at = approval.decision, approval.decided_at
+    if decision is None or at is None or not decision.approved:
+        return "it records no approving decision"
+    if not decision_holds(keyring, approval, decision, at):
+        return f"the decision by {decision.by} carries no valid proof"
+    if decision.by == TIMEOUT_ACTOR:
+        return None if approval.on_timeout == "allow" else "its rule does not allow on timeout"
+    counted = set()
+    for vote in approval.votes:
+        if not decision_holds(keyring, approval, vote.decision, vote.at):
+            return f"the approval by {vote.decision.by} carries no valid proof"
+        if not vote.decision.approved:
+            return f"{vote.decision.by} denied it"
+        if not approval.authority.allows(vote.decision.principal, approval.requester):
+            return f"{vote.decision.by} may not decide it"
+        counted.add(vote.decision.by)
+    if decision.mac not in {vote.decision.mac for vote in approval.votes}:
+        return f"the decision by {decision.by} is not among its counted approvals"
+    if len(counted) < approval.authority.quorum:
+        return f"{len(counted)} distinct approvers are proven, and it needs {approval.authority.quorum}"
+    return None

@@ -1,8 +1,20 @@
 """The task: a long-running call's work, tracked after the call itself has returned (seed 004).
 
 A long-running tool returns at once with a task id, and its body goes on in the background. The task
-record says how far it got, and how it ended. Like the approval, it changes only through pure steps from
-one immutable `Task` to the next, so every backend and every worker applies the same rules.
+record says how far it got, and how it ended.
+
+The rules:
+
+- A task is created `pending`, and is `running` once its worker starts the body.
+- The body ends it: `completed` with its result, `failed` with its error, or `cancelled` when it stopped
+  because someone asked. A worker that stopped beating fails its tasks (the sweeper does it).
+- Anyone allowed may ask a task to cancel. One that has not begun ends `cancelled` at once; a running one is
+  marked, keeps `running`, and its body stops at its next chance and ends it `cancelled`.
+- `completed`, `failed` and `cancelled` are final: nothing changes a finished task.
+
+Like the approval, a task changes only through pure steps from one immutable `Task` to the next, and which
+event leads from which state to which is one table, `TASK_TRANSITIONS`; so every backend and every worker
+applies the same rules.
 
 Progress is the one change that is not a step: it is frequent, carries no decision, and is only ever
 replaced by a newer value, so the ledgers write it straight to the record's progress fields (see
@@ -48,6 +60,30 @@ class TaskState(StrEnum):
     def finished(self) -> bool:
         return self in (TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED)
 
+
+class TaskEvent(StrEnum):
+    START = "start"
+    COMPLETE = "complete"
+    FAIL = "fail"
+    STOP = "stop"
+    """The body stopped because someone asked it to."""
+    CANCEL = "cancel"
+    """Someone asks it to stop."""
+
+
+_ENDS = {
+    TaskEvent.COMPLETE: TaskState.COMPLETED,
+    TaskEvent.FAIL: TaskState.FAILED,
+    TaskEvent.STOP: TaskState.CANCELLED,
+}
+
+TASK_TRANSITIONS: dict[TaskState, dict[TaskEvent, TaskState]] = {
+    TaskState.PENDING: {TaskEvent.START: TaskState.RUNNING, TaskEvent.CANCEL: TaskState.CANCELLED, **_ENDS},
+    TaskState.RUNNING: {TaskEvent.START: TaskState.RUNNING, TaskEvent.CANCEL: TaskState.RUNNING, **_ENDS},
+}
+"""For each state, the state each event leads to. A finished state has no row."""
+
+_FINISHING = {state: event for event, state in _ENDS.items()}
 
 _STATUS = {TaskState.RUNNING: "processing"}
 """The seed's status words differ from the states in one place: a running task is `processing`."""
@@ -125,10 +161,8 @@ def new_task(call: ToolCall, *, chat_id: str, worker: str, now: float, actor: st
 
 def start(task: Task, now: float) -> tuple[Task, AuditEvent]:
     """The body begins. A task cancelled before it began never starts."""
-    _unfinished(task, "start")
-    after = msgspec.structs.replace(
-        task, state=TaskState.RUNNING, started_at=now, updated_at=now, heartbeat=now
-    )
+    state = _after(task, TaskEvent.START, "start")
+    after = msgspec.structs.replace(task, state=state, started_at=now, updated_at=now, heartbeat=now)
     return after, _event(task, after, "task-start", task.worker, now)
 
 
@@ -136,8 +170,7 @@ def finish(
     task: Task, state: TaskState, now: float, actor: str, *, result: Any = None, error: str = ""
 ) -> tuple[Task, AuditEvent]:
     """The body ended: with its result, an error, or stopped on request."""
-    _unfinished(task, str(state))
-    assert state.finished, state
+    state = _after(task, _FINISHING[state], str(state))
     progress = 100 if state is TaskState.COMPLETED else task.progress
     if state is TaskState.CANCELLED and not error:
         error = f"cancelled by {task.cancel_who or task.cancel_by or actor}"
@@ -150,11 +183,11 @@ def finish(
 def request_cancel(task: Task, actor: str, reason: str, now: float, who: str = "") -> tuple[Task, AuditEvent]:
     """Ask a task to stop, `actor` (an id) saying so, whom people read as `who`. One that has not begun
     ends here; a running one is marked, and its worker stops the body and records `cancelled`."""
-    _unfinished(task, "cancel")
+    state = _after(task, TaskEvent.CANCEL, "cancel")
     who = who or actor
-    if task.state is TaskState.PENDING:
+    if state.finished:
         after = msgspec.structs.replace(
-            task, state=TaskState.CANCELLED, cancel_by=actor, cancel_who=who, error=f"cancelled by {who}",
+            task, state=state, cancel_by=actor, cancel_who=who, error=f"cancelled by {who}",
             updated_at=now, finished_at=now,
         )  # fmt: skip
     else:
@@ -174,9 +207,12 @@ def valid_progress(progress: object) -> int:
     return int(progress)
 
 
-def _unfinished(task: Task, action: str) -> None:
-    if task.state.finished:
+def _after(task: Task, event: TaskEvent, action: str) -> TaskState:
+    """The state `event` leads `task` to, as the table says; a finished task refuses every event."""
+    state = TASK_TRANSITIONS.get(task.state, {}).get(event)
+    if state is None:
         raise TaskFinished(task.id, str(task.state), action)
+    return state
 
 
 def _event(

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import msgspec
 
-from signoff.core.approval import State, unproven
+from signoff.core.approval import State
 from signoff.core.audit import BrokenLink, ChainCheck, Checkpoint
 from signoff.core.errors import SignoffError
-from signoff.core.proof import grant_holds, principal_holds, seal_holds
+from signoff.core.proof import grant_holds, principal_holds, seal_holds, unproven
 from signoff.ledger.base import Ledger
 
 PAGE = 5000
