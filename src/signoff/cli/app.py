@@ -315,13 +315,13 @@ def _served(ledger: str | None, wait: str, keepalive: float, browser_timeout: fl
     import os
 
     from signoff.cli.worker import Served
-    from signoff.server.auth import new_token
+    from signoff.server.auth import new_admin_token
 
     if wait not in ("deferred", "blocking"):
         raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
     return Served(
         ledger=ledger,
-        token=os.environ.get("SIGNOFF_API_TOKEN") or new_token(),
+        token=os.environ.get("SIGNOFF_API_TOKEN") or new_admin_token(),
         wait=wait,  # type: ignore[arg-type]
         keepalive=keepalive,
         browser_timeout=browser_timeout,

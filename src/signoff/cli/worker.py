@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
 from signoff.core.policy import Policy
 from signoff.gate import Wait
@@ -28,10 +28,6 @@ from signoff.server.oidc import OidcSettings
 from signoff.server.run import HEAD_TIMEOUT, settle
 
 ENV = "SIGNOFF_SERVED"
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 class Served(msgspec.Struct, frozen=True, kw_only=True):

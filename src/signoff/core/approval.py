@@ -45,11 +45,10 @@ from signoff.core.errors import (
     NotAnApprover,
     Unproven,
 )
-from signoff.core.policy import Ruling
+from signoff.core.policy import OnTimeout, Ruling
 from signoff.core.principal import Authority, distinct
 from signoff.core.proof import prove_decision, seal_holds, sealed, unproven
 
-OnTimeout = Literal["deny", "allow"]
 Wait = Literal["blocking", "deferred"]
 """How a call waits for its approval: blocked where it was made, or its run ends and resumes later."""
 WITHDRAWN = "the user sent a new message instead"

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from signoff.core.arguments import misfit
 from signoff.core.errors import EditNotAdmitted, EditRefused, InvalidDecision
 from signoff.core.policy import Ruling
 from signoff.core.principal import Principal
-from signoff.core.schema import misfit
 
 if TYPE_CHECKING:
     from signoff.core.approval import Approval

@@ -22,7 +22,7 @@ from signoff.core.errors import AlreadyRevoked
 from signoff.core.principal import Authority, Principal, Via
 from signoff.core.proof import prove_grant
 
-Scope = Literal["session", "always"]
+GrantScope = Literal["session", "always"]
 
 
 class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
@@ -33,7 +33,7 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=T
     tool: str
     digest: str | None
     chat_id: str | None
-    scope: Scope
+    scope: GrantScope
     created_by: str
     created_at: float
     approval_id: str

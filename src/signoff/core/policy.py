@@ -16,16 +16,16 @@ from typing import Any, Final, Literal, cast
 
 import msgspec
 
-from signoff.core import settings
+from signoff.core import rule_settings
 from signoff.core.call import ToolCall
 from signoff.core.errors import PolicyError
 from signoff.core.expr import Condition, EvalError, ExprError
 from signoff.core.principal import REQUESTER, Authority
-from signoff.core.settings import Predicate, parse_duration
+from signoff.core.rule_settings import Predicate, parse_duration
 from signoff.core.wording import describe_call, render_description
 
 __all__ = [
-    "Action",
+    "RuleAction",
     "Mode",
     "OnAbandon",
     "OnTimeout",
@@ -38,12 +38,12 @@ __all__ = [
     "rule",
 ]
 
-Action = Literal["allow", "ask", "deny"]
+RuleAction = Literal["allow", "ask", "deny"]
 Mode = Literal["interactive", "approve_all", "strict"]
 OnTimeout = Literal["deny", "allow"]
 OnAbandon = Literal["keep", "cancel"]
 
-ACTIONS: Final[tuple[Action, ...]] = ("allow", "ask", "deny")
+ACTIONS: Final[tuple[RuleAction, ...]] = ("allow", "ask", "deny")
 MODES: Final[tuple[Mode, ...]] = ("interactive", "approve_all", "strict")
 ON_TIMEOUT: Final[tuple[OnTimeout, ...]] = ("deny", "allow")
 ON_ABANDON: Final[tuple[OnAbandon, ...]] = ("keep", "cancel")
@@ -65,16 +65,16 @@ def _checks(*, loaded: bool, allow_callable: bool) -> dict[str, Callable[[Any], 
     """The check of each rule setting, by key: as a loader reads it (a condition as text, a duration as
     `'30s'`), or as a built `Rule` holds it (compiled, in seconds)."""
     return {
-        "action": lambda v: settings.one_of(v, ACTIONS),
-        "when": lambda v: settings.condition(v, allow_text=loaded, allow_callable=allow_callable),
-        "deadline": settings.deadline if loaded else settings.seconds,
-        "on_timeout": lambda v: settings.one_of(v, ON_TIMEOUT),
-        "on_abandon": lambda v: settings.one_of(v, ON_ABANDON),
-        "description": settings.text,
-        "approvers": settings.approver_list,
-        "quorum": settings.quorum,
-        "requester_may_approve": settings.flag,
-        "remember_always": settings.role_list,
+        "action": lambda v: rule_settings.one_of(v, ACTIONS),
+        "when": lambda v: rule_settings.condition(v, allow_text=loaded, allow_callable=allow_callable),
+        "deadline": rule_settings.deadline if loaded else rule_settings.seconds,
+        "on_timeout": lambda v: rule_settings.one_of(v, ON_TIMEOUT),
+        "on_abandon": lambda v: rule_settings.one_of(v, ON_ABANDON),
+        "description": rule_settings.text,
+        "approvers": rule_settings.approver_list,
+        "quorum": rule_settings.quorum,
+        "requester_may_approve": rule_settings.flag,
+        "remember_always": rule_settings.role_list,
     }
 
 
@@ -89,7 +89,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     rules with `rule()`, which compiles condition strings and parses durations.
     """
 
-    action: Action
+    action: RuleAction
     when: Condition | Predicate | None = None
     deadline: float | None = None
     on_timeout: OnTimeout = "deny"
@@ -105,7 +105,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
         for name, check in _checks(loaded=False, allow_callable=True).items():
             try:
                 msgspec.structs.force_setattr(self, name, check(getattr(self, name)))
-            except settings.Invalid as exc:
+            except rule_settings.Invalid as exc:
                 raise PolicyError(f"{name}: {exc}") from None
         if not self.requester_may_approve and self.approvers is not None and REQUESTER in self.approvers:
             raise PolicyError("approvers: names the requester, whom requester_may_approve = false excludes")
@@ -130,7 +130,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def rule(
-    action: Action,
+    action: RuleAction,
     when: str | Condition | Predicate | None = None,
     *,
     deadline: float | str | None = None,
@@ -147,14 +147,14 @@ def rule(
     Faults raise `PolicyError` (an `ExprError` for a bad condition) naming the argument, as a loader would.
     """
     try:
-        compiled = settings.condition(when, allow_text=True, allow_callable=True)
+        compiled = rule_settings.condition(when, allow_text=True, allow_callable=True)
     except ExprError as exc:
         raise ExprError(f"when: {exc.detail}", exc.column, exc.line) from None
-    except settings.Invalid as exc:
+    except rule_settings.Invalid as exc:
         raise PolicyError(f"when: {exc}") from None
     try:
-        seconds = settings.deadline(deadline)
-    except settings.Invalid as exc:
+        seconds = rule_settings.deadline(deadline)
+    except rule_settings.Invalid as exc:
         raise PolicyError(f"deadline: {exc}") from None
     return Rule(
         action=action,
@@ -177,7 +177,7 @@ class Ruling(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     entries can say which rule asked; `reason` is the sentence that explains it.
     """
 
-    action: Action
+    action: RuleAction
     rule: str
     reason: str
     description: str
@@ -199,8 +199,8 @@ class Policy:
 
     def __init__(self, rules: Mapping[str, Sequence[Rule]] | None = None, mode: Mode = "interactive") -> None:
         try:
-            self._mode: Mode = cast(Mode, settings.one_of(mode, MODES))
-        except settings.Invalid as exc:
+            self._mode: Mode = cast(Mode, rule_settings.one_of(mode, MODES))
+        except rule_settings.Invalid as exc:
             raise PolicyError(f"mode: {exc}") from None
         table: dict[str, tuple[Rule, ...]] = {}
         for tool, tool_rules in (rules or {}).items():
@@ -292,7 +292,7 @@ class Policy:
         return self._default(call, f"no rule of {call.tool} matched"), False
 
     @staticmethod
-    def _ruling(call: ToolCall, chosen: Rule, action: Action, label: str, reason: str) -> Ruling:
+    def _ruling(call: ToolCall, chosen: Rule, action: RuleAction, label: str, reason: str) -> Ruling:
         template = chosen.description
         return Ruling(
             action=action,
@@ -339,8 +339,8 @@ class Policy:
             if key not in ("mode", "tools"):
                 raise fail(str(key), "unknown key (expected mode, tools)")
         try:
-            mode = cast(Mode, settings.one_of(data.get("mode", "interactive"), MODES))
-        except settings.Invalid as exc:
+            mode = cast(Mode, rule_settings.one_of(data.get("mode", "interactive"), MODES))
+        except rule_settings.Invalid as exc:
             raise fail("mode", str(exc)) from None
         tools = data.get("tools", {})
         if not isinstance(tools, Mapping):
@@ -379,7 +379,7 @@ class Policy:
             except ExprError as exc:
                 # Still an ExprError, so a caller can read the column; the message gains source and path.
                 raise ExprError(f"{fail(f'{path}.{key}', exc.detail)}", exc.column, exc.line) from None
-            except settings.Invalid as exc:
+            except rule_settings.Invalid as exc:
                 raise fail(f"{path}.{key}", str(exc)) from None
         try:
             return Rule(**values)

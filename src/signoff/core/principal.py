@@ -219,7 +219,7 @@ def register(
     if existing is not None:
         revoked = " (revoked: names are never reused)" if not existing.active else ""
         raise PrincipalExists(f"a principal named {existing.id} exists already{revoked}")
-    token = new_token()
+    token = new_personal_token()
     record = Registered(
         id=check_name(name),
         name=display or name,
@@ -257,7 +257,7 @@ def _subject(record: Registered) -> str:
     return f"principal:{record.id}"
 
 
-def new_token() -> str:
+def new_personal_token() -> str:
     """A personal token: the prefix and 256 random bits."""
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 

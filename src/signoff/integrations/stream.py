@@ -130,7 +130,7 @@ class Translator:
         quorum) is not asked again: its card already says it waits on others."""
         left = self.reopened
         again = [
-            ask(approval, self.signing_key)
+            approval_request(approval, self.signing_key)
             for call_id, approval in self.questions.items()
             if left is not None
             and call_id in self.turn.waiting
@@ -150,7 +150,7 @@ class Translator:
                 self.asked[approval.call.call_id] = approval.id
                 self.questions[approval.call.call_id] = approval
                 self.since_pause.add(approval.call.call_id)
-                return [ask(approval, self.signing_key)]
+                return [approval_request(approval, self.signing_key)]
             case Handed(call):
                 return handed(call) if call.call_id in self.visible else []
             case Progressed(task):
@@ -193,7 +193,7 @@ def _is_result(chunk: Chunk) -> TypeGuard[ToolOutputAvailable | ToolOutputError 
     return isinstance(chunk, ToolOutputAvailable | ToolOutputError | ToolOutputDenied)
 
 
-def ask(approval: Approval, signing_key: bytes) -> ToolApprovalRequest:
+def approval_request(approval: Approval, signing_key: bytes) -> ToolApprovalRequest:
     """The request carries a signature that clients able to keep it (ai ≥ 6.0.221, 7.x) send back; the
     encoder leaves it out for clients whose schema would reject it."""
     call = approval.call

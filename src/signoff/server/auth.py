@@ -45,7 +45,7 @@ BOOTSTRAP = Principal(id=ADMIN, name=ADMIN, roles=(ADMIN,), via="bootstrap")
 _STATE_KEY = "signoff.principal"
 
 
-def new_token() -> str:
+def new_admin_token() -> str:
     return secrets.token_urlsafe(24)
 
 

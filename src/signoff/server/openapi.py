@@ -46,7 +46,7 @@ def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT})
-REFUSALS = {
+REFUSAL_RESPONSES = {
     "401": _error("no credential, or one that proves nothing"),
     "403": _error("the principal may not do this"),
     "404": _error("no such record, or one this principal may not see"),
@@ -117,7 +117,7 @@ def openapi() -> dict[str, Any]:
     }
     paths: dict[str, dict[str, Any]] = {}
     for method, path, summary, responses, parameters, body in _operations():
-        operation: dict[str, Any] = {"summary": summary, "responses": {**responses, **REFUSALS}}
+        operation: dict[str, Any] = {"summary": summary, "responses": {**responses, **REFUSAL_RESPONSES}}
         if parameters:
             operation["parameters"] = parameters
         if body is not None:

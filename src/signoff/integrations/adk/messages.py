@@ -30,7 +30,7 @@ def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
 
 
 @dataclass(frozen=True)
-class Open:
+class SessionCalls:
     """What a session's events leave open: every call made (by id), the calls with no result yet (call id
     to tool name), ADK's unanswered confirmation call for each call it asked about, and the calls that
     have had a later response from the user's side (a long-running call's news)."""
@@ -41,7 +41,7 @@ class Open:
     told: set[str]
 
 
-def open_in(events: Sequence[Event]) -> Open:
+def open_in(events: Sequence[Event]) -> SessionCalls:
     made = calls_of(events)
     last: dict[str, dict[str, Any]] = {}
     told: set[str] = set()
@@ -63,7 +63,7 @@ def open_in(events: Sequence[Event]) -> Open:
                 told.add(response.id)
     calls = {c: call.tool for c, call in made.items() if c not in last or outcome(last[c]) is None}
     confirmations = {c: id_ for c, id_ in asked.items() if id_ not in confirmed}
-    return Open(made, calls, confirmations, told)
+    return SessionCalls(made, calls, confirmations, told)
 
 
 def _results(events: Sequence[Event]) -> dict[str, PartOutcome]:

@@ -152,7 +152,7 @@ def _new_session() -> str:
     return "compat-" + secrets.token_urlsafe(12)
 
 
-async def ask(callback: ApprovalCallback, request: ApprovalRequest) -> ApprovalDecision:
+async def ask_callback(callback: ApprovalCallback, request: ApprovalRequest) -> ApprovalDecision:
     result = callback(request)
     if inspect.isawaitable(result):
         return await result
@@ -237,7 +237,7 @@ class ApprovalController:
             return settled
         if self._approval_callback is None:
             raise RuntimeError("No approval_callback provided for interactive mode")
-        return self._remembered(request, await ask(self._approval_callback, request))
+        return self._remembered(request, await ask_callback(self._approval_callback, request))
 
     @property
     def approval_callback(self) -> ApprovalCallback:

@@ -31,7 +31,7 @@ from signoff.integrations.pydantic_ai.compat.models import (
     ModeCallback,
     SupportsApprovalDescription,
     SupportsNeedsApproval,
-    ask,
+    ask_callback,
 )
 from signoff.ledger.base import Ledger
 
@@ -163,7 +163,7 @@ class ApprovalToolset(WrapperToolset[AgentDepsT]):
         if isinstance(outcome, Pending):
             request = ApprovalRequest(tool_name=name, tool_args=tool_args, description=description)
             try:
-                decision = await ask(callback, request)
+                decision = await ask_callback(callback, request)
             except BaseException:  # the callback's error is the caller's, as in 0.8.0; nothing stays asked
                 await _withdraw(memory.ledger, outcome.approval.id, "the approval callback failed")
                 raise
