@@ -196,13 +196,14 @@ class Gate:
         on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         requester: str = "",
         schema: dict[str, Any] | None = None,
+        describe: str | None = None,
     ) -> T | Refused | Pending:
         """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
 
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
-        deferred run should end and be resumed later with the same call.
+        deferred run should end and be resumed later with the same call. `describe`: see `authorize`.
         """
-        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema)
+        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema, describe)
         if not isinstance(outcome, Allowed):
             return outcome
         if inspect.iscoroutinefunction(fn):
@@ -246,11 +247,12 @@ class Gate:
         on_pending: Callable[[Approval], Awaitable[None] | None] | None,
         requester: str,
         schema: dict[str, Any] | None,
+        describe: str | None = None,
     ) -> Outcome:
         """Authorize, and take the single-use claim of an approval that allowed the call."""
         outcome = await self.authorize(
             call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending,
-            requester=requester, schema=schema,
+            requester=requester, schema=schema, describe=describe,
         )  # fmt: skip
         if isinstance(outcome, Allowed) and outcome.approval_id is not None:
             await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)

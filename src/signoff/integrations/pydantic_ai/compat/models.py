@@ -14,6 +14,7 @@ from pydantic_ai import RunContext
 
 from signoff.approvers.callback import is_async
 from signoff.core.policy import Mode
+from signoff.gate import Gate
 from signoff.ledger.base import Ledger
 from signoff.ledger.memory import MemoryLedger
 
@@ -111,6 +112,8 @@ class ApprovalMemory:
     def __init__(self, ledger: Ledger | None = None) -> None:
         self.ledger = ledger if ledger is not None else MemoryLedger()
         self.session = _new_session()
+        self.gates: dict[Mode, Gate] = {}
+        """One gate per mode (see `ApprovalToolset._gate`), for every toolset that shares this memory."""
         self._cleared: list[str] = []
         self._cache: dict[tuple[str, str], ApprovalDecision] = {}
 

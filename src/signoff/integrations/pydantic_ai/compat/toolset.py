@@ -16,6 +16,7 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from signoff.approvers.callback import approver_name
+from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import InvalidCall, SignoffError
@@ -142,10 +143,13 @@ class ApprovalToolset(WrapperToolset[AgentDepsT]):
         return f"{name}({', '.join(f'{key}={value!r}' for key, value in tool_args.items())})"
 
     async def _prompt_for_approval(self, name: str, tool_args: dict[str, Any], description: str) -> None:
-        """Raise `PermissionError` unless the session memory or the callback approves this call, which the
-        gate records as an approval in the memory's ledger and claims once.
+        """Raise `PermissionError` unless the session memory or the callback approves this call.
 
-        A remembered refusal does not refuse again: the person is asked anew, as in 0.8.0.
+        It takes the one gated-call path: the gate records the approval in the memory's ledger, asks the
+        callback as its approver, and takes the single-use claim as this returns, the call running right
+        after (0.8.0's hook only asks, and subclasses override it as such). A remembered refusal does not
+        refuse again: the person is asked anew, as in 0.8.0. A callback that raises cancels the approval,
+        and its error is the caller's, as in 0.8.0.
         """
         memory, callback = self._memory, self._approval_callback
         cached = memory.lookup(name, tool_args)
@@ -153,30 +157,43 @@ class ApprovalToolset(WrapperToolset[AgentDepsT]):
             return
         await memory.revoke_cleared()
         mode: Mode = callback.mode if isinstance(callback, ModeCallback) else "interactive"
-        gate = Gate(memory.ledger, Policy(mode=mode), actor=ACTOR)
-        call = _call(name, tool_args)
+        failed: list[BaseException] = []
 
-        async def authorize() -> Any:
-            return await gate.authorize(call, chat_id=memory.session, wait="deferred", describe=description)
-
-        outcome = await authorize()
-        if isinstance(outcome, Pending):
+        async def approver(approval: Approval) -> Decision:
             request = ApprovalRequest(tool_name=name, tool_args=tool_args, description=description)
             try:
                 decision = await ask_callback(callback, request)
-            except BaseException:  # the callback's error is the caller's, as in 0.8.0; nothing stays asked
-                await _withdraw(memory.ledger, outcome.approval.id, "the approval callback failed")
+            except BaseException as exc:  # nothing stays asked; the error goes to the caller below
+                failed.append(exc)
+                await _withdraw(memory.ledger, approval.id, "the approval callback failed")
                 raise
             memory.store(name, tool_args, decision)
-            await memory.ledger.decide(outcome.approval.id, _recorded(decision, approver_name(callback)))
-            outcome = await authorize()
+            return _recorded(decision, approver_name(callback))
+
+        approver.__qualname__ = approver_name(callback).removeprefix("approver:")
+        outcome: object = await self._gate(mode).run(
+            _call(name, tool_args), _claimed, chat_id=memory.session, approvers=[approver],
+            describe=description,
+        )  # fmt: skip
+        if failed:
+            raise failed[0]
         if isinstance(outcome, Refused):
             note = f"Strict mode: {name} requires approval" if mode == "strict" else outcome.reason
             raise PermissionError(f"User denied {name}: {note or 'no reason given'}")
-        if isinstance(outcome, Pending):  # recorded above, so only a decision elsewhere keeps it open
+        if isinstance(outcome, Pending):  # a blocking wait ends decided, so only a lost waiter gets here
             raise PermissionError(f"User denied {name}: the approval is still pending")
-        if outcome.approval_id is not None:
-            await memory.ledger.consume(outcome.approval_id, outcome.call, ACTOR)
+
+    def _gate(self, mode: Mode) -> Gate:
+        """One gate per memory and mode, not one per call: its policy is the mode alone (0.8.0 asks about
+        every call that needs approval)."""
+        gates = self._memory.gates
+        if mode not in gates:
+            gates[mode] = Gate(self._memory.ledger, Policy(mode=mode), actor=ACTOR)
+        return gates[mode]
+
+
+async def _claimed(**_: Any) -> object:
+    """What the gate runs under the claim: nothing, as the call runs once the hook returns."""
 
 
 def _call(name: str, tool_args: dict[str, Any]) -> ToolCall:
