@@ -8,11 +8,12 @@ import re
 
 import pytest
 
-from signoff.core.approval import WITHDRAWN, Approval
+from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.policy import Policy
 from signoff.core.principal import Principal
+from signoff.core.wording import WITHDRAWN
 from signoff.demo.script import sentence
 from signoff.gate import Gate, Refused
 from signoff.ledger import MemoryLedger

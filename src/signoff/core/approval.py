@@ -48,13 +48,10 @@ from signoff.core.errors import (
 from signoff.core.policy import OnTimeout, Ruling
 from signoff.core.principal import Authority, distinct
 from signoff.core.proof import prove_decision, seal_holds, sealed, unproven
+from signoff.core.wording import OWNER, WITHDRAWN
 
 Wait = Literal["blocking", "deferred"]
 """How a call waits for its approval: blocked where it was made, or its run ends and resumes later."""
-WITHDRAWN = "the user sent a new message instead"
-"""Why a chat's open approvals are cancelled when its user writes again instead of answering."""
-OWNER = "the user"
-"""The chat's owner, as the model and other people read it."""
 
 
 class State(StrEnum):

@@ -1,5 +1,5 @@
-"""How a call is worded for the person deciding: a policy's description template filled from the call's
-arguments, or the call written out."""
+"""Words people read: how a call is worded for the person deciding (a policy's description template filled
+from the call's arguments, or the call written out), and how a chat's user is named."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ from typing import Any, Final
 import msgspec
 
 from signoff.core.call import ToolCall
+
+OWNER = "the user"
+"""A chat's owner, as the model and other people read it."""
+WITHDRAWN = "the user sent a new message instead"
+"""Why a chat's open approvals are cancelled when its user writes again instead of answering."""
 
 _PLACEHOLDER: Final = re.compile(r"\{(\w+(?:\.\w+)*)\}")
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import msgspec
 
-from signoff.core.approval import WITHDRAWN, State
+from signoff.core.approval import State
 from signoff.core.errors import IllegalTransition, NotFound, StaleChat
 from signoff.core.principal import ANONYMOUS, Principal
+from signoff.core.wording import WITHDRAWN
 from signoff.integrations.trust import Untrusted
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat

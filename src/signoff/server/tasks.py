@@ -20,10 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from signoff.core.approval import OWNER
 from signoff.core.errors import NotFound, TaskFinished
 from signoff.core.principal import Principal
 from signoff.core.task import Task, TaskState
+from signoff.core.wording import OWNER
 from signoff.integrations.trust import Untrusted
 from signoff.server.approvals import event_response
 from signoff.server.auth import Forbidden, signed_in

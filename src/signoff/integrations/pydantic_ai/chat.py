@@ -32,8 +32,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResultEvent
 
-from signoff.core.approval import WITHDRAWN, Approval
+from signoff.core.approval import Approval
 from signoff.core.principal import Principal
+from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate, Wait
 from signoff.integrations.chat import ChatView, Loaded, RunningReply, ServedChat
 from signoff.integrations.machine import Action
