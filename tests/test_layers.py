@@ -180,3 +180,39 @@ def test_every_backend_makes_a_whole_store_of_each_interface(tmp_path: Path) -> 
         for attribute, interface in interfaces.items():
             store = getattr(backend, attribute)
             assert isinstance(store, interface), f"{type(backend).__name__}.{attribute}"
+
+
+def public_exceptions() -> list[tuple[str, str]]:
+    """Every public class that derives from an exception, by module and name."""
+    import importlib
+    import inspect
+
+    found = []
+    for path in MODULES:
+        module = "signoff." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+        loaded = importlib.import_module(module.removesuffix(".__init__"))
+        for name, value in vars(loaded).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == loaded.__name__
+            ) and not name.startswith("_"):
+                found.append((loaded.__name__, name))
+    return found
+
+
+def test_every_public_exception_is_a_signoff_error() -> None:
+    """One error family: a caller can catch `SignoffError` and know it caught everything signoff raises on
+    purpose."""
+    import importlib
+
+    from signoff.core.errors import SignoffError
+
+    exceptions = public_exceptions()
+    assert len(exceptions) > 20, exceptions
+    outside = [
+        f"{m}.{n}"
+        for m, n in exceptions
+        if not issubclass(getattr(importlib.import_module(m), n), SignoffError)
+    ]
+    assert outside == []

@@ -32,7 +32,7 @@ import msgspec
 
 from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
-from signoff.core.errors import NotFound, TaskFinished
+from signoff.core.errors import NotFound, SignoffError, TaskFinished
 from signoff.core.task import Task, TaskState, finish, request_cancel, start, valid_progress
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import Progress
@@ -44,7 +44,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__signoff_long_running__"
 
 
-class TaskCancelled(Exception):
+class TaskCancelled(SignoffError):
     """Raised by `progress()` in a body someone asked to cancel: stop, and let it propagate."""
 
 

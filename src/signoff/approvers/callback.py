@@ -14,11 +14,12 @@ from typing import Any, TypeAlias
 
 from signoff.core.approval import Approval
 from signoff.core.decision import Decision
+from signoff.core.errors import SignoffError
 
 Approver: TypeAlias = Callable[[Approval], Decision | Awaitable[Decision | None] | None]
 
 
-class ApproverFailed(Exception):
+class ApproverFailed(SignoffError):
     """The approver raised or returned something that is not a decision: a failure, never an approval."""
 
 

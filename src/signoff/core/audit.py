@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 
 from signoff.core.call import normalize
+from signoff.core.errors import WeakKey
 
 TIMEOUT_ACTOR = "signoff:timeout"
 """The actor of what a deadline settles: an expiry, or the approval a rule that allows on timeout makes."""
@@ -58,7 +59,7 @@ class AuditKey(msgspec.Struct, frozen=True):
 
     def __post_init__(self) -> None:
         if len(self.secret) < 16:
-            raise ValueError("an audit key needs at least 16 bytes (128 bits)")
+            raise WeakKey("an audit key needs at least 16 bytes (128 bits)")
 
     @property
     def id(self) -> str:

@@ -24,6 +24,10 @@ class InvalidDecision(SignoffError, ValueError):
     """A decision that makes no sense on its own, such as a denial that asks to be remembered."""
 
 
+class WeakKey(SignoffError, ValueError):
+    """An audit key too short to keep the chain unforgeable."""
+
+
 class InvalidPrincipal(SignoffError, ValueError):
     """A principal's name, a role or a rule's approvers that cannot be used."""
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
-from signoff.core.errors import InvalidPrincipal, PolicyError
+from signoff.core.errors import InvalidPrincipal, PolicyError, SignoffError
 from signoff.core.expr import Condition, compile_condition
 from signoff.core.principal import check_approvers, check_role_entries
 
@@ -20,7 +20,7 @@ _DURATION: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*")
 _UNIT: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-class Invalid(Exception):
+class Invalid(SignoffError):
     """A fault in one value; the caller knows the key path and turns it into a `PolicyError`."""
 
 

@@ -203,7 +203,7 @@ def abandon(task: Task, why: str, now: float) -> tuple[Task, AuditEvent]:
 def valid_progress(progress: object) -> int:
     """A percentage the record can hold; anything else is the tool's bug, named clearly."""
     if isinstance(progress, bool) or not isinstance(progress, int | float) or not 0 <= progress <= 100:
-        raise ValueError(f"progress must be a number from 0 to 100, not {progress!r}")
+        raise ValueError(f"progress must be a number from 0 to 100, not {progress!r}")  # the tool's own bug
     return int(progress)
 
 

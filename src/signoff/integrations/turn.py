@@ -15,6 +15,7 @@ from typing import Protocol
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
+from signoff.core.errors import SignoffError
 from signoff.core.task import Task
 from signoff.gate import Gate, Wait
 from signoff.integrations.ui import PartOutcome
@@ -22,7 +23,7 @@ from signoff.protocol import ToolOutput
 from signoff.tasks import Tasks
 
 
-class BrowserTimeout(Exception):
+class BrowserTimeout(SignoffError):
     """The browser returned no result for a call it was handed in time."""
 
 

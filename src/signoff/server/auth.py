@@ -29,6 +29,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
 from signoff.core.audit import Keyring
+from signoff.core.errors import SignoffError
 from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal
 from signoff.ledger.base import Ledger
 from signoff.server.http import error
@@ -49,7 +50,7 @@ def new_admin_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-class Unauthenticated(Exception):
+class Unauthenticated(SignoffError):
     """A credential that proves nothing: a 401 saying why."""
 
     def __init__(self, message: str) -> None:
@@ -165,7 +166,7 @@ def principal_of(conn: HTTPConnection) -> Principal | None:
     return found
 
 
-class Forbidden(Exception):
+class Forbidden(SignoffError):
     """A request a route will not serve for who it is from: 401 without a credential, 403 for a
     principal that may not; the server answers it and audits `why` (counted by `kind` when the request
     carried no credential)."""

@@ -10,6 +10,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from signoff.core.errors import SignoffError
 from signoff.protocol import BadRequest, parse_json
 
 T = TypeVar("T")
@@ -33,7 +34,7 @@ def error(status: int, message: str, field: str | None = None, **extra: Any) -> 
     return json_response({"error": body, **extra}, status)
 
 
-class BadBody(Exception):
+class BadBody(SignoffError):
     """A request body (or query) that can't be used; `response` says why."""
 
     def __init__(self, status: int, message: str, field: str | None = None) -> None:

@@ -23,6 +23,7 @@ from joserfc import jwt
 from joserfc.errors import InvalidKeyIdError, JoseError
 from joserfc.jwk import KeySet
 
+from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
@@ -30,7 +31,7 @@ LEEWAY = 30
 """Seconds of clock skew allowed on `exp` and `nbf`."""
 
 
-class Unverified(Exception):
+class Unverified(SignoffError):
     """A token that does not prove a principal; the message says why."""
 
 
