@@ -39,7 +39,7 @@ from signoff.integrations.state import (
 )
 from signoff.integrations.stream import Relay, Translator, drive
 from signoff.integrations.trust import (
-    Untrusted,
+    OutOfTurn,
     accept_outputs,
     accept_responses,
     ran_with_approval,
@@ -238,7 +238,7 @@ async def begin(
     """The I/O before the machine's step and the step itself, the same for every framework: given the
     chat as `loaded`, claim it for `principal`, record the approval responses and take the browser
     results (`made`: the ids of the calls the chat's history holds), expire overdue browser calls, and
-    choose the action; a request the machine refuses raises `Untrusted` (409), and one that supersedes
+    choose the action; a request the machine refuses raises `OutOfTurn`, and one that supersedes
     what is open withdraws it."""
     chat_id, (stored, state) = request.chat_id, loaded
     stored = await claim(ledger, chat_id, stored, principal)
@@ -254,7 +254,7 @@ async def begin(
     waits = _waits(state, ledger.clock())
     action = next_action(waits, request_of(request))
     if action is Action.REFUSE:
-        raise Untrusted(409, "messages", REFUSALS[waits.waits])
+        raise OutOfTurn("messages", REFUSALS[waits.waits])
     await record_acted(ledger, chat_id, principal, state.acknowledged, given)  # saved with the reply
     begun = Begun(stored, state, action, outputs, held=held)
     if waits.overdue:  # a late output is not used: the deadline is the deadline

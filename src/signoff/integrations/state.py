@@ -17,7 +17,7 @@ from signoff.core.approval import State
 from signoff.core.errors import IllegalTransition, NotFound, StaleChat
 from signoff.core.principal import ANONYMOUS, Principal
 from signoff.core.wording import WITHDRAWN
-from signoff.integrations.trust import Untrusted
+from signoff.integrations.trust import OutOfTurn, Unknown
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
 
@@ -93,13 +93,13 @@ def owner_of(stored: StoredChat | None) -> str | None:
 
 
 async def check_owner(ledger: Ledger, chat_id: str, stored: StoredChat | None, principal: Principal) -> None:
-    """Raise `Untrusted` (404, audited) unless `principal` owns the chat or nobody does yet: to anyone
+    """Raise `Unknown` (audited) unless `principal` owns the chat or nobody does yet: to anyone
     else, another's chat is as unknown as a missing one."""
     owner = owner_of(stored)
     if owner is not None and owner != principal.id:
         why = "the chat belongs to another principal"
         await ledger.record("refuse", chat_id, principal.id, why=why, via=principal.via)
-        raise Untrusted(404, "id", f"no chat {chat_id}")
+        raise Unknown("id", f"no chat {chat_id}")
 
 
 async def claim(ledger: Ledger, chat_id: str, stored: StoredChat | None, principal: Principal) -> StoredChat:
@@ -113,7 +113,7 @@ async def claim(ledger: Ledger, chat_id: str, stored: StoredChat | None, princip
     try:
         return await ledger.save_chat(chat_id, encode_state(ChatState()), version=0, owner=principal.id)
     except StaleChat:
-        raise Untrusted(409, "id", f"chat {chat_id} was started by another request meanwhile") from None
+        raise OutOfTurn("id", f"chat {chat_id} was started by another request meanwhile") from None
 
 
 def owner_principal(stored: StoredChat | None) -> Principal:

@@ -33,12 +33,28 @@ OVER = frozenset({State.CONSUMED, State.DENIED, State.EXPIRED, State.CANCELLED})
 
 
 class Untrusted(SignoffError):
-    """A client claim the server will not honour. `status` is the HTTP status that says why."""
+    """A client claim the server will not honour; `field` names the part of the request that made it. Its
+    kind says why, and a transport says it in its own terms (the server's HTTP statuses: `server.http`)."""
 
-    def __init__(self, status: int, field: str, message: str) -> None:
-        self.status = status
+    def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(message)
+
+
+class Unknown(Untrusted):
+    """What the request names is unknown to its sender: none such, or another's, which it must not learn."""
+
+
+class NotAllowed(Untrusted):
+    """The sender may not do this: another chat's approval, other arguments, a rule that does not admit it."""
+
+
+class OutOfTurn(Untrusted):
+    """The request does not fit where the chat is: nothing waits on it, it was answered, or it runs."""
+
+
+class Malformed(Untrusted):
+    """The request says something no call can be: arguments that are no JSON, say."""
 
 
 async def accept_responses(
@@ -78,8 +94,8 @@ async def accept_responses(
             except AlreadyDecided as lost:  # the inbox or the CLI was quicker; its decision stands
                 approval = lost.winner
             except (NotAnApprover, AlreadyVoted, Unproven) as refused:  # what `_check` could not see; audited
-                status = 403 if isinstance(refused, NotAnApprover) else 409
-                raise Untrusted(status, "approval", str(refused)) from None
+                kind = NotAllowed if isinstance(refused, NotAnApprover) else OutOfTurn
+                raise kind("approval", str(refused)) from None
         decided.append(approval)
     return decided
 
@@ -91,7 +107,8 @@ async def replayed(
     nothing else: an old request sent again. Each echoed answer's refusal is audited."""
     why = "its call is over: the request answers nothing that waits"
     refusals = [
-        await _refuse(ledger, chat_id, r.approval_id, owner, 409, why, r.tool, r.call_id) for r in responses
+        await _refuse(ledger, chat_id, r.approval_id, owner, OutOfTurn, why, r.tool, r.call_id)
+        for r in responses
     ]
     return refusals[0]
 
@@ -121,15 +138,15 @@ async def decide_in_chat(
 async def _own(
     ledger: Ledger, chat_id: str, approval_id: str, owner: Principal, *, tool: str, call_id: str
 ) -> Approval:
-    async def refuse(status: int, why: str) -> Untrusted:
-        return await _refuse(ledger, chat_id, approval_id, owner, status, why, tool, call_id)
+    async def refuse(kind: type[Untrusted], why: str) -> Untrusted:
+        return await _refuse(ledger, chat_id, approval_id, owner, kind, why, tool, call_id)
 
     try:
         approval = await ledger.get(approval_id)
     except NotFound:
-        raise await refuse(404, "no such approval") from None
+        raise await refuse(Unknown, "no such approval") from None
     if approval.chat_id != chat_id:
-        raise await refuse(403, "it belongs to another chat")
+        raise await refuse(NotAllowed, "it belongs to another chat")
     return approval
 
 
@@ -138,14 +155,14 @@ async def _refuse(
     chat_id: str,
     approval_id: str,
     owner: Principal,
-    status: int,
+    kind: type[Untrusted],
     why: str,
     tool: str,
     call_id: str,
 ) -> Untrusted:
     field = f"approval {approval_id}"
     await ledger.record("refuse", approval_id, owner.id, why=why, chat=chat_id, call=call_id, tool=tool)
-    return Untrusted(status, field, f"{field} refused: {why}")
+    return kind(field, f"{field} refused: {why}")
 
 
 async def _check(
@@ -159,34 +176,38 @@ async def _check(
 ) -> Approval | None:
     """The approval `response` answers, checked; None for an echo of a call that is over."""
 
-    async def refuse(status: int, why: str) -> Untrusted:
+    async def refuse(kind: type[Untrusted], why: str) -> Untrusted:
         return await _refuse(
-            ledger, chat_id, response.approval_id, owner, status, why, response.tool, response.call_id
+            ledger, chat_id, response.approval_id, owner, kind, why, response.tool, response.call_id
         )
 
     approval = await _own(
         ledger, chat_id, response.approval_id, owner, tool=response.tool, call_id=response.call_id
     )
     if (approval.call.call_id, approval.call.tool) != (response.call_id, response.tool):
-        raise await refuse(403, f"it was asked for another call than {response.tool} {response.call_id}")
+        raise await refuse(
+            NotAllowed, f"it was asked for another call than {response.tool} {response.call_id}"
+        )
     if approval.state in OVER and waiting.get(response.call_id) != approval.id:
         return None  # an echo: the call ran or was refused, and the chat has moved on from it
     if _digest(response.input) != approval.digest:
-        raise await refuse(403, "the arguments differ from the ones that were asked")
+        raise await refuse(NotAllowed, "the arguments differ from the ones that were asked")
     call = approval.call
     if response.signature is not None and not verify(
         signing_key, response.signature, approval.id, call.call_id, call.tool, call.args
     ):  # older clients drop the signature, so only a present one can be checked
-        raise await refuse(403, "its signature is not the one this server gave")
+        raise await refuse(NotAllowed, "its signature is not the one this server gave")
     if waiting.get(response.call_id) != approval.id:
-        raise await refuse(409, f"this chat is not waiting on it: it is {approval.state}")
+        raise await refuse(OutOfTurn, f"this chat is not waiting on it: it is {approval.state}")
     if response.ran and response.tool not in browser_tools:  # nothing of the request takes effect
-        raise await refuse(409, f"call {response.call_id} waits for a person's approval, not for an output")
+        raise await refuse(
+            OutOfTurn, f"call {response.call_id} waits for a person's approval, not for an output"
+        )
     if approval.state is State.PENDING:  # checked here too, so a refused one stops every response
         if not approval.authority.allows(owner, approval.requester):
-            raise await refuse(403, f"{owner.id} may not decide it: it waits for {approval.awaited}")
+            raise await refuse(NotAllowed, f"{owner.id} may not decide it: it waits for {approval.awaited}")
         if response.approved and any(v.decision.by == owner.id for v in approval.votes):
-            raise await refuse(409, f"{owner.id} approved it already: it waits for {approval.awaited}")
+            raise await refuse(OutOfTurn, f"{owner.id} approved it already: it waits for {approval.awaited}")
     return approval
 
 
@@ -217,7 +238,7 @@ async def accept_outputs(
         if why is not None:
             detail = {"why": why, "chat": chat_id, "tool": output.tool}
             await ledger.record("refuse", output.call_id, owner.id, **detail)
-            raise Untrusted(409, f"output {output.call_id}", why)
+            raise OutOfTurn(f"output {output.call_id}", why)
         if waiting.get(output.call_id) == output.tool:
             accepted[output.call_id] = output
     return accepted
@@ -256,4 +277,4 @@ def _digest(args: Mapping[str, Any]) -> str:
     try:
         return digest(args)
     except InvalidCall as exc:
-        raise Untrusted(400, "input", f"the call's input is not valid JSON arguments: {exc}") from exc
+        raise Malformed("input", f"the call's input is not valid JSON arguments: {exc}") from exc

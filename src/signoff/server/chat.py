@@ -40,7 +40,7 @@ from signoff.core.principal import Principal
 from signoff.gate import Wait
 from signoff.integrations.chat import Chat, Reply
 from signoff.integrations.state import check_owner, owner_of
-from signoff.integrations.trust import Untrusted, decide_in_chat
+from signoff.integrations.trust import NotAllowed, OutOfTurn, Unknown, Untrusted, decide_in_chat
 from signoff.integrations.turn import Browser
 from signoff.protocol import (
     DONE,
@@ -58,7 +58,7 @@ from signoff.protocol import (
 from signoff.server.approvals import approval_event, approval_json, event_response, may_see, refused
 from signoff.server.auth import chatter, client_of, principal_of
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
+from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body, untrusted
 from signoff.server.refusals import Kind, Refusals
 from signoff.server.streams import Followed, Stream, Streams
 from signoff.server.tasks import task_event
@@ -142,12 +142,12 @@ class ChatAPI:
         return chatter(conn, self.anonymous)
 
     async def owned(self, chat_id: str, principal: Principal, conn: HTTPConnection) -> bool:
-        """Whether the chat is `principal`'s (False: nobody's yet); raises `Untrusted` (404, audited as
+        """Whether the chat is `principal`'s (False: nobody's yet); raises `Unknown` (audited as
         `refuse` does) if it is another's."""
         stored = await self.chat.gate.ledger.load_chat(chat_id)
         if principal_of(conn) is None and owner_of(stored) not in (None, principal.id):
             await self.refuse(conn, "another-owner", chat_id, "the chat belongs to another principal")
-            raise Untrusted(404, "id", f"no chat {chat_id}")
+            raise Unknown("id", f"no chat {chat_id}")
         await check_owner(self.chat.gate.ledger, chat_id, stored, principal)
         return stored is not None
 
@@ -171,7 +171,7 @@ class ChatAPI:
         except BadRequest as exc:
             return error(400, exc.message, exc.field)
         except Untrusted as exc:
-            return error(exc.status, str(exc), exc.field)
+            return untrusted(exc)
         return self._sse(stream, version)
 
     async def begin(
@@ -189,8 +189,8 @@ class ChatAPI:
         tools are answered within the reply instead of ending it."""
         stream = self.streams.open(request.chat_id)
         if stream is None:
-            raise Untrusted(
-                409, "id", f"a reply is still running in chat {request.chat_id}; follow it at its /stream"
+            raise OutOfTurn(
+                "id", f"a reply is still running in chat {request.chat_id}; follow it at its /stream"
             )
         try:
             reply = await self.chat.prepare(request, wait, principal)
@@ -199,7 +199,7 @@ class ChatAPI:
             if isinstance(exc, Untrusted):
                 raise
             # the chat's state could not be used as stored: say so, don't 500
-            raise Untrusted(409, "id", f"chat {request.chat_id} cannot continue: {exc}") from exc
+            raise OutOfTurn("id", f"chat {request.chat_id} cannot continue: {exc}") from exc
         except BaseException:
             self.streams.release(request.chat_id, stream)
             raise
@@ -216,7 +216,7 @@ class ChatAPI:
         try:
             await self.owned(chat_id, principal, request)
         except Untrusted as exc:
-            return error(exc.status, str(exc), exc.field)
+            return untrusted(exc)
         stream = await self.streams.find(chat_id)
         view = await self.chat.view(chat_id, begun=stream is not None)
         messages, continues = view.messages, False
@@ -244,7 +244,7 @@ class ChatAPI:
         try:
             await self.owned(chat_id, self.principal(request), request)
         except Untrusted as exc:
-            return error(exc.status, str(exc), exc.field)
+            return untrusted(exc)
         stream = await self.streams.find(chat_id, ended=True)
         if stream is None:
             return Response(status_code=204)
@@ -255,7 +255,7 @@ class ChatAPI:
         try:
             owned = await self.owned(chat_id, principal, request)
         except Untrusted as exc:
-            return error(exc.status, str(exc), exc.field)
+            return untrusted(exc)
         return event_response(self._events(chat_id, principal, owned), ping=self.keepalive)
 
     async def _events(
@@ -321,7 +321,7 @@ class ChatAPI:
         except BadBody as exc:
             return exc.response
         except Untrusted as exc:
-            return error(exc.status, str(exc), exc.field)
+            return untrusted(exc)
         except SignoffError as exc:
             return await refused(exc, ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))
@@ -337,9 +337,11 @@ class ChatAPI:
         if found == chat_id:
             return
         kind: Kind = "unknown-approval" if found is None else "another-chat"
-        status, why = (404, "no such approval") if found is None else (403, "it belongs to another chat")
+        refusal, why = (
+            (Unknown, "no such approval") if found is None else (NotAllowed, "it belongs to another chat")
+        )
         await self.refuse(conn, kind, approval_id, why)
-        raise Untrusted(status, f"approval {approval_id}", f"approval {approval_id} refused: {why}")
+        raise refusal(f"approval {approval_id}", f"approval {approval_id} refused: {why}")
 
     async def sweep(self) -> None:
         """Start the reply for each chat whose browser calls are overdue and that runs no reply now."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from signoff.core.errors import SignoffError
+from signoff.integrations.trust import Malformed, NotAllowed, OutOfTurn, Unknown, Untrusted
 from signoff.protocol import BadRequest, parse_json
 
 T = TypeVar("T")
@@ -32,6 +33,22 @@ def error(status: int, message: str, field: str | None = None, **extra: Any) -> 
     if field is not None:
         body["field"] = field
     return json_response({"error": body, **extra}, status)
+
+
+UNTRUSTED_STATUS: Final[dict[type[Untrusted], int]] = {
+    Unknown: 404,
+    NotAllowed: 403,
+    OutOfTurn: 409,
+    Malformed: 400,
+    Untrusted: 400,
+}
+"""The HTTP status of each kind of client claim the server refuses: the one place they are chosen."""
+
+
+def untrusted(exc: Untrusted) -> Response:
+    """A refused client claim as its 4xx: the status its kind has, and the field that made it."""
+    status = next(UNTRUSTED_STATUS[kind] for kind in type(exc).__mro__ if kind in UNTRUSTED_STATUS)
+    return error(status, str(exc), exc.field)
 
 
 class BadBody(SignoffError):

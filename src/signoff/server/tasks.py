@@ -28,7 +28,7 @@ from signoff.integrations.trust import Untrusted
 from signoff.server.approvals import event_response
 from signoff.server.auth import Forbidden, signed_in
 from signoff.server.feed import TaskFeed
-from signoff.server.http import BadBody, ListQuery, error, json_response, read_body
+from signoff.server.http import BadBody, ListQuery, error, json_response, read_body, untrusted
 from signoff.tasks import Tasks
 
 if TYPE_CHECKING:  # the chat routes import this module's events
@@ -104,7 +104,7 @@ class TasksAPI:
         try:
             await self.chats.owned(chat_id, self.chats.principal(request), request)
         except Untrusted as exc:
-            return error(exc.status, str(exc), exc.field)
+            return untrusted(exc)
         found = await self.ledger.tasks(chat_id=chat_id)
         return json_response({"tasks": [t.public() for t in found]})
 
@@ -113,7 +113,7 @@ class TasksAPI:
         try:
             await self.chats.owned(chat_id, principal, request)
         except Untrusted as exc:
-            return error(exc.status, str(exc), exc.field)
+            return untrusted(exc)
         task_id = request.path_params["id"]
         return await self._cancel(request, task_id, principal.id, OWNER, "", chat_id=chat_id)
 

@@ -44,7 +44,7 @@ from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
 from signoff.integrations.machine import Action
 from signoff.integrations.state import ChatState, encode_state, load_state, task_news, withdraw
-from signoff.integrations.trust import Untrusted
+from signoff.integrations.trust import OutOfTurn
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
@@ -207,7 +207,7 @@ class AdkChat(ServedChat):
         stored, state, _, made = await self._read(chat_id)
         begun = await self.begin(request, principal, (stored, state), made)
         if begun.action is Action.REGENERATE:
-            raise Untrusted(409, "trigger", "an ADK chat cannot regenerate a reply: its session only grows")
+            raise OutOfTurn("trigger", "an ADK chat cannot regenerate a reply: its session only grows")
         state = begun.state
         outputs: dict[str, Any] = {c: _response(o) for c, o in begun.outputs.items()}
         if begun.expired is not None:
@@ -219,7 +219,7 @@ class AdkChat(ServedChat):
                 c for c, a in state.approvals.items() if (await ledger.get(a)).state is not State.PENDING
             }
             if not (answers := _answers(state, outputs, settled)):
-                raise Untrusted(409, "messages", "this chat is not waiting on any approval or tool result")
+                raise OutOfTurn("messages", "this chat is not waiting on any approval or tool result")
             message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
             tasks = state.tasks
             return AdkReply(

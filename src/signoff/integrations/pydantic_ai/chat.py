@@ -49,7 +49,7 @@ from signoff.integrations.state import (
     task_news,
     withdraw,
 )
-from signoff.integrations.trust import Untrusted
+from signoff.integrations.trust import OutOfTurn
 from signoff.integrations.turn import Browser, Turn
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
@@ -344,7 +344,7 @@ def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage]
             prompts = [p.content for p in message.parts if isinstance(p, UserPromptPart)]
             if prompts and isinstance(prompts[-1], str):
                 return history[:index], prompts[-1]
-    raise Untrusted(409, "trigger", "there is no earlier user message to regenerate a reply to")
+    raise OutOfTurn("trigger", "there is no earlier user message to regenerate a reply to")
 
 
 __all__ = ["AgentChat", "AgentReply"]
