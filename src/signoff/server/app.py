@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from signoff.approvers.callback import Approver
-from signoff.core.errors import LedgerUnavailable, Unstorable
+from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Wait
 from signoff.ledger.base import Ledger
@@ -44,7 +44,7 @@ from signoff.server.auth import (
 from signoff.server.chat import ChatAPI
 from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS, Edge, Hosts, Origins
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import error, json_response
+from signoff.server.http import BadBody, json_response, refusal
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
 from signoff.server.oidc import Oidc, OidcSettings
@@ -189,8 +189,8 @@ def create_app(
             ),
         ],
         exception_handlers={
+            SignoffError: _refused,
             LedgerUnavailable: _unavailable,
-            Unstorable: _unstorable,
             Forbidden: _refuser(ledger, refusals),
         },
     )
@@ -226,15 +226,20 @@ def _refuser(ledger: Ledger, refusals: Refusals) -> Callable[[Request, Exception
     return refused
 
 
+async def _refused(request: Request, exc: Exception) -> Response:
+    """A route's refusal as its status (`server.http.STATUS`), a body that can't be used as its own 4xx;
+    any other error signoff raises is a bug, and a 500."""
+    if isinstance(exc, BadBody):
+        return exc.response
+    assert isinstance(exc, SignoffError)
+    return refusal(exc)
+
+
 async def _unavailable(request: Request, exc: Exception) -> Response:
     """The ledger's server is down or restarting: a 503 the client can retry, never a 500."""
     log.warning("%s %s: %s", request.method, request.url.path, exc)
-    return error(503, str(exc))
-
-
-async def _unstorable(request: Request, exc: Exception) -> Response:
-    """Input the ledger's database refuses is the client's fault: a 400."""
-    return error(400, str(exc))
+    assert isinstance(exc, LedgerUnavailable)
+    return refusal(exc)
 
 
 STATIC = Path(__file__).with_name("static")

@@ -23,11 +23,8 @@ from signoff.core.call import digest
 from signoff.core.decision import Decision
 from signoff.core.errors import (
     AlreadyDecided,
-    AlreadyRevoked,
     AlreadyVoted,
     EditRefused,
-    InvalidCall,
-    InvalidDecision,
     NotAnApprover,
     NotFound,
     SignoffError,
@@ -39,7 +36,7 @@ from signoff.core.principal import Principal, distinct
 from signoff.ledger.base import Ledger
 from signoff.server.auth import signed_in
 from signoff.server.feed import ApprovalFeed
-from signoff.server.http import DECISION_BODY, BadBody, ListQuery, error, json_response, read_body
+from signoff.server.http import DECISION_BODY, BadBody, ListQuery, json_response, read_body, refusal
 
 
 class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -177,21 +174,16 @@ def event_response(events: AsyncIterator[ServerSentEvent], *, ping: float) -> Re
 
 
 async def refused(exc: SignoffError, ledger: Ledger, viewer: Principal, approval_id: str) -> Response:
-    """The answer to a decision the ledger would not take, alike on every route that decides: 422 for
-    one that makes no sense, 404 for an unknown approval, 403 for a principal its rule (or its edit's
-    rule) does not admit, 409 for one already decided or voted, an edit the policy denies, or an
-    approval whose seal fails."""
-    if isinstance(exc, InvalidDecision | InvalidCall):
-        return error(422, str(exc))
-    if isinstance(exc, NotFound):
-        return error(404, str(exc))
+    """The answer to a decision the ledger would not take, alike on every route that decides: its status
+    from the server's one table (`server.http.STATUS`), and with it the approval as it now stands, where
+    the refusal is about it (not for an unknown one, nor one that makes no sense)."""
     if isinstance(exc, NotAnApprover):
-        return error(403, str(exc), approval=approval_json(exc.approval, viewer))
+        return refusal(exc, approval=approval_json(exc.approval, viewer))
     if isinstance(exc, AlreadyDecided):
-        return error(409, str(exc), approval=approval_json(exc.winner, viewer))
+        return refusal(exc, approval=approval_json(exc.winner, viewer))
     if isinstance(exc, AlreadyVoted | EditRefused | Unproven):
-        return error(409, str(exc), approval=approval_json(await ledger.get(approval_id), viewer))
-    raise exc
+        return refusal(exc, approval=approval_json(await ledger.get(approval_id), viewer))
+    return refusal(exc)
 
 
 class ApprovalsAPI:
@@ -225,12 +217,7 @@ class ApprovalsAPI:
 
     async def get(self, request: Request) -> Response:
         viewer = signed_in(request)
-        try:
-            return json_response(
-                approval_json(await self._visible(viewer, request.path_params["id"]), viewer)
-            )
-        except NotFound as exc:
-            return error(404, str(exc))
+        return json_response(approval_json(await self._visible(viewer, request.path_params["id"]), viewer))
 
     async def _visible(self, viewer: Principal, approval_id: str) -> Approval:
         """The approval if `viewer` may see it; to anyone else it is as unknown as a missing one."""
@@ -248,8 +235,8 @@ class ApprovalsAPI:
             await self._visible(principal, approval_id)
             decision = body.decision(principal)
             approval = await self.ledger.decide(approval_id, decision, policy=self.policy)
-        except BadBody as exc:
-            return exc.response
+        except BadBody:  # the app answers it (see `server.app`)
+            raise
         except SignoffError as exc:
             return await refused(exc, self.ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))
@@ -271,16 +258,11 @@ class ApprovalsAPI:
     async def revoke(self, request: Request) -> Response:
         viewer = signed_in(request)
         grant_id = request.path_params["id"]
-        try:
-            if not viewer.is_admin:  # anyone else may revoke only its own: another's is as unknown
-                found = [g for g in await self.ledger.grants(active=False) if g.id == grant_id]
-                if not found or not _owns(viewer, found[0]):
-                    raise NotFound(f"no grant {grant_id}")
-            grant = await self.ledger.revoke_grant(grant_id, viewer.id)
-        except NotFound as exc:
-            return error(404, str(exc))
-        except AlreadyRevoked as exc:
-            return error(409, str(exc))
+        if not viewer.is_admin:  # anyone else may revoke only its own: another's is as unknown
+            found = [g for g in await self.ledger.grants(active=False) if g.id == grant_id]
+            if not found or not _owns(viewer, found[0]):
+                raise NotFound(f"no grant {grant_id}")
+        grant = await self.ledger.revoke_grant(grant_id, viewer.id)
         return json_response(grant_json(grant))
 
 

@@ -58,7 +58,7 @@ from signoff.protocol import (
 from signoff.server.approvals import approval_event, approval_json, event_response, may_see, refused
 from signoff.server.auth import chatter, client_of, principal_of
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body, untrusted
+from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
 from signoff.server.refusals import Kind, Refusals
 from signoff.server.streams import Followed, Stream, Streams
 from signoff.server.tasks import task_event
@@ -170,8 +170,6 @@ class ChatAPI:
             stream = await self.begin(parsed, parsed.wait or wait or self.wait, principal)
         except BadRequest as exc:
             return error(400, exc.message, exc.field)
-        except Untrusted as exc:
-            return untrusted(exc)
         return self._sse(stream, version)
 
     async def begin(
@@ -213,10 +211,7 @@ class ChatAPI:
 
     async def get(self, request: Request) -> Response:
         chat_id, principal = request.path_params["id"], self.principal(request)
-        try:
-            await self.owned(chat_id, principal, request)
-        except Untrusted as exc:
-            return untrusted(exc)
+        await self.owned(chat_id, principal, request)
         stream = await self.streams.find(chat_id)
         view = await self.chat.view(chat_id, begun=stream is not None)
         messages, continues = view.messages, False
@@ -241,10 +236,7 @@ class ChatAPI:
 
     async def resume(self, request: Request) -> Response:
         chat_id = request.path_params["id"]
-        try:
-            await self.owned(chat_id, self.principal(request), request)
-        except Untrusted as exc:
-            return untrusted(exc)
+        await self.owned(chat_id, self.principal(request), request)
         stream = await self.streams.find(chat_id, ended=True)
         if stream is None:
             return Response(status_code=204)
@@ -252,10 +244,7 @@ class ChatAPI:
 
     async def events(self, request: Request) -> Response:
         chat_id, principal = request.path_params["id"], self.principal(request)
-        try:
-            owned = await self.owned(chat_id, principal, request)
-        except Untrusted as exc:
-            return untrusted(exc)
+        owned = await self.owned(chat_id, principal, request)
         return event_response(self._events(chat_id, principal, owned), ping=self.keepalive)
 
     async def _events(
@@ -318,10 +307,8 @@ class ChatAPI:
             approval = await decide_in_chat(
                 ledger, chat_id, approval_id, principal, body.approved, body.reason, body.remember
             )
-        except BadBody as exc:
-            return exc.response
-        except Untrusted as exc:
-            return untrusted(exc)
+        except (BadBody, Untrusted):  # the app answers them (see `server.app`)
+            raise
         except SignoffError as exc:
             return await refused(exc, ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))

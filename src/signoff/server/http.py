@@ -10,7 +10,22 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from signoff.core.errors import SignoffError
+from signoff.core.errors import (
+    AlreadyDecided,
+    AlreadyRevoked,
+    AlreadyVoted,
+    EditRefused,
+    InvalidCall,
+    InvalidDecision,
+    LedgerUnavailable,
+    NotAnApprover,
+    NotFound,
+    SignoffError,
+    StaleChat,
+    TaskFinished,
+    Unproven,
+    Unstorable,
+)
 from signoff.integrations.trust import Malformed, NotAllowed, OutOfTurn, Unknown, Untrusted
 from signoff.protocol import BadRequest, parse_json
 
@@ -35,20 +50,41 @@ def error(status: int, message: str, field: str | None = None, **extra: Any) -> 
     return json_response({"error": body, **extra}, status)
 
 
-UNTRUSTED_STATUS: Final[dict[type[Untrusted], int]] = {
+STATUS: Final[dict[type[SignoffError], int]] = {
     Unknown: 404,
+    NotFound: 404,
     NotAllowed: 403,
+    NotAnApprover: 403,
     OutOfTurn: 409,
+    AlreadyDecided: 409,
+    AlreadyVoted: 409,
+    AlreadyRevoked: 409,
+    EditRefused: 409,
+    Unproven: 409,
+    TaskFinished: 409,
+    StaleChat: 409,
     Malformed: 400,
     Untrusted: 400,
+    Unstorable: 400,
+    InvalidDecision: 422,
+    InvalidCall: 422,
+    LedgerUnavailable: 503,
 }
-"""The HTTP status of each kind of client claim the server refuses: the one place they are chosen."""
+"""The HTTP status of each refusal a route answers, found by the error's kind (its nearest class here):
+the one place statuses are chosen. An error of no kind here is a bug, and a 500."""
 
 
-def untrusted(exc: Untrusted) -> Response:
-    """A refused client claim as its 4xx: the status its kind has, and the field that made it."""
-    status = next(UNTRUSTED_STATUS[kind] for kind in type(exc).__mro__ if kind in UNTRUSTED_STATUS)
-    return error(status, str(exc), exc.field)
+def status_of(exc: SignoffError) -> int | None:
+    return next((STATUS[kind] for kind in type(exc).__mro__ if kind in STATUS), None)
+
+
+def refusal(exc: SignoffError, **extra: Any) -> Response:
+    """`exc` as its 4xx (or 503): its message, the request field that caused it, and `extra` (the record
+    it is about, say)."""
+    status = status_of(exc)
+    if status is None:
+        raise exc
+    return error(status, str(exc), getattr(exc, "field", None), **extra)
 
 
 class BadBody(SignoffError):

@@ -24,11 +24,10 @@ from signoff.core.errors import NotFound, TaskFinished
 from signoff.core.principal import Principal
 from signoff.core.task import Task, TaskState
 from signoff.core.wording import OWNER
-from signoff.integrations.trust import Untrusted
 from signoff.server.approvals import event_response
 from signoff.server.auth import Forbidden, signed_in
 from signoff.server.feed import TaskFeed
-from signoff.server.http import BadBody, ListQuery, error, json_response, read_body, untrusted
+from signoff.server.http import ListQuery, json_response, read_body, refusal
 from signoff.tasks import Tasks
 
 if TYPE_CHECKING:  # the chat routes import this module's events
@@ -67,29 +66,18 @@ class TasksAPI:
 
     async def list(self, request: Request) -> Response:
         _operator(request)
-        try:
-            query = ListQuery.of(request, TaskState)
-        except BadBody as exc:
-            return exc.response
+        query = ListQuery.of(request, TaskState)
         found = await self.ledger.tasks(chat_id=query.chat, state=query.state, limit=query.limit)
         return json_response({"tasks": [t.public() for t in found]})
 
     async def get(self, request: Request) -> Response:
         _operator(request)
-        try:
-            return json_response((await self.ledger.get_task(request.path_params["id"])).public())
-        except NotFound as exc:
-            return error(404, str(exc))
+        return json_response((await self.ledger.get_task(request.path_params["id"])).public())
 
     async def cancel(self, request: Request) -> Response:
         principal = _operator(request)
-        try:
-            empty = not await request.body()
-            body = (
-                CancelBody() if empty else await read_body(request, CancelBody, limit=MAX_BODY, what="cancel")
-            )
-        except BadBody as exc:
-            return exc.response
+        empty = not await request.body()
+        body = CancelBody() if empty else await read_body(request, CancelBody, limit=MAX_BODY, what="cancel")
         task_id = request.path_params["id"]
         return await self._cancel(
             request, task_id, principal.id, principal.described, body.reason, chat_id=None
@@ -101,19 +89,13 @@ class TasksAPI:
 
     async def chat_list(self, request: Request) -> Response:
         chat_id = request.path_params["chat"]
-        try:
-            await self.chats.owned(chat_id, self.chats.principal(request), request)
-        except Untrusted as exc:
-            return untrusted(exc)
+        await self.chats.owned(chat_id, self.chats.principal(request), request)
         found = await self.ledger.tasks(chat_id=chat_id)
         return json_response({"tasks": [t.public() for t in found]})
 
     async def chat_cancel(self, request: Request) -> Response:
         chat_id, principal = request.path_params["chat"], self.chats.principal(request)
-        try:
-            await self.chats.owned(chat_id, principal, request)
-        except Untrusted as exc:
-            return untrusted(exc)
+        await self.chats.owned(chat_id, principal, request)
         task_id = request.path_params["id"]
         return await self._cancel(request, task_id, principal.id, OWNER, "", chat_id=chat_id)
 
@@ -130,10 +112,8 @@ class TasksAPI:
                 )
                 raise NotFound(f"no task {task_id}")
             return json_response((await self.tasks.cancel(task_id, by, reason, who)).public())
-        except NotFound as exc:
-            return error(404, str(exc))
         except TaskFinished as exc:
-            return error(409, str(exc), task=(await self.ledger.get_task(task_id)).public())
+            return refusal(exc, task=(await self.ledger.get_task(task_id)).public())
 
 
 def _operator(request: Request) -> Principal:
