@@ -49,7 +49,9 @@ from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
 from signoff.server.oidc import Oidc, OidcSettings
 from signoff.server.openapi import openapi
+from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
+from signoff.server.replies import Replies
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
 
@@ -126,20 +128,19 @@ def create_app(
         oidc=Oidc(settings.oidc) if settings.oidc else None,
         host=authenticate,
     )
-    chat = ChatAPI(
-        agent_chat, streams, feed, task_feed,
-        wait=settings.wait, keepalive=settings.keepalive, refusals=refusals, anonymous=settings.anonymous,
-    )  # fmt: skip
+    owners = Owners(ledger, refusals, anonymous=settings.anonymous)
+    replies = Replies(agent_chat, streams, wait=settings.wait)
+    chat = ChatAPI(replies, owners, feed, task_feed, keepalive=settings.keepalive)
     approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
-    tasks = TasksAPI(gate.tasks, task_feed, chat, ping=settings.keepalive)
-    live = LiveAPI(chat, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
+    tasks = TasksAPI(gate.tasks, task_feed, owners, ping=settings.keepalive)
+    live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await feed.start()
         await task_feed.start()
         loop = asyncio.get_running_loop()
-        sweeper = loop.create_task(_sweep(ledger, chat, streams, live, settings))
+        sweeper = loop.create_task(_sweep(ledger, replies, streams, live, settings))
         marker = loop.create_task(_checkpoints(ledger, settings)) if settings.audit_checkpoints else None
         try:
             yield
@@ -247,12 +248,14 @@ STATIC = Path(__file__).with_name("static")
 PAGES = {"/": "index.html", "/approvals": "approvals.html"}
 
 
-async def _sweep(ledger: Ledger, chat: ChatAPI, streams: Streams, live: LiveAPI, settings: Settings) -> None:
+async def _sweep(
+    ledger: Ledger, replies: Replies, streams: Streams, live: LiveAPI, settings: Settings
+) -> None:
     while True:
         try:
             await ledger.expire_due()
             await ledger.abandon_tasks(settings.task_silence)
-            await chat.sweep()
+            await replies.sweep()
             await streams.forget_logs()
             live.sockets.collect()
         except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good

@@ -13,19 +13,16 @@
   (blocking mode, or a remembered answer). It carries the same authority as an approval response in a
   chat request: the owner's, over this chat's approvals only, where their rule lets the owner decide.
 
-A chat belongs to the principal that started it (see `auth`), and every route here answers only that
-principal: to anyone else another's chat is as unknown as a missing one (404, audited). Without a
-credential, the caller is the anonymous principal where the server takes credential-less chats.
-
-The server also ends browser calls that got no result in time: `sweep` starts, on the server's own
-initiative, the reply that tells the model so.
+Every route here answers only the chat's owner (see `owners`); a request the chat takes becomes a reply
+that `replies` begins and runs. These routes are the HTTP and the SSE around them: framing, and merging a
+chat's feeds for its page.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any, Literal
 
@@ -38,17 +35,14 @@ from starlette.routing import BaseRoute, Route
 from signoff.core.errors import NotFound, SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Wait
-from signoff.integrations.chat import Chat, Reply
-from signoff.integrations.state import check_owner, owner_of
-from signoff.integrations.trust import NotAllowed, OutOfTurn, Unknown, Untrusted, decide_in_chat
-from signoff.integrations.turn import Browser
+from signoff.integrations.chat import Chat
+from signoff.integrations.state import owner_of
+from signoff.integrations.trust import NotAllowed, Unknown, Untrusted, decide_in_chat
 from signoff.protocol import (
     DONE,
     HEADERS,
     KEEPALIVE,
     BadRequest,
-    ChatRequest,
-    Chunk,
     ClientVersion,
     client_version,
     encode,
@@ -56,11 +50,13 @@ from signoff.protocol import (
     parse_chat_request,
 )
 from signoff.server.approvals import approval_event, approval_json, event_response, may_see, refused
-from signoff.server.auth import chatter, client_of, principal_of
+from signoff.server.auth import principal_of
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
-from signoff.server.refusals import Kind, Refusals
-from signoff.server.streams import Followed, Stream, Streams
+from signoff.server.owners import Owners
+from signoff.server.refusals import Kind
+from signoff.server.replies import Replies
+from signoff.server.streams import Followed
 from signoff.server.tasks import task_event
 
 SEED_ROUTE = "/stream"
@@ -98,34 +94,19 @@ class ChatDecision(msgspec.Struct, forbid_unknown_fields=True):
 
 class ChatAPI:
     def __init__(
-        self,
-        chat: Chat,
-        streams: Streams,
-        feed: ApprovalFeed,
-        task_feed: TaskFeed,
-        *,
-        wait: Wait,
-        keepalive: float,
-        refusals: Refusals,
-        anonymous: bool = False,
+        self, replies: Replies, owners: Owners, feed: ApprovalFeed, task_feed: TaskFeed, *, keepalive: float
     ) -> None:
-        self.chat = chat
-        self.refusals = refusals
-        self.anonymous = anonymous
-        """Whether chats are taken without a credential, from the anonymous principal."""
-        self.streams = streams
+        self.replies = replies
+        self.owners = owners
+        self.chat = replies.chat
         self.feed = feed
         self.task_feed = task_feed
-        self.wait = wait
         self.keepalive = keepalive
-        self._due: dict[str, float] = {}
-        """Chats waiting on the browser, and when its results are overdue."""
         self._watchers: dict[str, set[asyncio.Queue[ServerSentEvent | None]]] = {}
         """The queues of the pages following each chat's events."""
-        self.running: dict[str, Reply] = {}
-        """The replies running in this process, by chat."""
-        self.tools = _tools(chat)
+        self.tools = _tools(replies.chat)
         """What a page needs to know of the agent's tools: which the browser runs, and how to word a call."""
+        replies.swept.append(self._reply_started)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -137,82 +118,22 @@ class ChatAPI:
             Route("/api/chat/{id}/approvals/{approval_id}", self.decide, methods=["POST"]),
         ]
 
-    def principal(self, conn: HTTPConnection) -> Principal:
-        """Who talks in a chat through this request; `Forbidden` (401) where a credential is needed."""
-        return chatter(conn, self.anonymous)
-
-    async def owned(self, chat_id: str, principal: Principal, conn: HTTPConnection) -> bool:
-        """Whether the chat is `principal`'s (False: nobody's yet); raises `Unknown` (audited as
-        `refuse` does) if it is another's."""
-        stored = await self.chat.gate.ledger.load_chat(chat_id)
-        if principal_of(conn) is None and owner_of(stored) not in (None, principal.id):
-            await self.refuse(conn, "another-owner", chat_id, "the chat belongs to another principal")
-            raise Unknown("id", f"no chat {chat_id}")
-        await check_owner(self.chat.gate.ledger, chat_id, stored, principal)
-        return stored is not None
-
-    async def refuse(self, conn: HTTPConnection, kind: Kind, subject: str, why: str, **detail: str) -> None:
-        """Audit a refusal in a chat: one entry for a principal, whom someone answers for; counted by source
-        and kind for a caller without a credential, who costs nothing to be and names `subject` itself."""
-        principal = principal_of(conn)
-        if principal is None:
-            self.refusals.note("refuse", "chat", client_of(conn), kind, why, conn.url.path)
-        else:
-            await self.chat.gate.ledger.record("refuse", subject, principal.id, why=why, **detail)
-
     async def post(self, request: Request, *, wait: Wait | None = None) -> Response:
         """A chat request over SSE; a `wait` the body names wins over the route's, then the server's."""
-        principal = self.principal(request)
+        principal = self.owners.principal(request)
         body = await request.body()  # the edge read it, within CHAT_BODY
         try:
             parsed = parse_chat_request(body)
             version = client_version(request.headers, parsed.client_hint)
-            stream = await self.begin(parsed, parsed.wait or wait or self.wait, principal)
+            stream = await self.replies.begin(parsed, parsed.wait or wait or self.replies.wait, principal)
         except BadRequest as exc:
             return error(400, exc.message, exc.field)
         return self._sse(stream, version)
 
-    async def begin(
-        self,
-        request: ChatRequest,
-        wait: Wait,
-        principal: Principal,
-        *,
-        browser: bool = False,
-    ) -> Stream:
-        """Claim the chat, check the request against it (as `principal`, who must own the chat or start
-        it) and start the reply; raises `Untrusted`.
-
-        With `browser`, the browser stays connected while the reply runs (the live socket), so browser
-        tools are answered within the reply instead of ending it."""
-        stream = self.streams.open(request.chat_id)
-        if stream is None:
-            raise OutOfTurn(
-                "id", f"a reply is still running in chat {request.chat_id}; follow it at its /stream"
-            )
-        try:
-            reply = await self.chat.prepare(request, wait, principal)
-        except SignoffError as exc:
-            self.streams.release(request.chat_id, stream)
-            if isinstance(exc, Untrusted):
-                raise
-            # the chat's state could not be used as stored: say so, don't 500
-            raise OutOfTurn("id", f"chat {request.chat_id} cannot continue: {exc}") from exc
-        except BaseException:
-            self.streams.release(request.chat_id, stream)
-            raise
-        if browser:
-            reply.browser = Browser(timeout=self.chat.browser_timeout)
-        if (user := request.user_message) is not None:
-            stream.meta.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
-        stream.meta.regenerates = request.trigger == "regenerate-message"
-        self._start(reply, stream)
-        return stream
-
     async def get(self, request: Request) -> Response:
-        chat_id, principal = request.path_params["id"], self.principal(request)
-        await self.owned(chat_id, principal, request)
-        stream = await self.streams.find(chat_id)
+        chat_id, principal = request.path_params["id"], self.owners.principal(request)
+        await self.owners.owned(chat_id, principal, request)
+        stream = await self.replies.streams.find(chat_id)
         view = await self.chat.view(chat_id, begun=stream is not None)
         messages, continues = view.messages, False
         if stream is not None:  # the stream replays the running reply, so show the chat as it began
@@ -225,7 +146,7 @@ class ChatAPI:
         return json_response(
             {
                 "id": chat_id,
-                "wait": self.wait,
+                "wait": self.replies.wait,
                 "running": stream is not None,
                 "continues": continues,
                 "messages": messages,
@@ -236,15 +157,15 @@ class ChatAPI:
 
     async def resume(self, request: Request) -> Response:
         chat_id = request.path_params["id"]
-        await self.owned(chat_id, self.principal(request), request)
-        stream = await self.streams.find(chat_id, ended=True)
+        await self.owners.owned(chat_id, self.owners.principal(request), request)
+        stream = await self.replies.streams.find(chat_id, ended=True)
         if stream is None:
             return Response(status_code=204)
         return self._sse(stream, client_version(request.headers))
 
     async def events(self, request: Request) -> Response:
-        chat_id, principal = request.path_params["id"], self.principal(request)
-        owned = await self.owned(chat_id, principal, request)
+        chat_id, principal = request.path_params["id"], self.owners.principal(request)
+        owned = await self.owners.owned(chat_id, principal, request)
         return event_response(self._events(chat_id, principal, owned), ping=self.keepalive)
 
     async def _events(
@@ -298,10 +219,10 @@ class ChatAPI:
 
     async def decide(self, request: Request) -> Response:
         chat_id, approval_id = request.path_params["id"], request.path_params["approval_id"]
-        principal, ledger = self.principal(request), self.chat.gate.ledger
+        principal, ledger = self.owners.principal(request), self.chat.gate.ledger
         try:
             body = await read_body(request, ChatDecision, limit=DECISION_BODY, what="decision")
-            await self.owned(chat_id, principal, request)
+            await self.owners.owned(chat_id, principal, request)
             if principal_of(request) is None:
                 await self._asked_in(request, chat_id, approval_id)
             approval = await decide_in_chat(
@@ -327,41 +248,13 @@ class ChatAPI:
         refusal, why = (
             (Unknown, "no such approval") if found is None else (NotAllowed, "it belongs to another chat")
         )
-        await self.refuse(conn, kind, approval_id, why)
+        await self.owners.refuse(conn, kind, approval_id, why)
         raise refusal(f"approval {approval_id}", f"approval {approval_id} refused: {why}")
 
-    async def sweep(self) -> None:
-        """Start the reply for each chat whose browser calls are overdue and that runs no reply now."""
-        now = self.chat.gate.ledger.clock()
-        for chat_id, due in list(self._due.items()):
-            if due > now or (stream := self.streams.open(chat_id)) is None:
-                continue
-            del self._due[chat_id]
-            try:
-                reply = await self.chat.prepare_overdue(chat_id, self.wait)
-            except Exception:  # one chat's broken state must not stop the sweep for the others
-                log.exception("chat %s could not be told that its browser calls are overdue", chat_id)
-                reply = None
-            if reply is None:
-                self.streams.release(chat_id, stream)
-                continue
-            self._start(reply, stream)
-            for queue in self._watchers.get(chat_id, ()):
-                queue.put_nowait(ServerSentEvent("{}", event="reply"))
-
-    def _start(self, reply: Reply, stream: Stream) -> None:
-        self._due.pop(reply.chat_id, None)
-        self.running[reply.chat_id] = reply
-        self.streams.run(reply.chat_id, stream, partial(self._run, reply))
-
-    async def _run(self, reply: Reply, push: Callable[[Chunk], None]) -> None:
-        try:
-            await reply.run(push)
-        finally:
-            if self.running.get(reply.chat_id) is reply:
-                del self.running[reply.chat_id]
-        if reply.browser_due is not None:
-            self._due[reply.chat_id] = reply.browser_due
+    def _reply_started(self, chat_id: str) -> None:
+        """The server started a reply in the chat on its own: its open pages follow it."""
+        for queue in self._watchers.get(chat_id, ()):
+            queue.put_nowait(ServerSentEvent("{}", event="reply"))
 
     def _sse(self, stream: Followed, version: ClientVersion) -> Response:
         """The reply as an SSE response. Starlette's own streaming response, not sse-starlette's: a reply

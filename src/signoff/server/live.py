@@ -73,10 +73,11 @@ from signoff.protocol import (
     parse_json,
 )
 from signoff.server.auth import Forbidden, client_of, principal_of
-from signoff.server.chat import ChatAPI
 from signoff.server.edge import POLICY_VIOLATION
 from signoff.server.http import CHAT_BODY
+from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
+from signoff.server.replies import Replies
 from signoff.server.streams import Followed
 
 DONE = "[DONE]"
@@ -145,8 +146,11 @@ class _FrameRefused(Exception):
 
 
 class LiveAPI:
-    def __init__(self, chats: ChatAPI, refusals: Refusals, *, max_sockets: int, idle: float) -> None:
-        self.chats = chats
+    def __init__(
+        self, replies: Replies, owners: Owners, refusals: Refusals, *, max_sockets: int, idle: float
+    ) -> None:
+        self.replies = replies
+        self.owners = owners
         self.refusals = refusals
         self.sockets = Sockets(max_sockets)
         self.idle = idle
@@ -156,7 +160,7 @@ class LiveAPI:
 
     async def connect(self, socket: WebSocket) -> None:
         try:
-            principal = self.chats.principal(socket)
+            principal = self.owners.principal(socket)
         except Forbidden:
             await WebSocketClose(POLICY_VIOLATION, "a credential is required")(
                 socket.scope, socket.receive, socket.send
@@ -173,7 +177,7 @@ class LiveAPI:
             await socket.close(TRY_AGAIN_LATER, over)
             return
         try:
-            await _Socket(self.chats, socket, principal, framed=framed, idle=self.idle).serve()
+            await _Socket(self, socket, principal, framed=framed, idle=self.idle).serve()
         finally:
             self.sockets.release(principal.id, address)
 
@@ -182,9 +186,10 @@ class _Socket:
     """One client's socket: its frames in, the frames of the reply it follows out."""
 
     def __init__(
-        self, chats: ChatAPI, socket: WebSocket, principal: Principal, *, framed: bool, idle: float
+        self, api: LiveAPI, socket: WebSocket, principal: Principal, *, framed: bool, idle: float
     ) -> None:
-        self.chats = chats
+        self.replies = api.replies
+        self.owners = api.owners
         self.socket = socket
         self.principal = principal
         self.framed = framed
@@ -264,11 +269,11 @@ class _Socket:
     async def _message(self, request: ChatRequest) -> None:
         if self._busy() and request.chat_id != self.chat_id:
             raise _FrameRefused(f"this socket follows a reply in chat {self.chat_id}; interrupt it first")
-        if self._busy() or await self.chats.streams.find(request.chat_id) is not None:
+        if self._busy() or await self.replies.streams.find(request.chat_id) is not None:
             await self._answer(request)
             return
         self.version = client_version(self.socket.headers, request.client_hint)
-        stream = await self.chats.begin(request, "blocking", self.principal, browser=True)
+        stream = await self.replies.begin(request, "blocking", self.principal, browser=True)
         self._follow(request.chat_id, stream)
 
     async def _answer(self, request: ChatRequest) -> None:
@@ -278,8 +283,8 @@ class _Socket:
             raise _FrameRefused(
                 f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
             )
-        await self.chats.owned(request.chat_id, self.principal, self.socket)
-        chat, reply = self.chats.chat, self.chats.running.get(request.chat_id)
+        await self.owners.owned(request.chat_id, self.principal, self.socket)
+        chat, reply = self.replies.chat, self.replies.running.get(request.chat_id)
         if reply is not None and reply.browser is not None and reply.turn is not None:
             await self._answer_turn(request, reply, reply.browser, reply.turn)
             return
@@ -299,7 +304,7 @@ class _Socket:
         output came with its approval runs with it; a result that came before its call was handed over
         waits for the call's run. While it is recorded, the turn does not pause on the calls it answers;
         once it is taken, the client follows the turn on a new stream."""
-        chat, ledger, chat_id = self.chats.chat, self.chats.chat.gate.ledger, request.chat_id
+        chat, ledger, chat_id = self.replies.chat, self.replies.chat.gate.ledger, request.chat_id
         browser_tools = chat.browser_names
         answering = {r.call_id for r in request.approvals} | {o.call_id for o in request.outputs}
         turn.answering |= answering
@@ -333,15 +338,15 @@ class _Socket:
     async def _resume(self, chat_id: str) -> None:
         if self._busy():
             raise _FrameRefused(f"this socket already follows a reply in chat {self.chat_id}")
-        await self.chats.owned(chat_id, self.principal, self.socket)
-        running = await self.chats.streams.find(chat_id, ended=True)
+        await self.owners.owned(chat_id, self.principal, self.socket)
+        running = await self.replies.streams.find(chat_id, ended=True)
         if running is None:
             await self._send(DONE)
             return
         self._follow(chat_id, running)
 
     def _interrupt(self) -> None:
-        reply = self.chats.running.get(self.chat_id or "") if self._busy() else None
+        reply = self.replies.running.get(self.chat_id or "") if self._busy() else None
         if reply is None:
             raise _FrameRefused("no reply of this socket is running here to interrupt")
         reply.interrupt()

@@ -12,8 +12,6 @@ until the body stops; the feed then says `cancelled`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 from sse_starlette import ServerSentEvent
 from starlette.requests import Request
@@ -28,10 +26,8 @@ from signoff.server.approvals import event_response
 from signoff.server.auth import Forbidden, signed_in
 from signoff.server.feed import TaskFeed
 from signoff.server.http import ListQuery, json_response, read_body, refusal
+from signoff.server.owners import Owners
 from signoff.tasks import Tasks
-
-if TYPE_CHECKING:  # the chat routes import this module's events
-    from signoff.server.chat import ChatAPI
 
 MAX_BODY = 16 * 1024
 
@@ -47,11 +43,11 @@ def task_event(task: Task) -> ServerSentEvent:
 
 
 class TasksAPI:
-    def __init__(self, tasks: Tasks, feed: TaskFeed, chats: ChatAPI, *, ping: float = 15) -> None:
+    def __init__(self, tasks: Tasks, feed: TaskFeed, owners: Owners, *, ping: float = 15) -> None:
         self.tasks = tasks
         self.ledger = tasks.ledger
         self.feed = feed
-        self.chats = chats
+        self.owners = owners
         self.ping = ping
 
     def routes(self) -> list[BaseRoute]:
@@ -89,13 +85,13 @@ class TasksAPI:
 
     async def chat_list(self, request: Request) -> Response:
         chat_id = request.path_params["chat"]
-        await self.chats.owned(chat_id, self.chats.principal(request), request)
+        await self.owners.owned(chat_id, self.owners.principal(request), request)
         found = await self.ledger.tasks(chat_id=chat_id)
         return json_response({"tasks": [t.public() for t in found]})
 
     async def chat_cancel(self, request: Request) -> Response:
-        chat_id, principal = request.path_params["chat"], self.chats.principal(request)
-        await self.chats.owned(chat_id, principal, request)
+        chat_id, principal = request.path_params["chat"], self.owners.principal(request)
+        await self.owners.owned(chat_id, principal, request)
         task_id = request.path_params["id"]
         return await self._cancel(request, task_id, principal.id, OWNER, "", chat_id=chat_id)
 
@@ -107,7 +103,7 @@ class TasksAPI:
         try:
             task = await self.ledger.get_task(task_id)
             if chat_id is not None and task.chat_id != chat_id:
-                await self.chats.refuse(
+                await self.owners.refuse(
                     request, "another-chat", task_id, "cancel from another chat", chat=chat_id
                 )
                 raise NotFound(f"no task {task_id}")
