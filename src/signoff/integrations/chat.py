@@ -111,7 +111,7 @@ class RunningReply(abc.ABC, Generic[T]):
             acknowledgments.note(chunk)
             push(chunk)
 
-        relay = self._relay = Relay(pushed, park=self.park)
+        relay = self._relay = Relay(pushed if acknowledgments.tools else push, park=self.park)
         owner = self.stored.owner or ""
         turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser, held=self.held)
         self.turn = turn
