@@ -216,3 +216,72 @@ def test_every_public_exception_is_a_signoff_error() -> None:
         if not issubclass(getattr(importlib.import_module(m), n), SignoffError)
     ]
     assert outside == []
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports, anywhere in it: type-only and
+    function-level imports included."""
+    names = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    found.add(full if full in names else base)
+        graph[name] = {t for t in found if t in names and t != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The import circles: each set of modules that import one another, round about (Tarjan's SCCs)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            circle = set()
+            while True:
+                member = stack.pop()
+                circle.add(member)
+                if member == module:
+                    break
+            if len(circle) > 1:
+                found.append(circle)
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circle_in_the_ledger_or_between_folders() -> None:
+    """A backend's stores know what they need of it (a protocol), not the backend that makes them; and no
+    folder imports one that imports it back, type-only imports included."""
+    for circle in circles(import_graph()):
+        folders = {m.split(".")[1] for m in circle}
+        assert "ledger" not in folders, (
+            f"the ledger's modules import one another round about: {sorted(circle)}"
+        )
+        assert len(folders) == 1, f"folders import one another round about: {sorted(circle)}"

@@ -21,8 +21,8 @@ from typing import Any
 
 from signoff.core.audit import Keyring
 from signoff.core.errors import LedgerUnavailable
-from signoff.ledger.keys import Key, own_key, written
-from signoff.ledger.records import Change, Stored, Write
+from signoff.ledger.keys import Key, Write, own_key, written
+from signoff.ledger.records import Change, Stored
 from signoff.ledger.stores import Backend
 
 MAX_BATCH = 256

@@ -7,15 +7,16 @@ stores their writes, all or nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 
 from signoff.core.approval import Approval
 from signoff.core.errors import NotFound
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task
-from signoff.ledger.records import Change
+from signoff.ledger.records import Change, Stored
 
 Field = Literal["approval", "grant", "task", "principal"]
 
@@ -97,3 +98,22 @@ def found(record: R | None, key: Key) -> R:
 def own_key(key: Key, record: Any) -> Key:
     """The key by the record's own id of what an insert key found or wrote."""
     return ApprovalKey(record.id) if key.field == "approval" else TaskKey(record.id)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One change to store. `key` and `rev` name the record it replaces and the revision it was computed
+    from (None for a new record, or for audit events alone), so an optimistic backend can check that
+    nothing moved."""
+
+    change: Change
+    key: Key | None = None
+    rev: int | None = None
+
+    @property
+    def new(self) -> bool:
+        return self.key is not None and self.key.inserts
+
+
+Apply: TypeAlias = "Callable[[dict[Key, Stored]], list[Write]]"
+"""The steps of a batch, run on the records it loaded: pure, so a backend may run it again."""

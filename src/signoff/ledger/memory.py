@@ -18,9 +18,8 @@ from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
 from signoff.ledger.base import Ledger
-from signoff.ledger.keys import AskedKey, Key, StartedKey
+from signoff.ledger.keys import Apply, AskedKey, Key, StartedKey, Write
 from signoff.ledger.records import (
-    Apply,
     Change,
     Clock,
     Entries,
@@ -30,7 +29,6 @@ from signoff.ledger.records import (
     Stored,
     StoredChat,
     TaskQuery,
-    Write,
 )
 from signoff.ledger.stores import ApprovalStore, Backend, ChatStore, PrincipalStore, TaskStore
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any
 
 from signoff.core.approval import Approval
 from signoff.core.audit import AuditEvent
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
-
-if TYPE_CHECKING:
-    from signoff.ledger.keys import Key
 
 Clock = Callable[[], float]
 TaskStep = Callable[[Task], tuple[Task, AuditEvent | None]]
@@ -126,22 +123,3 @@ class Stored:
 
     record: Any
     rev: int
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """One change to store. `key` and `rev` name the record it replaces and the revision it was computed
-    from (None for a new record, or for audit events alone), so an optimistic backend can check that
-    nothing moved."""
-
-    change: Change
-    key: Key | None = None
-    rev: int | None = None
-
-    @property
-    def new(self) -> bool:
-        return self.key is not None and self.key.inserts
-
-
-Apply: TypeAlias = "Callable[[dict[Key, Stored]], list[Write]]"
-"""The steps of a batch, run on the records it loaded: pure, so a backend may run it again."""

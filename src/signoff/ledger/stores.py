@@ -20,9 +20,8 @@ from signoff.core.audit import AuditEntry, AuditKey
 from signoff.core.grant import Grant
 from signoff.core.principal import Registered
 from signoff.core.task import Task
-from signoff.ledger.keys import Key
+from signoff.ledger.keys import Apply, Key
 from signoff.ledger.records import (
-    Apply,
     Change,
     Entries,
     Progress,

@@ -32,10 +32,20 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditKey, Head
 from signoff.core.errors import LedgerUnavailable, Unstorable
 from signoff.ledger import rows
-from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
+from signoff.ledger.keys import (
+    Apply,
+    ApprovalKey,
+    AskedKey,
+    GrantKey,
+    Key,
+    PrincipalKey,
+    StartedKey,
+    TaskKey,
+    Write,
+)
 from signoff.ledger.postgres.schema import lock_key, safe, upgrade
 from signoff.ledger.postgres.stores import PostgresApprovals, PostgresChats, PostgresPrincipals, PostgresTasks
-from signoff.ledger.records import Apply, Change, Stored, Write
+from signoff.ledger.records import Change, Stored
 from signoff.ledger.rows import (
     AUDIT_HEAD,
     POSTGRES,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
+
+import psycopg
 
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry
@@ -16,13 +19,20 @@ from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, Sto
 from signoff.ledger.rows import AUDIT_COLUMNS, POSTGRES, approval_record, grant_record, principal_record
 from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
 
-if TYPE_CHECKING:  # the backend makes these stores, over its pool
-    from signoff.ledger.postgres.backend import PostgresBackend
+
+class Database(Protocol):
+    """What the stores need of the backend that makes them: its pool, through these (and nothing of the
+    backend itself, which imports them)."""
+
+    def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+    async def select(self, query: str, params: Sequence[object] = ()) -> list[Any]: ...
+    async def execute(self, statements: Sequence[rows.Statement]) -> int: ...
+    def task_write(self) -> AbstractAsyncContextManager[tuple[psycopg.AsyncConnection[Any], int]]: ...
 
 
 @dataclass
 class PostgresApprovals(ApprovalStore):
-    db: PostgresBackend
+    db: Database
 
     async def load(self, approval_id: str) -> Approval | None:
         found = await self.db.select("SELECT record FROM approvals WHERE id = %s", (approval_id,))
@@ -58,7 +68,7 @@ class PostgresApprovals(ApprovalStore):
 
 @dataclass
 class PostgresTasks(TaskStore):
-    db: PostgresBackend
+    db: Database
 
     async def load(self, task_id: str) -> Task | None:
         found = await self.db.select(*rows.task_by(POSTGRES, "id", task_id))
@@ -102,7 +112,7 @@ the added ones overwrite any they land on."""
 
 @dataclass
 class PostgresChats(ChatStore):
-    db: PostgresBackend
+    db: Database
 
     async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
         query = (
@@ -146,7 +156,7 @@ class PostgresChats(ChatStore):
 
 @dataclass
 class PostgresPrincipals(PrincipalStore):
-    db: PostgresBackend
+    db: Database
 
     async def load(self, principal_id: str) -> Registered | None:
         found = await self.db.select(f"{rows.PRINCIPALS} WHERE id = %s", (principal_id,))

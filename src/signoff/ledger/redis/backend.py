@@ -70,8 +70,18 @@ from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditKey, Head, chain
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.task import Task
-from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
-from signoff.ledger.records import Apply, Change, Stored, Write
+from signoff.ledger.keys import (
+    Apply,
+    ApprovalKey,
+    AskedKey,
+    GrantKey,
+    Key,
+    PrincipalKey,
+    StartedKey,
+    TaskKey,
+    Write,
+)
+from signoff.ledger.records import Change, Stored
 from signoff.ledger.redis import scripts
 from signoff.ledger.redis.stores import RedisApprovals, RedisChats, RedisPrincipals, RedisTasks, task_of
 from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record

@@ -3,9 +3,9 @@ and the writes nothing audits, each one script."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 from redis import asyncio as aioredis
@@ -19,8 +19,18 @@ from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, Sto
 from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record, task_from_row
 from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
 
-if TYPE_CHECKING:  # the backend makes these stores, over its client
-    from signoff.ledger.redis.backend import RedisBackend
+
+class Database(Protocol):
+    """What the stores need of the backend that makes them: its client, through these (and nothing of the
+    backend itself, which imports them)."""
+
+    prefix: str
+
+    def key(self, *parts: str) -> str: ...
+    async def call(self, fn: Callable[[aioredis.Redis], Any]) -> Any: ...
+    async def script(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any: ...
+    async def records(self, keys: Sequence[str]) -> list[bytes]: ...
+
 
 _entry = msgspec.json.Decoder(AuditEntry).decode
 _encode = msgspec.json.Encoder().encode
@@ -28,7 +38,7 @@ _encode = msgspec.json.Encoder().encode
 
 @dataclass
 class RedisApprovals(ApprovalStore):
-    db: RedisBackend
+    db: Database
 
     async def load(self, approval_id: str) -> Approval | None:
         records = await self.db.records([self.db.key("a", approval_id)])
@@ -87,7 +97,7 @@ class RedisApprovals(ApprovalStore):
 
 @dataclass
 class RedisTasks(TaskStore):
-    db: RedisBackend
+    db: Database
 
     async def load(self, task_id: str) -> Task | None:
         found = await self._load([task_id])
@@ -134,7 +144,7 @@ class RedisTasks(TaskStore):
 
 @dataclass
 class RedisChats(ChatStore):
-    db: RedisBackend
+    db: Database
 
     async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
         found = await self.db.script("load_chat", self._chat_keys(chat_id), ["" if held is None else held])
@@ -188,7 +198,7 @@ class RedisChats(ChatStore):
 
 @dataclass
 class RedisPrincipals(PrincipalStore):
-    db: RedisBackend
+    db: Database
 
     async def load(self, principal_id: str) -> Registered | None:
         records = await self.db.records([self.db.key("p", principal_id)])

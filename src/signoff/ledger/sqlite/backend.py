@@ -44,8 +44,8 @@ import msgspec
 from signoff.core.audit import GENESIS_HEAD, AuditKey
 from signoff.core.errors import LedgerUnavailable
 from signoff.ledger import rows
-from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
-from signoff.ledger.records import Apply, Change, Stored
+from signoff.ledger.keys import Apply, ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
+from signoff.ledger.records import Change, Stored
 from signoff.ledger.rows import AUDIT_HEAD, SQLITE, approval_record, grant_record, principal_record
 from signoff.ledger.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from signoff.ledger.sqlite.stores import SqliteApprovals, SqliteChats, SqlitePrincipals, SqliteTasks

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry
@@ -17,13 +19,23 @@ from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, Sto
 from signoff.ledger.rows import AUDIT_COLUMNS, SQLITE, approval_record, grant_record, principal_record
 from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
 
-if TYPE_CHECKING:  # the backend makes these stores, over its connection
-    from signoff.ledger.sqlite.backend import SqliteBackend
+T = TypeVar("T")
+
+
+class Database(Protocol):
+    """What the stores need of the backend that makes them: its connection, through these (and nothing of
+    the backend itself, which imports them)."""
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T: ...
+    def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]: ...
+    def execute(self, statements: Sequence[rows.Statement]) -> int: ...
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def reading(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
 @dataclass
 class SqliteApprovals(ApprovalStore):
-    db: SqliteBackend
+    db: Database
 
     async def load(self, approval_id: str) -> Approval | None:
         found = await self.db.run(self.db.select, "SELECT record FROM approvals WHERE id = ?", (approval_id,))
@@ -62,7 +74,7 @@ class SqliteApprovals(ApprovalStore):
 class SqliteTasks(TaskStore):
     """Each write numbers its changes under the write lock, so numbers follow commit order."""
 
-    db: SqliteBackend
+    db: Database
 
     async def load(self, task_id: str) -> Task | None:
         found = await self.db.run(self.db.select, *rows.task_by(SQLITE, "id", task_id))
@@ -108,7 +120,7 @@ class SqliteChats(ChatStore):
     """A chat's entries are rows beside its own, one each, so a save writes the entries it adds: SQLite
     rewrites a large value page by page, and a state holding a long history cost 0.5 ms to save."""
 
-    db: SqliteBackend
+    db: Database
 
     async def load(self, chat_id: str, held: int | None) -> StoredChat | None:
         def read() -> StoredChat | None:
@@ -172,7 +184,7 @@ class SqliteChats(ChatStore):
 
 @dataclass
 class SqlitePrincipals(PrincipalStore):
-    db: SqliteBackend
+    db: Database
 
     async def load(self, principal_id: str) -> Registered | None:
         found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,))
