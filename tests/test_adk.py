@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 from google.adk.apps.app import App
 from google.adk.runners import Runner
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -25,6 +26,8 @@ from signoff.integrations.adk import AdkChat, SignoffPlugin
 from signoff.integrations.turn import Discard, Turn, current_turn
 from signoff.ledger import MemoryLedger
 from signoff.protocol import ChatRequest, Chunk, UserMessage, encode
+from tests.chats import answer, chunks, serve_demo
+from tests.chats import user as posted
 
 
 def user(chat: str, text: str) -> ChatRequest:
@@ -151,3 +154,22 @@ async def test_a_reload_shows_the_answered_call_with_its_result() -> None:
 async def _state(chat: AdkChat, chat_id: str) -> tuple[object, Any]:
     """The chat as it is read: what it waits on comes from its session and the ledger."""
     return await chat.load(chat_id)
+
+
+async def test_a_regenerate_is_refused_before_anything_is_recorded() -> None:
+    """An ADK session only grows, so the chat can't regenerate a reply: the request is refused before the
+    chat records anything of it (here an approval it carries), and the question stays asked."""
+    async for site in serve_demo("adk", demo_policy()):
+        async with httpx.AsyncClient(base_url=f"http://{site.base}") as client:
+            first = posted("c1", "pay 50 USD to Hanako")
+            asked = await client.post("/api/chat", json=first)
+            assert asked.status_code == 200 and "tool-approval-request" in asked.text
+            body = {**answer(first, chunks(asked.text), [(True, "")]), "trigger": "regenerate-message"}
+            again = await client.post("/api/chat", json=body)
+            assert again.status_code == 409, again.text
+            assert again.json()["error"] == {
+                "message": "an ADK chat cannot regenerate a reply: its session only grows",
+                "field": "trigger",
+            }
+        (approval,) = await site.ledger.approvals(chat_id="c1")
+        assert approval.state is State.PENDING and approval.votes == ()

@@ -234,13 +234,17 @@ async def begin(
     browser_timeout: float,
     made: Collection[str],
     browser_tools: Collection[str],
+    cannot_regenerate: str | None = None,
 ) -> Begun:
     """The I/O before the machine's step and the step itself, the same for every framework: given the
     chat as `loaded`, claim it for `principal`, record the approval responses and take the browser
     results (`made`: the ids of the calls the chat's history holds), expire overdue browser calls, and
-    choose the action; a request the machine refuses raises `OutOfTurn`, and one that supersedes
-    what is open withdraws it."""
+    choose the action; a request the machine refuses raises `OutOfTurn`, and one that supersedes or
+    regenerates what is open withdraws it. A framework that can't regenerate a reply says why in
+    `cannot_regenerate`, and such a request is refused before anything is recorded."""
     chat_id, (stored, state) = request.chat_id, loaded
+    if cannot_regenerate is not None and request_of(request) is Request.REGENERATE:
+        raise OutOfTurn("trigger", cannot_regenerate)
     stored = await claim(ledger, chat_id, stored, principal)
     decided = await accept_responses(
         ledger, chat_id, state.approvals, request.approvals, principal, signing_key, browser_tools
@@ -260,7 +264,7 @@ async def begin(
     if waits.overdue:  # a late output is not used: the deadline is the deadline
         begun.outputs = {}
         begun.expired = await expire_overdue(ledger, chat_id, state.browser_calls, browser_timeout)
-    if action is Action.SUPERSEDE:
+    if action in (Action.SUPERSEDE, Action.REGENERATE):
         await withdraw(ledger, state, principal.id)
     return begun
 
@@ -277,6 +281,8 @@ class ServedChat(abc.ABC):
     seconds fails, and the model is told so."""
 
     browser_tools: tuple[BrowserToolInfo, ...] = ()
+    cannot_regenerate: str | None = None
+    """Why the framework can't run a reply again from the last user message, if it can't."""
 
     def __init__(self, gate: Gate, *, signing_key: bytes = b"", browser_timeout: float = 120.0) -> None:
         self.gate = gate
@@ -325,7 +331,7 @@ class ServedChat(abc.ABC):
         ledger, key, timeout = self.gate.ledger, self.signing_key, self.browser_timeout
         return await begin(
             ledger, request, principal, loaded, signing_key=key, browser_timeout=timeout, made=made,
-            browser_tools=self.browser_names,
+            browser_tools=self.browser_names, cannot_regenerate=self.cannot_regenerate,
         )  # fmt: skip
 
     async def waiting(self, chat_id: str) -> dict[str, str]:

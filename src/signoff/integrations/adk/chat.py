@@ -42,7 +42,6 @@ from signoff.integrations.adk.messages import open_in, ui_messages
 from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
-from signoff.integrations.machine import Action
 from signoff.integrations.state import ChatState, encode_state, load_state, task_news, withdraw
 from signoff.integrations.trust import OutOfTurn
 from signoff.integrations.turn import Browser, Turn
@@ -114,6 +113,8 @@ class AdkChat(ServedChat):
     `session_service` keeps the conversations (one session per chat); every worker serving the same chats
     needs the same one, and the same `signing_key`.
     """
+
+    cannot_regenerate = "an ADK chat cannot regenerate a reply: its session only grows"
 
     def __init__(
         self,
@@ -206,8 +207,6 @@ class AdkChat(ServedChat):
         ledger, chat_id = self.gate.ledger, request.chat_id
         stored, state, _, made = await self._read(chat_id)
         begun = await self.begin(request, principal, (stored, state), made)
-        if begun.action is Action.REGENERATE:
-            raise OutOfTurn("trigger", "an ADK chat cannot regenerate a reply: its session only grows")
         state = begun.state
         outputs: dict[str, Any] = {c: _response(o) for c, o in begun.outputs.items()}
         if begun.expired is not None:

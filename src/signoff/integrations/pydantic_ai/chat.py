@@ -47,7 +47,6 @@ from signoff.integrations.state import (
     encode_state,
     state_of,
     task_news,
-    withdraw,
 )
 from signoff.integrations.trust import OutOfTurn
 from signoff.integrations.turn import Browser, Turn
@@ -196,7 +195,6 @@ class AgentChat(ServedChat):
             case Action.REGENERATE:
                 earlier, prompt = _before_last_prompt(history)
                 run = {"message_history": earlier, "user_prompt": prompt}
-                await withdraw(ledger, state, principal.id)
             case Action.SUPERSEDE:
                 assert request.user_message is not None
                 run["user_prompt"] = request.user_message.text
