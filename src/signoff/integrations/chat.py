@@ -144,7 +144,7 @@ class RunningReply(abc.ABC, Generic[T]):
 
     def asking(self) -> dict[str, str]:
         """The calls this reply asked a person about so far: call id to approval id."""
-        return dict(self.translator.asked) if self.translator else {}
+        return {c: a.id for c, a in self.translator.asked.items()} if self.translator else {}
 
     def unresolved(self) -> dict[str, str]:
         """The calls of the streamed message with no result yet: call id to tool name (where known)."""

@@ -53,10 +53,9 @@ class Translator:
         self.signing_key = signing_key
         self.visible = set(visible)
         """The calls of the message being streamed: its own and those of an earlier request it continues."""
-        self.asked: dict[str, str] = {}
-        """The calls this reply asked a person about: call id to approval id."""
-        self.questions: dict[str, Approval] = {}
-        """Those questions as asked, to ask again at a later pause while they wait."""
+        self.asked: dict[str, Approval] = {}
+        """The calls this reply asked a person about, each with its approval as asked (to ask again at a
+        later pause while it waits)."""
         self.since_pause: set[str] = set()
         """The calls whose question went out in the client's stream now open: since the last pause."""
         self.reopened: frozenset[str] | None = None
@@ -131,7 +130,7 @@ class Translator:
         left = self.reopened
         again = [
             approval_request(approval, self.signing_key)
-            for call_id, approval in self.questions.items()
+            for call_id, approval in self.asked.items()
             if left is not None
             and call_id in self.turn.waiting
             and call_id not in self.since_pause
@@ -147,8 +146,7 @@ class Translator:
             case Asked(approval):
                 if approval.call.call_id not in self.visible:
                     return []
-                self.asked[approval.call.call_id] = approval.id
-                self.questions[approval.call.call_id] = approval
+                self.asked[approval.call.call_id] = approval
                 self.since_pause.add(approval.call.call_id)
                 return [approval_request(approval, self.signing_key)]
             case Handed(call):

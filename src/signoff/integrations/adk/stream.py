@@ -83,7 +83,8 @@ class AdkTranslator(stream.Translator):
     @property
     def asking(self) -> dict[str, str]:
         """The calls still waiting on a person at the end: asked, and with no result."""
-        return {c: a for c, a in self.asked.items() if c not in self.answered and c not in self.handed_over}
+        settled = self.answered | self.handed_over
+        return {c: a.id for c, a in self.asked.items() if c not in settled}
 
     def _event(self, event: Event, parts: list[types.Part]) -> list[Chunk]:
         if event.usage_metadata is not None and not event.partial:
