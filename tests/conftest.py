@@ -9,15 +9,20 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 import redis
 from psycopg import sql
 
+from signoff.demo.runtime import RUNTIMES
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger, open_ledger
 from signoff.ledger.postgres import PostgresLedger
 from signoff.ledger.redis import RedisLedger
+
+if TYPE_CHECKING:
+    from tests.chats import Site
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis"]
 SHARED = ["sqlite", "postgres", "redis"]
@@ -98,6 +103,22 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> str:
+    """The agent framework a demo runs on."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def site(runtime: str) -> AsyncIterator[Site]:
+    """The demo agent on `runtime`, served in this process with the demo's policy."""
+    from signoff.demo.walkthrough import demo_policy
+    from tests.chats import serve_demo  # it imports this module's neighbours, which import this one
+
+    async for served in serve_demo(runtime, demo_policy()):
+        yield served
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ model. The demo's `change_bgm` is one, on both frameworks."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,24 +14,12 @@ from signoff.core.errors import PolicyError
 from signoff.core.policy import Policy
 from signoff.core.principal import Principal
 from signoff.demo.runtime import demo_agent_for
-from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
 from signoff.integrations.acknowledged import record_acted, result_digest
 from signoff.ledger import MemoryLedger
 from signoff.protocol import ToolOutput
 from signoff.server.loading import chat_for
-from tests.chats import PLAYS, Site, chunks, said, serve_demo, user
-
-
-@pytest.fixture(params=["pydantic-ai", "adk"])
-def runtime(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def site(runtime: str) -> AsyncIterator[Site]:
-    async for served in serve_demo(runtime, demo_policy()):
-        yield served
+from tests.chats import PLAYS, Site, chunks, said, user
 
 
 def chat_with(runtime: str, policy: str) -> None:

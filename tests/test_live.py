@@ -13,22 +13,9 @@ import websockets
 
 from signoff.core.approval import State
 from signoff.core.policy import Policy
-from signoff.demo.runtime import RUNTIMES
-from signoff.demo.walkthrough import demo_policy
 from tests.chats import PLAYS, Site, decided, responded, serve_demo, tool_part, user
 
 Socket = websockets.ClientConnection
-
-
-@pytest.fixture(params=RUNTIMES)
-def runtime(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def site(runtime: str) -> AsyncIterator[Site]:
-    async for served in serve_demo(runtime, demo_policy()):
-        yield served
 
 
 async def frame(socket: Socket) -> dict[str, Any] | str:

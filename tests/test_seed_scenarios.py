@@ -23,25 +23,12 @@ import websockets
 
 from signoff.core.approval import State
 from signoff.core.policy import Policy
-from signoff.demo.runtime import RUNTIMES
 from signoff.demo.tools import STARTING_BALANCE
-from signoff.demo.walkthrough import demo_policy
 from tests.chats import PLAYS, Site, Verdict, decided, responded, serve_demo, tool_part, user
 
 WHERE = {"latitude": 35.68, "longitude": 139.76}
 DEADLINE = 0.5
 """The payment deadline of the timed-out scenario, in seconds."""
-
-
-@pytest.fixture(params=RUNTIMES)
-def runtime(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def site(runtime: str) -> AsyncIterator[Site]:
-    async for served in serve_demo(runtime, demo_policy()):
-        yield served
 
 
 @pytest.fixture
