@@ -235,8 +235,6 @@ class ApprovalsAPI:
             await self._visible(principal, approval_id)
             decision = body.decision(principal)
             approval = await self.ledger.decide(approval_id, decision, policy=self.policy)
-        except BadBody:  # the app answers it (see `server.app`)
-            raise
         except SignoffError as exc:
             return await refused(exc, self.ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))

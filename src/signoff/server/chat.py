@@ -37,7 +37,7 @@ from signoff.core.principal import Principal
 from signoff.gate import Wait
 from signoff.integrations.chat import Chat
 from signoff.integrations.state import owner_of
-from signoff.integrations.trust import NotAllowed, Unknown, Untrusted, decide_in_chat
+from signoff.integrations.trust import NotAllowed, Unknown, decide_in_chat
 from signoff.protocol import (
     DONE,
     HEADERS,
@@ -52,7 +52,7 @@ from signoff.protocol import (
 from signoff.server.approvals import approval_event, approval_json, event_response, may_see, refused
 from signoff.server.auth import principal_of
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import DECISION_BODY, BadBody, error, json_response, read_body
+from signoff.server.http import DECISION_BODY, error, json_response, read_body
 from signoff.server.owners import Owners
 from signoff.server.refusals import Kind
 from signoff.server.replies import Replies
@@ -228,8 +228,6 @@ class ChatAPI:
             approval = await decide_in_chat(
                 ledger, chat_id, approval_id, principal, body.approved, body.reason, body.remember
             )
-        except (BadBody, Untrusted):  # the app answers them (see `server.app`)
-            raise
         except SignoffError as exc:
             return await refused(exc, ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))
