@@ -125,7 +125,7 @@ def chat_of(i: int) -> str:
 class Parking(Ledger):
     """Counts waiters that have parked, so a benchmark decides only once a waiter is really waiting.
 
-    `Ledger.wait` calls the `_watch` hook after it has subscribed and read the approval as pending, right
+    `Approvals.wait` calls the `_watch` hook after it has subscribed and read the approval as pending, right
     before it awaits its future, with no suspension in between. Counting those calls is exact for every
     backend (the SQLite read is a thread round trip, so a fixed number of `sleep(0)` would not be) and adds
     one integer increment to the path being measured.
@@ -136,13 +136,19 @@ class Parking(Ledger):
     _reached: asyncio.Event | None = None
     on_park: Callable[[int], None] | None = None
 
-    def _watch(self) -> None:
-        super()._watch()
-        self.parked += 1
-        if self.on_park is not None:
-            self.on_park(self.parked)
-        if self._reached is not None and self.parked >= self._want:
-            self._reached.set()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        watch = self.approvals._watch
+
+        def parking() -> None:
+            watch()
+            self.parked += 1
+            if self.on_park is not None:
+                self.on_park(self.parked)
+            if self._reached is not None and self.parked >= self._want:
+                self._reached.set()
+
+        self.approvals._watch = parking
 
     async def until_parked(self, count: int) -> None:
         """Return once `count` waiters in all have parked (then yield twice more, to be sure).
@@ -213,7 +219,7 @@ async def open_many(ledger: Ledger, count: int, prefix: str, label: str) -> list
     ids = []
     for i in range(count):
         call = payment(f"{prefix}{i}", i)
-        approval = await ledger.open(
+        approval = await ledger.approvals.open(
             call, chat_id=chat_of(i), description=describe_call(call), rule="default"
         )
         ids.append(approval.id)
@@ -226,7 +232,7 @@ async def open_many(ledger: Ledger, count: int, prefix: str, label: str) -> list
 
 async def resumed_at(ledger: Ledger, approval_id: str) -> float:
     """A waiter that notes the time as the very first thing after `wait` returns."""
-    await ledger.wait(approval_id)
+    await ledger.approvals.wait(approval_id)
     return time.perf_counter()
 
 
@@ -257,7 +263,7 @@ async def ledger_latency(
         if settle:
             await asyncio.sleep(settle)
         t0 = time.perf_counter()
-        await ledger.decide(approval_id, decision)
+        await ledger.approvals.decide(approval_id, decision)
         decided = time.perf_counter()
         async with asyncio.timeout(10):
             t1 = await waiter
@@ -281,10 +287,10 @@ async def gate_latency(count: int) -> list[float]:
         blocked = asyncio.create_task(authorized_at(gate, call, chat_id))
         async with asyncio.timeout(10):
             await ledger.until_parked(n + 1)
-        approval = await ledger.find(chat_id, call.call_id)
+        approval = await ledger.approvals.find(chat_id, call.call_id)
         assert approval is not None
         t0 = time.perf_counter()
-        await ledger.decide(approval.id, decision)
+        await ledger.approvals.decide(approval.id, decision)
         async with asyncio.timeout(10):
             outcome, t1 = await blocked
         if not isinstance(outcome, Allowed):
@@ -346,7 +352,7 @@ async def decide_all(ledger: Ledger, ids: list[str], tasks: int, label: str) -> 
     async def decider() -> None:
         nonlocal done
         for approval_id in queue:
-            await ledger.decide(approval_id, decision)
+            await ledger.approvals.decide(approval_id, decision)
             done += 1
             progress.tick(done)
 
@@ -451,7 +457,8 @@ async def probe(waiters: Waiters, meter: Meter, count: int) -> dict[str, Any]:
     """Park `count` blocked waiters in a fresh process and measure the memory they hold.
 
     `gate`: each waiter is a task in `Gate.authorize` (default policy, so it opens an approval and blocks).
-    `bare`: approvals are opened first (measured on their own), then each waiter is a task in `ledger.wait`.
+    `bare`: approvals are opened first (measured on their own), then each waiter is a task in
+    `ledger.approvals.wait`.
     Run in a fresh process because memory freed by an earlier benchmark would be reused and hide growth,
     and tracemalloc's own bookkeeping would inflate RSS: each meter gets its own process.
     """
@@ -482,7 +489,7 @@ async def probe(waiters: Waiters, meter: Meter, count: int) -> dict[str, Any]:
         ids = await open_many(ledger, count, "c", label)
         records = measure()
         for i, approval_id in enumerate(ids):
-            tasks.append(asyncio.create_task(ledger.wait(approval_id)))
+            tasks.append(asyncio.create_task(ledger.approvals.wait(approval_id)))
             creating.tick(i + 1)
     async with asyncio.timeout(900):
         await ledger.until_parked(count)
@@ -496,10 +503,10 @@ async def probe(waiters: Waiters, meter: Meter, count: int) -> dict[str, Any]:
             location, code = where(frame.filename, frame.lineno)
             sites.append([stat.size_diff / count, stat.count_diff / count, location, code])
         tracemalloc.stop()  # the sanity pass below need not be traced, and runs three times faster
-    pending = await ledger.approvals(state="pending")
+    pending = await ledger.approvals.query(state="pending")
     deciding = Progress(f"{label}, decided", count)
     for n, approval in enumerate(pending):
-        await ledger.decide(approval.id, decision)
+        await ledger.approvals.decide(approval.id, decision)
         deciding.tick(n + 1)
     async with asyncio.timeout(900):
         results = await asyncio.gather(*tasks)
@@ -584,11 +591,13 @@ def bench_memory(report: Report, scale: float) -> None:
     report.line(
         "  entries, the notifier's future and list, the asyncio Task, the coroutine frames authorize ->"
     )
-    report.line("  ledger.wait (no approvers, no deadline), the Ruling, and the caller's ToolCall and ids.")
+    report.line(
+        "  ledger.approvals.wait (no approvers, no deadline), the Ruling, and the caller's ToolCall and ids."
+    )
     report.line("  breakdown (tracemalloc / RSS per waiter):")
     rows = [
         ("approval record + audit entry + indexes", bare_tm["records"], bare_rss["records"]),
-        ("bare ledger.wait waiter on top", bare_tm["waiters"], bare_rss["waiters"]),
+        ("bare ledger.approvals.wait waiter on top", bare_tm["waiters"], bare_rss["waiters"]),
         (
             "Gate.authorize on top of that",
             gate_tm["total"] - bare_tm["total"],

@@ -75,7 +75,7 @@ from signoff.integrations.pydantic_ai.toolset import (
     SignoffToolset,
 )
 from signoff.ledger import open_ledger
-from signoff.ledger.chats import ChatLedger
+from signoff.ledger.chats import Chats
 from signoff.ledger.memory import MemoryBackend
 from signoff.ledger.sqlite.backend import SqliteBackend
 from signoff.protocol import encode, frame, parse_chat_request
@@ -805,8 +805,8 @@ COUNTED: list[tuple[object, str, str]] = [
     (SqliteBackend, "_submit", THREAD_HOPS),
     (SqliteBackend, "transact", "ledger write transactions"),
     (MemoryBackend, "transact", "ledger write transactions"),
-    (ChatLedger, "save_chat", "chat-state saves"),
-    (ChatLedger, "log_replies", "reply-log writes"),
+    (Chats, "save", "chat-state saves"),
+    (Chats, "log_replies", "reply-log writes"),
     (pydantic_chat, "open_calls", "open-call scans (msgspec)"),
     (SignoffToolset, "__init__", "toolset wrappers built"),
     (Signoff, "__init__", "capabilities built"),

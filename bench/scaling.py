@@ -295,7 +295,9 @@ def payment(call_id: str, i: int) -> ToolCall:
 
 async def open_one(ledger: Ledger, call_id: str, i: int) -> Approval:
     """Open one pending approval as the gate would (a payment, in one of 100 chats)."""
-    return await ledger.open(payment(call_id, i), chat_id=f"chat{i % 100}", description="bench", rule="bench")
+    return await ledger.approvals.open(
+        payment(call_id, i), chat_id=f"chat{i % 100}", description="bench", rule="bench"
+    )
 
 
 async def open_many(ledger: Ledger, count: int, prefix: str, label: str) -> list[str]:
@@ -332,9 +334,10 @@ async def concurrently(calls: int, tasks: int, call: Callable[[int], Awaitable[o
 
 
 class Parks:
-    """Counts waiters that have parked in `ledger.wait`, so the decider acts only once one really waits.
+    """Counts waiters that have parked in `ledger.approvals.wait`, so the decider acts only once one really
+    waits.
 
-    `Ledger.wait` calls the `_watch` hook after it has subscribed and read the approval as pending, right
+    `Approvals.wait` calls the `_watch` hook after it has subscribed and read the approval as pending, right
     before it awaits its future, with nothing in between that could suspend. `open_ledger` builds the
     ledger, so the hook is wrapped on the instance rather than in a subclass; the ledger's own `_watch`
     (which starts its LISTEN / SUBSCRIBE watcher) still runs first.
@@ -343,14 +346,14 @@ class Parks:
     def __init__(self, ledger: Ledger) -> None:
         self.count = 0
         self._changed = asyncio.Event()
-        inner = ledger._watch
+        inner = ledger.approvals._watch
 
         def watch() -> None:
             inner()
             self.count += 1
             self._changed.set()
 
-        ledger._watch = watch  # type: ignore[method-assign]
+        ledger.approvals._watch = watch  # type: ignore[method-assign]
 
     async def reach(self, count: int) -> None:
         async with asyncio.timeout(WAKE_TIMEOUT):
@@ -365,7 +368,7 @@ class Parks:
 async def resumed_at(ledger: Ledger, approval_id: str) -> tuple[int, str]:
     """A waiter that notes the time as the very first thing after `wait` returns (monotonic clock, which
     all processes on one machine share), and the state it was woken with."""
-    approval = await ledger.wait(approval_id)
+    approval = await ledger.approvals.wait(approval_id)
     return time.monotonic_ns(), str(approval.state)
 
 
@@ -384,7 +387,7 @@ async def waiter_role(spec: dict[str, Any], inbox: Inbox) -> None:
         try:
             if spec["standing"]:
                 anchor = await open_one(ledger, f"{spec['tag']}-standing", 0)
-                standing = asyncio.create_task(ledger.wait(anchor.id))
+                standing = asyncio.create_task(ledger.approvals.wait(anchor.id))
                 await parks.reach(1)
                 await asyncio.sleep(0.2)  # the watcher connects and subscribes
             for i in range(spec["count"]):
@@ -409,7 +412,7 @@ async def decider_role(spec: dict[str, Any], inbox: Inbox) -> None:
     async with open_ledger(spec["url"]) as ledger:
 
         async def decide(ids: list[str]) -> None:
-            await concurrently(len(ids), CONCURRENCY, lambda i: ledger.decide(ids[i], decision))
+            await concurrently(len(ids), CONCURRENCY, lambda i: ledger.approvals.decide(ids[i], decision))
 
         await decide(spec["warm"])
         inbox.send({"ready": True})
@@ -511,7 +514,7 @@ async def cross_process_latency(
         for n in range(total):
             approval_id = await waiter.expect("parked")
             t0 = time.monotonic_ns()
-            await ledger.decide(approval_id, decision)
+            await ledger.approvals.decide(approval_id, decision)
             decided = time.monotonic_ns()
             reply = await waiter.receive(WAKE_TIMEOUT)
             if reply.get("state") != str(State.APPROVED):
@@ -610,8 +613,8 @@ async def decisions_per_second(server: Server, count: int) -> tuple[int, float, 
     result = await race("_decider", specs, REPLY_TIMEOUT + count / 100)
     mine = set(ids)  # the latency figure's approvals are in the same ledger
     async with open_ledger(server.ledger_url) as ledger:
-        pending = sum(a.id in mine for a in await ledger.approvals(state="pending"))
-        approved = sum(a.id in mine for a in await ledger.approvals(state="approved"))
+        pending = sum(a.id in mine for a in await ledger.approvals.query(state="pending"))
+        approved = sum(a.id in mine for a in await ledger.approvals.query(state="approved"))
     if result[0] != count or pending or approved != len(ids):
         raise RuntimeError(
             f"throughput {server.backend}: sanity check failed: {result[0]} decided of {count},"

@@ -18,8 +18,8 @@ fast as the ledger takes them; the figures say what that buys and what it costs:
    calls `progress(k * 100 // R, f"step {k}")`, and does so R times, so all N bodies run and report at
    once. The calls' rate, from the release to the last call, is the offered load; beside it the CPU this
    process and the rest of the machine (the PostgreSQL server included) used meanwhile. The ledger's rate
-   is the reports `Tasks` handed to `Ledger.report` (a subclass counts `len(batch)` and times each call),
-   from the release to the end of the last batch. "busy" is the share of that span the flusher spent
+   is the reports `Tasks` handed to `ledger.tasks.report` (a wrapper counts `len(batch)` and times each
+   call), from the release to the end of the last batch. "busy" is the share of that span the flusher spent
    inside `report`: near 100 %, the ledger is the limit and coalescing absorbs the rest. `ends`: when the
    last task's end was recorded.
 3. feeds: two `TaskFeed`s (interval 0.2 s) follow every task from before the first is created. Just
@@ -94,17 +94,20 @@ class Metered(Ledger):
         super().__init__(*args, **kwargs)
         self.batches: list[tuple[int, float, float]] = []  # (reports, seconds, end) per `report` call
         self.failures = 0
+        report = self.tasks.report
 
-    async def report(self, reports: Sequence[Progress]) -> list[str]:
-        start = time.perf_counter()
-        try:
-            return await super().report(reports)
-        except Exception:
-            self.failures += 1
-            raise
-        finally:
-            end = time.perf_counter()
-            self.batches.append((len(reports), end - start, end))
+        async def metered(reports: Sequence[Progress]) -> list[str]:
+            start = time.perf_counter()
+            try:
+                return await report(reports)
+            except Exception:
+                self.failures += 1
+                raise
+            finally:
+                end = time.perf_counter()
+                self.batches.append((len(reports), end - start, end))
+
+        self.tasks.report = metered
 
 
 class MeteredSqliteLedger(Metered, SqliteLedger):
@@ -325,7 +328,7 @@ async def measure(backend: Backend, dsn: str, run: Run) -> None:
             async with asyncio.timeout(PHASE_TIMEOUT):
                 await asyncio.gather(*followers)
             caught_up = time.perf_counter() - ended
-            final = await writer.tasks()
+            final = await writer.tasks.query()
         finally:
             await tasks.close()
             for follower in followers:

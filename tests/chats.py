@@ -157,7 +157,7 @@ def responded(call: dict[str, Any], request: dict[str, Any], verdict: Verdict) -
 
 async def decided(site: Site, approval_id: str) -> None:
     for _ in range(300):
-        if (await site.ledger.get(approval_id)).state is not State.PENDING:
+        if (await site.ledger.approvals.get(approval_id)).state is not State.PENDING:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"approval {approval_id} was never decided")

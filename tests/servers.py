@@ -71,8 +71,8 @@ class DemoServer:
 
         async def read() -> LedgerView:
             async with SqliteLedger(self.db) as ledger:
-                approvals = [a for chat_id in chat_ids for a in await ledger.approvals(chat_id=chat_id)]
-                return LedgerView(approvals=approvals, audit=await ledger.audit(0, 10_000))
+                approvals = [a for chat_id in chat_ids for a in await ledger.approvals.query(chat_id=chat_id)]
+                return LedgerView(approvals=approvals, audit=await ledger.audit.entries(0, 10_000))
 
         return asyncio.run(read())
 
@@ -163,7 +163,7 @@ async def audited(ledger: Ledger, wanted: Callable[[list[AuditEntry]], bool]) ->
     """The audit once `wanted` holds for it, within 5 s: refusals of unauthenticated requests are written
     when their second ends, counted (see `server.refusals`)."""
     deadline = time.monotonic() + 5.0
-    while not wanted(entries := await ledger.audit(0, 100_000)):
+    while not wanted(entries := await ledger.audit.entries(0, 100_000)):
         assert time.monotonic() < deadline, f"the audit never showed what was wanted: {entries[-5:]}"
         await asyncio.sleep(0.05)
     return entries

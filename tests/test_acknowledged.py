@@ -97,10 +97,10 @@ async def test_a_report_is_recorded_once_and_an_echo_never() -> None:
     known = {"c1": result_digest(sent), "c2": ""}
     async with ledger:
         await record_acted(ledger, "chat", owner, known, [sent])
-        assert [e for e in await ledger.audit(0, 100) if e.action == "acted"] == []
+        assert [e for e in await ledger.audit.entries(0, 100) if e.action == "acted"] == []
         for _ in range(3):
             await record_acted(ledger, "chat", owner, known, [failed, ToolOutput(call_id="c3", tool="x")])
-        (entry,) = [e for e in await ledger.audit(0, 100) if e.action == "acted"]
+        (entry,) = [e for e in await ledger.audit.entries(0, 100) if e.action == "acted"]
     assert (
         entry.subject == "c1" and entry.actor == "alice" and entry.detail["result"] == result_digest(failed)
     )
@@ -112,5 +112,5 @@ REPORTED = "the browser reported on an acknowledged call ({}); the model is not 
 
 
 async def acted(site: Site, call_id: str) -> list[dict[str, Any]]:
-    entries = await site.ledger.audit(0, 10_000)
+    entries = await site.ledger.audit.entries(0, 10_000)
     return [dict(e.detail) for e in entries if (e.action, e.subject) == ("acted", call_id)]

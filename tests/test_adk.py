@@ -81,7 +81,7 @@ async def test_a_deferred_question_is_the_original_call_asked_with_a_ledger_appr
     call = next(c for c in chunks if c["type"] == "tool-input-available")
     asked = next(c for c in chunks if c["type"] == "tool-approval-request")
     assert asked["toolCallId"] == call["toolCallId"]
-    approval = await ledger.get(asked["approvalId"])
+    approval = await ledger.approvals.get(asked["approvalId"])
     assert approval.chat_id == "c1" and approval.call.call_id == call["toolCallId"]
     assert len(approval.id) >= len("apr_") + 22  # 128 random bits, base64url
     assert not any(c["type"].startswith("tool-output") for c in chunks)  # the placeholder is not an output
@@ -112,7 +112,7 @@ async def test_adks_confirmed_flag_decides_nothing_the_ledger_does() -> None:
     finally:
         current_turn.reset(token)
     assert wallets.payments == []
-    assert (await ledger.get(approval_id)).state is State.PENDING
+    assert (await ledger.approvals.get(approval_id)).state is State.PENDING
     await ledger.close()
 
 
@@ -121,12 +121,12 @@ async def test_a_waiting_adk_chat_stores_only_its_session_mark_and_reads_its_que
         chat = AdkChat(demo_adk_agent(), Gate(ledger, demo_policy()))
         chunks = await reply(chat, user("c1", "pay 50 USD to Hanako"))
         asked = next(c for c in chunks if c["type"] == "tool-approval-request")
-        stored = await ledger.load_chat("c1")
+        stored = await ledger.chats.load("c1")
         assert stored is not None and set(json.loads(stored.state)) == {"events", "assistant_id"}
         assert await chat.waiting("c1") == {asked["toolCallId"]: asked["approvalId"]}
         _, state = await chat.load("c1")
         assert set(state.confirmations) == {asked["toolCallId"]}  # ADK's own question, from its session
-        await ledger.decide(asked["approvalId"], Decision.deny("inbox", reason="not today"))
+        await ledger.approvals.decide(asked["approvalId"], Decision.deny("inbox", reason="not today"))
         assert await chat.waiting("c1") == {asked["toolCallId"]: asked["approvalId"]}  # until it is heard
         await reply(chat, ChatRequest(chat_id="c1", trigger="submit-message"))
         assert await chat.waiting("c1") == {}
@@ -138,7 +138,7 @@ async def test_a_reload_shows_the_answered_call_with_its_result() -> None:
     chat = AdkChat(demo_adk_agent(), Gate(ledger, demo_policy()))
     chunks = await reply(chat, user("c1", "pay 50 USD to Hanako"))
     asked = next(c for c in chunks if c["type"] == "tool-approval-request")
-    await ledger.decide(asked["approvalId"], Decision.approve("inbox"))
+    await ledger.approvals.decide(asked["approvalId"], Decision.approve("inbox"))
     continued = await reply(chat, ChatRequest(chat_id="c1", trigger="submit-message"))
     assert continued[0] == {"type": "start", "messageId": chunks[0]["messageId"]}  # the same message
     assert continued[1]["type"] == "tool-output-available"  # before any step, as the client needs
@@ -171,5 +171,5 @@ async def test_a_regenerate_is_refused_before_anything_is_recorded() -> None:
                 "message": "an ADK chat cannot regenerate a reply: its session only grows",
                 "field": "trigger",
             }
-        (approval,) = await site.ledger.approvals(chat_id="c1")
+        (approval,) = await site.ledger.approvals.query(chat_id="c1")
         assert approval.state is State.PENDING and approval.votes == ()

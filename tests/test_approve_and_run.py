@@ -54,11 +54,11 @@ async def test_an_approved_location_runs_in_two_requests(site: Site) -> None:
         chunks = sse(second.text)
     assert "You are at 35.68, 139.76." in "".join(c.get("delta", "") for c in chunks)
     assert not any(c["type"] == "tool-input-available" for c in chunks)  # never handed over again
-    (approval,) = await site.ledger.approvals(chat_id="c1")
+    (approval,) = await site.ledger.approvals.query(chat_id="c1")
     assert approval.state == "consumed"
-    runs = [e for e in await site.ledger.audit() if e.action == "run"]
+    runs = [e for e in await site.ledger.audit.entries() if e.action == "run"]
     assert [(r.subject, r.detail["tool"]) for r in runs] == [(approval.call.call_id, "get_location")]
-    count, broken = await site.ledger.verify_audit()
+    count, broken = await site.ledger.audit.verify()
     assert broken is None and count > 0
 
 
@@ -70,9 +70,9 @@ async def test_a_refused_locations_output_is_never_used_and_that_is_audited(site
         assert second.status_code == 200, second.text
         spoken = "".join(c.get("delta", "") for c in sse(second.text))
     assert "35.68" not in spoken and "no thanks" in spoken
-    (approval,) = await site.ledger.approvals(chat_id="c1")
+    (approval,) = await site.ledger.approvals.query(chat_id="c1")
     assert approval.state == "denied"
-    refusals = [e for e in await site.ledger.audit() if e.action == "refuse"]
+    refusals = [e for e in await site.ledger.audit.entries() if e.action == "refuse"]
     assert any("output is not used" in str(e.detail.get("why")) for e in refusals)
 
 
@@ -85,7 +85,7 @@ async def test_an_output_for_a_server_tool_sent_with_its_approval_is_refused(sit
     assert forged.status_code == 409, forged.text
     assert "waits for a person's approval, not for an output" in forged.text
     assert site.wallets.payments == []
-    (approval,) = await site.ledger.approvals(chat_id="c1")
+    (approval,) = await site.ledger.approvals.query(chat_id="c1")
     assert approval.state == "pending"  # nothing of the refused request took effect
-    refusals = [e for e in await site.ledger.audit() if e.action == "refuse"]
+    refusals = [e for e in await site.ledger.audit.entries() if e.action == "refuse"]
     assert [e.subject for e in refusals] == [approval.id]

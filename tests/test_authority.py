@@ -39,41 +39,41 @@ PAY = ToolCall("call_1", "process_payment", {"amount": 600, "currency": "USD", "
 
 
 async def asked(ledger: Ledger, authority: Authority = FINANCE_TWO, requester: str = "carol") -> str:
-    approval = await ledger.open(
+    approval = await ledger.approvals.open(
         PAY, chat_id="c1", description="Pay", rule="r", requester=requester, authority=authority
     )
     return approval.id
 
 
 async def refusals(ledger: Ledger, subject: str) -> list[str]:
-    return [e.actor for e in await ledger.audit() if e.action == "refuse" and e.subject == subject]
+    return [e.actor for e in await ledger.audit.entries() if e.action == "refuse" and e.subject == subject]
 
 
 async def test_two_distinct_principals_reach_the_quorum(ledger: Ledger) -> None:
     approval_id = await asked(ledger)
-    first = await ledger.decide(approval_id, Decision.approve(ALICE, "ok"))
+    first = await ledger.approvals.decide(approval_id, Decision.approve(ALICE, "ok"))
     assert first.state is State.PENDING and first.tally == "1 of 2: Alice"
     assert first.awaited == "finance, 1 of 2: Alice"
-    second = await ledger.decide(approval_id, Decision.approve(BOB))
+    second = await ledger.approvals.decide(approval_id, Decision.approve(BOB))
     assert second.state is State.APPROVED and second.tally == "2 of 2: Alice, bob"
     assert second.by == "bob" and [v.decision.by for v in second.votes] == ["alice", "bob"]
-    assert (await ledger.get(approval_id)).state is State.APPROVED
-    entries = [e for e in await ledger.audit() if e.subject == approval_id]
+    assert (await ledger.approvals.get(approval_id)).state is State.APPROVED
+    entries = [e for e in await ledger.audit.entries() if e.subject == approval_id]
     assert [(e.action, e.actor, e.after) for e in entries] == [
         ("open", "signoff:gate", "pending"),
         ("approve", "alice", "pending"),
         ("approve", "bob", "approved"),
     ]
     assert entries[1].detail["via"] == "token" and entries[1].detail["votes"] == 1
-    assert await ledger.verify_audit() == (3, None)
+    assert await ledger.audit.verify() == (3, None)
 
 
 async def test_the_same_principal_twice_is_refused_and_audited(ledger: Ledger) -> None:
     approval_id = await asked(ledger)
-    await ledger.decide(approval_id, Decision.approve(ALICE))
+    await ledger.approvals.decide(approval_id, Decision.approve(ALICE))
     with pytest.raises(AlreadyVoted, match="alice approved"):
-        await ledger.decide(approval_id, Decision.approve(ALICE))
-    again = await ledger.get(approval_id)
+        await ledger.approvals.decide(approval_id, Decision.approve(ALICE))
+    again = await ledger.approvals.get(approval_id)
     assert again.state is State.PENDING and len(again.votes) == 1
     assert await refusals(ledger, approval_id) == ["alice"]
 
@@ -82,27 +82,27 @@ async def test_a_principal_without_the_role_may_not_decide(ledger: Ledger) -> No
     approval_id = await asked(ledger)
     for decision in (Decision.approve(SUPPORT), Decision.deny(SUPPORT, "no")):
         with pytest.raises(NotAnApprover, match=r"sam may not decide .* it waits for finance"):
-            await ledger.decide(approval_id, decision)
-    assert (await ledger.get(approval_id)).state is State.PENDING
+            await ledger.approvals.decide(approval_id, decision)
+    assert (await ledger.approvals.get(approval_id)).state is State.PENDING
     assert await refusals(ledger, approval_id) == ["sam", "sam"]
 
 
 async def test_four_eyes_the_requester_never_counts(ledger: Ledger) -> None:
     approval_id = await asked(ledger, requester="alice")
     with pytest.raises(NotAnApprover):
-        await ledger.decide(approval_id, Decision.approve(ALICE))
+        await ledger.approvals.decide(approval_id, Decision.approve(ALICE))
     admin_requester = Principal(id="root", roles=("admin", "finance"), via="cli")
     own = await asked_again(ledger, requester="root")
     with pytest.raises(NotAnApprover):  # not even an admin approves its own request under four eyes
-        await ledger.decide(own, Decision.approve(admin_requester))
-    await ledger.decide(approval_id, Decision.approve(BOB))
-    done = await ledger.decide(approval_id, Decision.approve(CAROL))
+        await ledger.approvals.decide(own, Decision.approve(admin_requester))
+    await ledger.approvals.decide(approval_id, Decision.approve(BOB))
+    done = await ledger.approvals.decide(approval_id, Decision.approve(CAROL))
     assert done.state is State.APPROVED
 
 
 async def asked_again(ledger: Ledger, requester: str) -> str:
     call = ToolCall("call_2", PAY.tool, PAY.args)
-    approval = await ledger.open(
+    approval = await ledger.approvals.open(
         call, chat_id="c1", description="Pay", rule="r", requester=requester, authority=FINANCE_TWO
     )
     return approval.id
@@ -110,31 +110,33 @@ async def asked_again(ledger: Ledger, requester: str) -> str:
 
 async def test_one_deny_after_an_approve_denies(ledger: Ledger) -> None:
     approval_id = await asked(ledger)
-    await ledger.decide(approval_id, Decision.approve(ALICE))
-    denied = await ledger.decide(approval_id, Decision.deny(BOB, "not this month"))
+    await ledger.approvals.decide(approval_id, Decision.approve(ALICE))
+    denied = await ledger.approvals.decide(approval_id, Decision.deny(BOB, "not this month"))
     assert denied.state is State.DENIED and denied.by == "bob" and denied.reason == "not this month"
     with pytest.raises(Exception, match="already decided"):
-        await ledger.decide(approval_id, Decision.approve(CAROL))
+        await ledger.approvals.decide(approval_id, Decision.approve(CAROL))
 
 
 async def test_an_edit_restarts_the_count_for_the_edited_call(ledger: Ledger) -> None:
     approval_id = await asked(ledger)
-    await ledger.decide(approval_id, Decision.approve(ALICE))
+    await ledger.approvals.decide(approval_id, Decision.approve(ALICE))
     edit = Decision.edit({**PAY.args, "amount": 550}, BOB)
-    edited = await ledger.decide(approval_id, edit, policy=FINANCE_POLICY)
+    edited = await ledger.approvals.decide(approval_id, edit, policy=FINANCE_POLICY)
     assert edited.state is State.PENDING and edited.tally == "1 of 2: bob"
     assert edited.approved_call.args["amount"] == 550
-    done = await ledger.decide(approval_id, Decision.approve(ALICE))  # alice approves the edited call
+    done = await ledger.approvals.decide(
+        approval_id, Decision.approve(ALICE)
+    )  # alice approves the edited call
     assert done.state is State.APPROVED and done.approved_call.args["amount"] == 550
     with pytest.raises(Exception, match="not the call"):
-        await ledger.consume(approval_id, PAY, "gate")  # the original arguments can no longer run
-    await ledger.consume(approval_id, done.approved_call, "gate")
+        await ledger.approvals.consume(approval_id, PAY, "gate")  # the original arguments can no longer run
+    await ledger.approvals.consume(approval_id, done.approved_call, "gate")
 
 
 async def test_a_quorum_cannot_be_remembered(ledger: Ledger) -> None:
     approval_id = await asked(ledger)
     with pytest.raises(InvalidDecision, match="needs 2 approvers"):
-        await ledger.decide(approval_id, Decision.approve(ALICE, remember="session"))
+        await ledger.approvals.decide(approval_id, Decision.approve(ALICE, remember="session"))
 
 
 async def test_the_default_authority_is_the_requester_admins_and_the_programs_own_approvers(
@@ -144,12 +146,14 @@ async def test_the_default_authority_is_the_requester_admins_and_the_programs_ow
     owner = Principal(id="browser:x", via="session")
     approval_id = await asked(ledger, default, requester=owner.id)
     with pytest.raises(NotAnApprover, match="waits for the requester or an admin"):
-        await ledger.decide(approval_id, Decision.approve(ALICE))
-    assert (await ledger.decide(approval_id, Decision.approve(owner))).state is State.APPROVED
+        await ledger.approvals.decide(approval_id, Decision.approve(ALICE))
+    assert (await ledger.approvals.decide(approval_id, Decision.approve(owner))).state is State.APPROVED
     for who in (Principal(id="admin", roles=("admin",), via="bootstrap"), Principal(id="callback")):
         call = ToolCall(f"c-{who.id}", PAY.tool, PAY.args)
-        opened = await ledger.open(call, chat_id="c1", description="d", rule="r", requester=owner.id)
-        assert (await ledger.decide(opened.id, Decision.approve(who))).state is State.APPROVED
+        opened = await ledger.approvals.open(
+            call, chat_id="c1", description="d", rule="r", requester=owner.id
+        )
+        assert (await ledger.approvals.decide(opened.id, Decision.approve(who))).state is State.APPROVED
 
 
 async def test_the_gate_asks_with_the_rules_authority_and_the_requester() -> None:
@@ -171,11 +175,11 @@ async def test_the_gate_asks_with_the_rules_authority_and_the_requester() -> Non
         approval = pending.approval
         assert approval.requester == "alice" and approval.authority.quorum == 2
         assert approval.authority.awaited() == "finance or dana"
-        await ledger.decide(approval.id, Decision.approve(Principal(id="dana")))
+        await ledger.approvals.decide(approval.id, Decision.approve(Principal(id="dana")))
         waiting = asyncio.ensure_future(gate.authorize(PAY, chat_id="c1", requester="alice"))
         await asyncio.sleep(0.01)
         assert not waiting.done(), "one vote of two decides nothing"
-        await ledger.decide(approval.id, Decision.approve(BOB))
+        await ledger.approvals.decide(approval.id, Decision.approve(BOB))
         outcome = await asyncio.wait_for(waiting, 5)
         assert isinstance(outcome, Allowed) and outcome.by == "bob"
 
@@ -192,7 +196,7 @@ async def test_an_approver_callback_the_rule_does_not_name_abstains() -> None:
         gate = Gate(ledger, policy, approvers=[lambda approval: Decision.approve("intern")])
         outcome = await gate.authorize(PAY, chat_id="c1", requester=ANONYMOUS.id)
         assert isinstance(outcome, Expired) and outcome.reason == "no decision before the deadline"
-        actions = [e.action for e in await ledger.audit()]
+        actions = [e.action for e in await ledger.audit.entries()]
         assert "refuse" in actions and "approver-failed" in actions
 
 
@@ -218,28 +222,28 @@ def test_a_bad_authority_in_a_policy_is_named(rule: str, fault: str) -> None:
 
 
 async def test_tokens_are_stored_only_as_hashes_and_revoked_at_once(ledger: Ledger, tmp_path: Path) -> None:
-    record, token = await ledger.register("alice", ["finance"], display="Alice", actor="cli:root")
+    record, token = await ledger.principals.register("alice", ["finance"], display="Alice", actor="cli:root")
     assert token.startswith("sop_") and len(token) > 40 and record.token_hash != token
-    assert await ledger.authenticate(token) == Principal(
+    assert await ledger.principals.authenticate(token) == Principal(
         id="alice", name="Alice", roles=("finance",), via="token"
     )
-    assert await ledger.authenticate(token + "x") is None
+    assert await ledger.principals.authenticate(token + "x") is None
     assert token not in await stored_text(ledger, tmp_path), "the token itself must never be stored"
     with pytest.raises(PrincipalExists):
-        await ledger.register("alice", [], actor="cli:root")
-    changed = await ledger.assign_roles("alice", ["finance", "ops"], "cli:root")
+        await ledger.principals.register("alice", [], actor="cli:root")
+    changed = await ledger.principals.assign_roles("alice", ["finance", "ops"], "cli:root")
     assert changed.roles == ("finance", "ops")
-    assert (await ledger.authenticate(token)).roles == ("finance", "ops")  # type: ignore[union-attr]
-    await ledger.revoke_principal("alice", "cli:root")
-    assert await ledger.authenticate(token) is None
-    assert [p.id for p in await ledger.principals()] == ["alice"]
-    assert [e.action for e in await ledger.audit()] == ["register", "roles", "revoke"]
-    assert await ledger.verify_audit() == (3, None)
+    assert (await ledger.principals.authenticate(token)).roles == ("finance", "ops")  # type: ignore[union-attr]
+    await ledger.principals.revoke("alice", "cli:root")
+    assert await ledger.principals.authenticate(token) is None
+    assert [p.id for p in await ledger.principals.all()] == ["alice"]
+    assert [e.action for e in await ledger.audit.entries()] == ["register", "roles", "revoke"]
+    assert await ledger.audit.verify() == (3, None)
 
 
 async def test_two_registrations_of_one_name_race_and_one_wins(ledger: Ledger) -> None:
     results = await asyncio.gather(
-        *(ledger.register("zed", [], actor=f"cli:{n}") for n in range(5)), return_exceptions=True
+        *(ledger.principals.register("zed", [], actor=f"cli:{n}") for n in range(5)), return_exceptions=True
     )
     assert sum(not isinstance(r, BaseException) for r in results) == 1
     assert all(isinstance(r, PrincipalExists) for r in results if isinstance(r, BaseException))
@@ -268,21 +272,21 @@ async def stored_text(ledger: Ledger, tmp_path: Path) -> str:
                 elif kind == b"stream":
                     found.append(repr(await client.xrange(key)))
             return "".join(found)
-    return repr(await ledger.principals()) + repr(await ledger.audit())
+    return repr(await ledger.principals.all()) + repr(await ledger.audit.entries())
 
 
 async def test_principals_that_read_alike_are_told_apart(ledger: Ledger) -> None:
     """Two principals given one display name, and an identity provider's user who named itself like a
     registered one: the tally says which is which."""
     approval_id = await asked(ledger)
-    await ledger.decide(approval_id, Decision.approve(ALICE))
+    await ledger.approvals.decide(approval_id, Decision.approve(ALICE))
     namesake = Principal(id="alice2", name="Alice", roles=("finance",), via="token")
     assert (
-        await ledger.decide(approval_id, Decision.approve(namesake))
+        await ledger.approvals.decide(approval_id, Decision.approve(namesake))
     ).tally == "2 of 2: Alice [alice], Alice [alice2]"
     other = await asked_again(ledger, requester="carol")
     intruder = Principal(id="oidc:intruder-42", name="Alice", roles=("finance",), via="oidc")
-    await ledger.decide(other, Decision.approve(intruder))
-    done = await ledger.decide(other, Decision.approve(ALICE))
+    await ledger.approvals.decide(other, Decision.approve(intruder))
+    done = await ledger.approvals.decide(other, Decision.approve(ALICE))
     assert done.tally == "2 of 2: Alice (oidc: intruder-42), Alice"
     assert intruder.described == "Alice (oidc: intruder-42; finance)"

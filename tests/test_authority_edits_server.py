@@ -52,7 +52,7 @@ async def test_an_edit_is_judged_by_the_rule_of_the_call_it_makes(site: Site) ->
         done = await alice.post(url, json={"approved": True})
         assert done.status_code == 200 and done.json()["tally"] == "2 of 2: admin, alice"
         assert "Paid 900 USD to Mallory" in said((await reply).text)
-    entries = [e for e in await site.ledger.audit(0, 10_000) if e.subject == asked["id"]]
+    entries = [e for e in await site.ledger.audit.entries(0, 10_000) if e.subject == asked["id"]]
     assert [e.action for e in entries if e.action in ("refuse", "edit", "approve", "consume")] == [
         "refuse", "edit", "refuse", "approve", "consume",
     ]  # fmt: skip
@@ -79,12 +79,12 @@ async def test_always_needs_an_admin_or_a_listed_role(site: Site) -> None:
 async def test_a_principal_promoted_in_its_table_is_refused_and_audited(site: Site) -> None:
     async with site.client("olivia") as olivia:
         assert (await olivia.get("/api/me")).json()["roles"] == []
-        record = await site.ledger.principal("olivia")
+        record = await site.ledger.principals.get("olivia")
         await Database(site.ledger).put(msgspec.structs.replace(record, roles=("finance",)))
-        assert isinstance(await site.ledger.principal("olivia"), Registered)
+        assert isinstance(await site.ledger.principals.get("olivia"), Registered)
         refused = await olivia.get("/api/me")
         assert refused.status_code == 401, refused.text
-    found = [e for e in await site.ledger.audit(0, 10_000) if e.subject == "principal:olivia"]
+    found = [e for e in await site.ledger.audit.entries(0, 10_000) if e.subject == "principal:olivia"]
     assert [(e.action, e.detail.get("why")) for e in found][-1] == (
         "refuse",
         "its record carries no valid proof",

@@ -73,12 +73,14 @@ async def asked(gate: Gate, call: ToolCall, chat: str = "c1", requester: str = O
 
 
 async def refusals(ledger: Ledger, subject: str, action: str = "refuse") -> list[dict[str, Any]]:
-    return [e.detail for e in await ledger.audit(0, 10_000) if e.action == action and e.subject == subject]
+    return [
+        e.detail for e in await ledger.audit.entries(0, 10_000) if e.action == action and e.subject == subject
+    ]
 
 
 async def principal(ledger: Ledger, name: str, *roles: str) -> Principal:
-    _, token = await ledger.register(name, list(roles), actor="test")
-    found = await ledger.authenticate(token)
+    _, token = await ledger.principals.register(name, list(roles), actor="test")
+    found = await ledger.principals.authenticate(token)
     assert found is not None
     return found
 
@@ -93,9 +95,9 @@ async def test_an_edit_to_a_stricter_rule_by_one_it_does_not_admit_is_refused(le
     approval_id = await asked(gate, pay(50))
     edit = Decision.edit({"amount": 900, "recipient": "Mallory"}, OWNER)
     with pytest.raises(EditNotAdmitted, match="the edited call needs finance, 0 of 2") as refused:
-        await ledger.decide(approval_id, edit, policy=POLICY)
+        await ledger.approvals.decide(approval_id, edit, policy=POLICY)
     assert isinstance(refused.value, NotAnApprover), "every channel answers it as a 403"
-    unchanged = await ledger.get(approval_id)
+    unchanged = await ledger.approvals.get(approval_id)
     assert unchanged.state is State.PENDING and unchanged.approved_call == pay(50) and not unchanged.votes
     assert unchanged.rule == "pay[4]" and unchanged.authority.quorum == 1
     ran: list[dict[str, Any]] = []
@@ -109,8 +111,8 @@ async def test_an_edit_to_a_stricter_rule_by_one_it_admits_takes_that_rule(ledge
     eyes, description), the count starts again from the admin, and the deadline is never later."""
     gate = Gate(ledger, POLICY)
     approval_id = await asked(gate, pay(50))
-    before = await ledger.get(approval_id)
-    edited = await ledger.decide(
+    before = await ledger.approvals.get(approval_id)
+    edited = await ledger.approvals.decide(
         approval_id, Decision.edit({"amount": 900, "recipient": "Mallory"}, ADMIN), policy=POLICY
     )
     assert edited.state is State.PENDING and edited.tally == "1 of 2: admin"
@@ -123,20 +125,20 @@ async def test_an_edit_to_a_stricter_rule_by_one_it_admits_takes_that_rule(ledge
     assert before.deadline is not None and edited.deadline is not None
     assert edited.deadline <= before.deadline, "the 10m rule's deadline, not the 30m one's, and never later"
     with pytest.raises(NotAnApprover):  # the chat's owner asked for it: four eyes now
-        await ledger.decide(approval_id, Decision.approve(OWNER), policy=POLICY)
-    done = await ledger.decide(approval_id, Decision.approve(ALICE), policy=POLICY)
+        await ledger.approvals.decide(approval_id, Decision.approve(OWNER), policy=POLICY)
+    done = await ledger.approvals.decide(approval_id, Decision.approve(ALICE), policy=POLICY)
     assert done.state is State.APPROVED and done.tally == "2 of 2: admin, alice"
     ran: list[dict[str, Any]] = []
     outcome = await gate.run(pay(50), lambda **a: ran.append(a), chat_id="c1", wait="deferred")
     assert outcome is None and ran == [{"amount": 900, "recipient": "Mallory"}]
-    assert (await ledger.verify_audit())[1] is None
+    assert (await ledger.audit.verify())[1] is None
 
 
 async def test_an_edit_never_extends_the_deadline(ledger: Ledger) -> None:
     gate = Gate(ledger, POLICY)
     approval_id = await asked(gate, pay(600))  # the 10m rule
-    before = await ledger.get(approval_id)
-    edited = await ledger.decide(
+    before = await ledger.approvals.get(approval_id)
+    edited = await ledger.approvals.decide(
         approval_id, Decision.edit({"amount": 200, "recipient": "Jiro"}, ADMIN), policy=POLICY
     )
     assert edited.rule == "pay[2]" and edited.deadline == before.deadline, "the 1h rule does not extend it"
@@ -147,17 +149,17 @@ async def test_an_edit_to_a_denied_call_is_refused_and_the_approval_waits(ledger
     gate = Gate(ledger, POLICY)
     approval_id = await asked(gate, pay(50))
     with pytest.raises(EditRefused, match="normal\\(recipient\\)"):
-        await ledger.decide(
+        await ledger.approvals.decide(
             approval_id, Decision.edit({"amount": 50, "recipient": "Blocked"}, ADMIN), policy=POLICY
         )
-    assert (await ledger.get(approval_id)).state is State.PENDING
+    assert (await ledger.approvals.get(approval_id)).state is State.PENDING
     assert len(await refusals(ledger, approval_id)) == 1
 
 
 async def test_an_edit_to_an_allowed_call_counts_under_the_rule_that_asked(ledger: Ledger) -> None:
     gate = Gate(ledger, POLICY)
     approval_id = await asked(gate, pay(50))
-    edited = await ledger.decide(
+    edited = await ledger.approvals.decide(
         approval_id, Decision.edit({"amount": 5, "recipient": "Hanako"}, OWNER), policy=POLICY
     )
     assert (
@@ -176,14 +178,16 @@ async def test_always_from_a_principal_without_a_listed_role_is_refused(ledger: 
     gate = Gate(ledger, POLICY)
     approval_id = await asked(gate, pay(50, "Mallory"))
     with pytest.raises(MayNotRemember, match="remember_always"):
-        await ledger.decide(approval_id, Decision.approve(OWNER, remember="always"), policy=POLICY)
-    assert (await ledger.get(approval_id)).state is State.PENDING and await ledger.grants() == []
+        await ledger.approvals.decide(approval_id, Decision.approve(OWNER, remember="always"), policy=POLICY)
+    assert (
+        await ledger.approvals.get(approval_id)
+    ).state is State.PENDING and await ledger.grants.query() == []
     olga = await principal(ledger, "olga", "ops")
-    await ledger.decide(approval_id, Decision.approve(olga, remember="always"), policy=POLICY)
-    assert [g.scope for g in await ledger.grants()] == ["always"], "ops is listed for this rule"
+    await ledger.approvals.decide(approval_id, Decision.approve(olga, remember="always"), policy=POLICY)
+    assert [g.scope for g in await ledger.grants.query()] == ["always"], "ops is listed for this rule"
     big = await asked(gate, pay(200, "Mallory", call_id="c2"))  # one of finance; finance may remember
-    await ledger.decide(big, Decision.approve(ADMIN, remember="always"), policy=POLICY)
-    assert [g.scope for g in await ledger.grants()] == ["always", "always"], "an admin may, anywhere"
+    await ledger.approvals.decide(big, Decision.approve(ADMIN, remember="always"), policy=POLICY)
+    assert [g.scope for g in await ledger.grants.query()] == ["always", "always"], "an admin may, anywhere"
 
 
 async def test_a_grant_is_used_only_where_its_maker_could_decide_alone(ledger: Ledger) -> None:
@@ -193,8 +197,10 @@ async def test_a_grant_is_used_only_where_its_maker_could_decide_alone(ledger: L
     gate = Gate(ledger, POLICY)
     olga = await principal(ledger, "olga", "ops")
     approval_id = await asked(gate, pay(50, "Mallory"))
-    await ledger.decide(approval_id, Decision.approve(olga, remember="always", any_args=True), policy=POLICY)
-    (grant,) = await ledger.grants()
+    await ledger.approvals.decide(
+        approval_id, Decision.approve(olga, remember="always", any_args=True), policy=POLICY
+    )
+    (grant,) = await ledger.grants.query()
     assert (grant.via, grant.roles) == ("token", ("ops",))
 
     used = await gate.authorize(pay(60, "Mallory", "b1"), chat_id="other", wait="deferred", requester="dave")
@@ -210,22 +216,22 @@ async def test_a_grant_stops_working_when_its_maker_is_demoted_or_revoked(ledger
     gate = Gate(ledger, POLICY)
     olga = await principal(ledger, "olga", "ops")
     approval_id = await asked(gate, pay(50, "Mallory"))
-    await ledger.decide(approval_id, Decision.approve(olga, remember="always"), policy=POLICY)
+    await ledger.approvals.decide(approval_id, Decision.approve(olga, remember="always"), policy=POLICY)
     again = pay(50, "Mallory", "b1")
     used = await gate.authorize(again, chat_id="other", wait="deferred", requester="dave")
     assert isinstance(used, Allowed) and used.via == "grant"
-    await ledger.assign_roles("olga", [], "test")
+    await ledger.principals.assign_roles("olga", [], "test")
     demoted = await gate.authorize(
         pay(50, "Mallory", "b2"), chat_id="other", wait="deferred", requester="dave"
     )
     assert isinstance(demoted, Pending), "olga has no role now: her grant answers for nothing"
-    await ledger.assign_roles("olga", ["ops"], "test")
-    await ledger.revoke_principal("olga", "test")
+    await ledger.principals.assign_roles("olga", ["ops"], "test")
+    await ledger.principals.revoke("olga", "test")
     revoked = await gate.authorize(
         pay(50, "Mallory", "b3"), chat_id="other", wait="deferred", requester="dave"
     )
     assert isinstance(revoked, Pending)
-    whys = [r["why"] for r in await refusals(ledger, (await ledger.grants())[0].id, "unused")]
+    whys = [r["why"] for r in await refusals(ledger, (await ledger.grants.query())[0].id, "unused")]
     assert "waits for ops or the requester" in whys[0] and "is revoked" in whys[1]
 
 
@@ -237,7 +243,9 @@ async def test_four_eyes_holds_against_a_grant(ledger: Ledger) -> None:
     run = ToolCall("a1", "audit", {"books": "2026"})
     asked_by_dave = await gate.authorize(run, chat_id="c1", wait="deferred", requester="dave")
     assert isinstance(asked_by_dave, Pending)
-    await ledger.decide(asked_by_dave.approval.id, Decision.approve(olga, remember="always"), policy=POLICY)
+    await ledger.approvals.decide(
+        asked_by_dave.approval.id, Decision.approve(olga, remember="always"), policy=POLICY
+    )
     for_dave = await gate.authorize(
         ToolCall("a2", "audit", run.args), chat_id="c2", wait="deferred", requester="dave"
     )
@@ -246,5 +254,5 @@ async def test_four_eyes_holds_against_a_grant(ledger: Ledger) -> None:
         ToolCall("a3", "audit", run.args), chat_id="c3", wait="deferred", requester="olga"
     )
     assert isinstance(for_olga, Pending)
-    grant_id = (await ledger.grants())[0].id
+    grant_id = (await ledger.grants.query())[0].id
     assert "rule wants another's eyes" in (await refusals(ledger, grant_id, "unused"))[0]["why"]

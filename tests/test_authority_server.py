@@ -80,7 +80,7 @@ async def serve(
     tokens = {}
     for name, roles in [("olivia", []), ("mallory", []), ("alice", ["finance"]), ("bob", ["finance"]),
                         ("sam", ["support"])]:  # fmt: skip
-        _, tokens[name] = await ledger.register(name, roles, actor="test")
+        _, tokens[name] = await ledger.principals.register(name, roles, actor="test")
     oidc = OidcSettings(issuer=ISSUER, audience=AUDIENCE, jwks=str(issuer.jwks), roles_claim="realm.roles")
     app = create_app(
         demo_agent(), ledger, Settings(token=ADMIN, oidc=oidc, keepalive=0.2, **settings),
@@ -125,7 +125,9 @@ async def pending(client: httpx.AsyncClient, chat: str) -> dict[str, Any]:
 
 
 async def refusals(ledger: Ledger, actor: str) -> list[dict[str, Any]]:
-    return [e.detail for e in await ledger.audit(0, 10_000) if e.action == "refuse" and e.actor == actor]
+    return [
+        e.detail for e in await ledger.audit.entries(0, 10_000) if e.action == "refuse" and e.actor == actor
+    ]
 
 
 # -- principals and decisions ----------------------------------------------------------------------------
@@ -176,7 +178,7 @@ async def test_two_finance_approvers_four_eyes_and_what_each_sees(site: Site) ->
     assert [r["why"].split(" approval")[0] for r in refused] == [
         "not an", "not an", "olivia may not decide"
     ]  # fmt: skip
-    entries = [e for e in await site.ledger.audit(0, 10_000) if e.subject == asked["id"]]
+    entries = [e for e in await site.ledger.audit.entries(0, 10_000) if e.subject == asked["id"]]
     assert [(e.action, e.actor) for e in entries if e.action in ("approve", "consume")] == [
         ("approve", "alice"), ("approve", "bob"), ("consume", "signoff:server"),
     ]  # fmt: skip
@@ -218,7 +220,7 @@ async def test_oidc_tokens_good_expired_wrong_audience_wrong_key(site: Site, iss
 async def test_revoked_and_unknown_personal_tokens_are_refused(site: Site) -> None:
     async with site.client("alice") as alice:
         assert (await alice.get("/api/me")).status_code == 200
-        await site.ledger.revoke_principal("alice", "test")
+        await site.ledger.principals.revoke("alice", "test")
         refused = await alice.get("/api/me")
         assert (
             refused.status_code == 401
@@ -302,7 +304,7 @@ async def test_two_principals_racing_to_start_one_chat_id_get_one_owner(memory_s
         )
         assert sorted(r.status_code for r in answers) in ([200, 404], [200, 409])
         owner = "olivia" if answers[0].status_code == 200 else "mallory"
-        assert (await memory_site.ledger.load_chat("race")).owner == owner  # type: ignore[union-attr]
+        assert (await memory_site.ledger.chats.load("race")).owner == owner  # type: ignore[union-attr]
 
 
 # -- cross-site use ----------------------------------------------------------------------------------------
@@ -359,7 +361,7 @@ async def test_a_page_on_another_site_gets_nothing_even_with_the_cookie(demo_lik
         return sum(e.detail["count"] for e in entries if e.subject == "site")
 
     await audited(site.ledger, lambda entries: sites(entries) >= 4)
-    assert sites(await site.ledger.audit(0, 1000)) == 4, "the preflight too, counted in one entry"
+    assert sites(await site.ledger.audit.entries(0, 1000)) == 4, "the preflight too, counted in one entry"
 
 
 async def test_the_live_socket_refuses_other_sites(demo_like: Site) -> None:

@@ -87,7 +87,7 @@ async def test_an_edit_the_tool_cannot_take_is_a_422_and_the_approval_stays_pend
         assert (
             refused.json()["error"]["message"] == f"the edited arguments do not fit process_payment: {fault}"
         )
-    assert (await ledger.get(approval["id"])).state == "pending"
+    assert (await ledger.approvals.get(approval["id"])).state == "pending"
     fine = await client.post(
         url,
         json={"approved": True, "args": {"amount": 5, "currency": "USD", "recipient": "Jiro"}},
@@ -115,17 +115,19 @@ async def test_outputs_the_chat_does_not_wait_for_are_refused_and_audited(
         answer = await client.post("/api/chat", json=body)
         assert answer.status_code == status, answer.text
     refused = [
-        e for e in await ledger.audit() if e.action == "refuse" and e.subject in (call_id, "call_never_made")
+        e
+        for e in await ledger.audit.entries()
+        if e.action == "refuse" and e.subject in (call_id, "call_never_made")
     ]
     assert [e.subject for e in refused] == [call_id, "call_never_made"]
-    assert (await ledger.get(approval["id"])).state == "pending", "a made-up output decides nothing"
+    assert (await ledger.approvals.get(approval["id"])).state == "pending", "a made-up output decides nothing"
 
 
 async def test_unauthenticated_refusals_are_counted_not_each_written(
     site: tuple[httpx.AsyncClient, Ledger],
 ) -> None:
     client, ledger = site
-    before = len(await ledger.audit(0, 100_000))
+    before = len(await ledger.audit.entries(0, 100_000))
     bogus = {"authorization": "Bearer nope"}
     answers = []
     started = time.time()
@@ -134,7 +136,7 @@ async def test_unauthenticated_refusals_are_counted_not_each_written(
     seconds = math.floor(time.time()) - math.floor(started) + 1  # the wall-clock seconds they spanned
     assert len(answers) == 1000 and {a.status_code for a in answers} == {401}
     await asyncio.sleep(1.5)  # the counts of the last second are written when it ends
-    written = (await ledger.audit(0, 100_000))[before:]
+    written = (await ledger.audit.entries(0, 100_000))[before:]
     # one entry per source, reason and second: as many as the seconds the 1,000 took, however fast
     assert 1 <= len(written) <= seconds, f"{len(written)} entries for 1,000 refusals in {seconds} s"
     assert sum(e.detail.get("count", 1) for e in written) == 1000

@@ -216,7 +216,7 @@ async def test_a_browser_call_without_a_result_ends_as_an_error_the_model_hears(
     assert location["state"] == "output-error"
     assert location["errorText"] == "the browser returned no result within 0.3 s"
     assert any("get_location failed" in p.get("text", "") for p in assistant["parts"])
-    [expired] = [e for e in await site.ledger.audit() if e.action == "expire"]
+    [expired] = [e for e in await site.ledger.audit.entries() if e.action == "expire"]
     assert expired.subject == location["toolCallId"] and expired.detail["chat"] == "c1"
 
     late = with_output(first, reply, state="output-available", output={"latitude": 1, "longitude": 2})

@@ -39,7 +39,7 @@ def seed(env: dict[str, str], count: int) -> list[str]:
         async with SqliteLedger(db_of(env)) as ledger:
             return [
                 (
-                    await ledger.open(
+                    await ledger.approvals.open(
                         payment(i), chat_id=f"chat-{i % 2}", description=f"Pay {i + 1}", rule="r"
                     )
                 ).id
@@ -52,7 +52,7 @@ def seed(env: dict[str, str], count: int) -> list[str]:
 def state(env: dict[str, str], approval_id: str) -> State:
     async def go() -> State:
         async with SqliteLedger(db_of(env)) as ledger:
-            return (await ledger.get(approval_id)).state
+            return (await ledger.approvals.get(approval_id)).state
 
     return asyncio.run(go())
 
@@ -172,7 +172,9 @@ def test_a_deleted_audit_row_is_named(cli_env: dict[str, str]) -> None:
 def test_expire_sweeps_due_approvals(cli_env: dict[str, str]) -> None:
     async def go() -> str:
         async with SqliteLedger(db_of(cli_env)) as ledger:
-            approval = await ledger.open(payment(0), chat_id="c", description="d", rule="r", deadline=0.01)
+            approval = await ledger.approvals.open(
+                payment(0), chat_id="c", description="d", rule="r", deadline=0.01
+            )
             return approval.id
 
     approval_id = asyncio.run(go())
@@ -273,10 +275,10 @@ def test_what_others_wrote_prints_as_it_is(cli_env: dict[str, str]) -> None:
     async def go() -> str:
         async with SqliteLedger(db_of(cli_env)) as ledger:
             call = ToolCall("c1", "process_payment", {"recipient": "M\u0430llory"})
-            approval = await ledger.open(
+            approval = await ledger.approvals.open(
                 call, chat_id="c[red]1[/]", description="Pay 50 USD to \u202eokanaH", rule="r"
             )
-            await ledger.record("refuse", approval.id, "evil\x1b[2J\u200bactor", why="x")
+            await ledger.audit.record("refuse", approval.id, "evil\x1b[2J\u200bactor", why="x")
             return approval.id
 
     approval_id = asyncio.run(go())

@@ -675,7 +675,7 @@ async def test_a_ledger_records_every_asked_call_as_an_approval_with_its_audit(t
         with pytest.raises(PermissionError, match="not that one"):
             await run(toolset, ("delete_file", {"path": "/etc/passwd"}))
 
-        approvals = await ledger.approvals()
+        approvals = await ledger.approvals.query()
         assert [(a.call.tool, a.call.args, str(a.state)) for a in approvals] == [
             ("delete_file", {"path": "/tmp/a"}, "consumed"),
             ("delete_file", {"path": "/etc/passwd"}, "denied"),
@@ -683,13 +683,13 @@ async def test_a_ledger_records_every_asked_call_as_an_approval_with_its_audit(t
         assert approvals[0].description == "delete_file(path='/tmp/a')"
         session = controller.memory.session
         assert {a.chat_id for a in approvals} == {session}
-        [grant] = await ledger.grants(chat_id=session)
+        [grant] = await ledger.grants.query(chat_id=session)
         assert grant.tool == "delete_file"
 
         controller.clear_session_approvals()
         await run(toolset, DELETE)
         assert prompts.tools == ["delete_file", "delete_file", "delete_file"]
-        assert await ledger.grants(chat_id=session) == []
+        assert await ledger.grants.query(chat_id=session) == []
         proof = await evidence.verify(ledger)
         assert proof.ok, proof.problems
         assert proof.count >= 6

@@ -59,10 +59,10 @@ async def history(ledger: Ledger, chat: str = "c1") -> str:
         asked = await gate.authorize(call, chat_id=chat, wait="deferred")
         approval_id = asked.approval.id  # type: ignore[union-attr]
         if verdict == "approve":
-            await ledger.decide(approval_id, Decision.approve("alice"))
+            await ledger.approvals.decide(approval_id, Decision.approve("alice"))
             await gate.run(call, lambda **a: ran.append(a), chat_id=chat, wait="deferred")
         elif verdict == "deny":
-            await ledger.decide(approval_id, Decision.deny("bob", "no"))
+            await ledger.approvals.decide(approval_id, Decision.deny("bob", "no"))
     assert len(ran) == 1
     return approval_id
 
@@ -76,7 +76,7 @@ async def test_a_clean_ledger_verifies(ledger: Ledger) -> None:
 async def test_a_chain_rebuilt_without_the_key_fails(ledger: Ledger) -> None:
     """Edit an entry and re-chain every later one, as someone with the rows but not the key can."""
     await history(ledger)
-    entries = await ledger.audit()
+    entries = await ledger.audit.entries()
     forger = AuditKey.generate()
     head = entries[1].head
     for entry in entries[2:]:
@@ -87,7 +87,7 @@ async def test_a_chain_rebuilt_without_the_key_fails(ledger: Ledger) -> None:
             forged.actor, forged.prev, forged.hash, forged.seq,
         )  # fmt: skip
         head = forged.head
-    count, broken = await ledger.verify_audit()
+    count, broken = await ledger.audit.verify()
     assert (count, broken.seq if broken else None) == (2, 3)
     assert broken is not None and "no key this keyring holds" in broken.problem
     assert not (await verify(ledger)).ok
@@ -97,20 +97,20 @@ async def test_another_key_fails_verify(ledger: Ledger, tmp_path: Path) -> None:
     await history(ledger)
     url = ledger_url(ledger)
     async with make_other(url, Keyring(AuditKey.generate())) as stranger:
-        count, broken = await stranger.verify_audit()
+        count, broken = await stranger.audit.verify()
         assert count == 0 and broken is not None and broken.seq == 1
 
 
 async def test_a_checkpoint_exposes_a_chain_cut_short(ledger: Ledger) -> None:
     await history(ledger)
-    mark = await ledger.checkpoint()
-    assert mark.count == 6 and mark.authentic(ledger.keyring)
+    mark = await ledger.audit.checkpoint()
+    assert mark.count == 6 and mark.authentic(ledger.audit.keyring)
     await sql(ledger, "DELETE FROM audit WHERE seq > 4")
-    assert (await ledger.verify_audit()) == (4, None), "a chain cut short holds on its own"
-    count, broken = await ledger.verify_audit([mark])
+    assert (await ledger.audit.verify()) == (4, None), "a chain cut short holds on its own"
+    count, broken = await ledger.audit.verify([mark])
     assert count == 4 and broken is not None and "a checkpoint saw 6" in broken.problem
     await sql(ledger, "DELETE FROM audit")
-    assert (await ledger.verify_audit([mark]))[1] is not None, "an emptied audit fails too"
+    assert (await ledger.audit.verify([mark]))[1] is not None, "an emptied audit fails too"
     forged = msgspec.structs.replace(mark, count=2)
     with pytest.raises(BadCheckpoint, match="not signed"):
         await verify(ledger, [forged])
@@ -120,10 +120,10 @@ async def test_a_rewrite_up_to_a_checkpoint_is_caught(ledger: Ledger) -> None:
     """Deleting the newest entries and writing new ones under the real key (a process that holds it, say
     a compromised worker) still differs from what the checkpoint saw."""
     await history(ledger)
-    mark = await ledger.checkpoint()
+    mark = await ledger.audit.checkpoint()
     await sql(ledger, "DELETE FROM audit WHERE seq > 5")
-    await ledger.record("note", "x", "mallory")
-    _, broken = await ledger.verify_audit([mark])
+    await ledger.audit.record("note", "x", "mallory")
+    _, broken = await ledger.audit.verify([mark])
     assert broken is not None and broken.seq == 6 and "differs from the checkpoint" in broken.problem
 
 
@@ -140,7 +140,7 @@ async def test_a_state_flipped_in_the_table_never_runs_and_fails_verify(ledger: 
     with pytest.raises(Unproven, match="carries no valid proof"):
         await gate.run(PAY, lambda **args: ran.append(args), chat_id="c1", wait="deferred")
     assert ran == [], "the payment never ran"
-    refused = [e for e in await ledger.audit() if e.action == "refuse" and e.subject == approval.id]
+    refused = [e for e in await ledger.audit.entries() if e.action == "refuse" and e.subject == approval.id]
     assert refused and "no valid proof" in refused[0].detail["why"]
     problems = (await verify(ledger)).problems
     assert f"approval {approval.id} is approved in the table, and pending in the audit" in problems
@@ -151,11 +151,13 @@ async def test_a_quorum_loosened_in_the_table_runs_nothing(ledger: Ledger) -> No
     """One real approval of two, then the rule's quorum edited down to one: the proof covers the rule."""
     from signoff.core.principal import Authority, Principal
 
-    approval = await ledger.open(
+    approval = await ledger.approvals.open(
         PAY, chat_id="c1", description="d", rule="r", requester="carol",
         authority=Authority(approvers=("role:finance",), quorum=2),
     )  # fmt: skip
-    voted = await ledger.decide(approval.id, Decision.approve(Principal(id="alice", roles=("finance",))))
+    voted = await ledger.approvals.decide(
+        approval.id, Decision.approve(Principal(id="alice", roles=("finance",)))
+    )
     loosened = msgspec.structs.replace(
         voted, state="approved", authority=Authority(approvers=("role:finance",), quorum=1),
         decision=voted.votes[0].decision, decided_at=voted.votes[0].at,
@@ -167,7 +169,7 @@ async def test_a_quorum_loosened_in_the_table_runs_nothing(ledger: Ledger) -> No
         approval.id,
     )
     with pytest.raises(Unproven):
-        await ledger.consume(approval.id, PAY, "gate")
+        await ledger.approvals.consume(approval.id, PAY, "gate")
 
 
 async def test_a_grant_written_by_hand_is_never_used(ledger: Ledger) -> None:
@@ -178,7 +180,7 @@ async def test_a_grant_written_by_hand_is_never_used(ledger: Ledger) -> None:
     await sql(ledger, insert, "grt_forged", PAY.tool, None, True, 1.0, json.dumps(grant))
     outcome = await gate.authorize(PAY, chat_id="c1", wait="deferred")
     assert type(outcome).__name__ == "Pending", "a forged grant lets nothing through"
-    refused = [e for e in await ledger.audit() if e.subject == "grt_forged"]
+    refused = [e for e in await ledger.audit.entries() if e.subject == "grt_forged"]
     assert refused and refused[0].detail["why"] == "the grant carries no valid proof"
     assert "grant grt_forged carries no valid proof" in (await verify(ledger)).problems
 
@@ -190,10 +192,10 @@ async def test_old_entries_verify_under_a_rotated_keyring(tmp_path: Path) -> Non
     async with SqliteLedger(tmp_path / "l.db", keyring=Keyring(new, (old,))) as ledger:
         await history(ledger, chat="c2")
         assert (await verify(ledger)).ok
-        entries = await ledger.audit(0, 100)
+        entries = await ledger.audit.entries(0, 100)
         assert {e.hash.split(":")[0] for e in entries} == {old.id, new.id}
     async with SqliteLedger(tmp_path / "l.db", keyring=Keyring(new)) as ledger:
-        assert (await ledger.verify_audit())[1] is not None, "without the old key, its entries prove nothing"
+        assert (await ledger.audit.verify())[1] is not None, "without the old key, its entries prove nothing"
 
 
 def test_the_key_file_is_made_once_readable_by_its_owner_only(tmp_path: Path) -> None:

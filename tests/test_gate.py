@@ -42,7 +42,7 @@ async def test_policy_allow_and_deny_need_no_approval(ledger: Ledger) -> None:
     assert isinstance(allowed, Allowed) and allowed.via == "policy"
     denied = await gate.authorize(ToolCall("c2", "delete_everything", {}), chat_id="chat")
     assert isinstance(denied, Denied) and denied.message.startswith("denied by the policy")
-    assert await ledger.approvals() == []
+    assert await ledger.approvals.query() == []
 
 
 async def test_blocking_with_a_sync_approver(ledger: Ledger) -> None:
@@ -55,7 +55,7 @@ async def test_blocking_with_a_sync_approver(ledger: Ledger) -> None:
     outcome = await Gate(ledger, POLICY, [approver]).authorize(PAY, chat_id="chat")
     assert isinstance(outcome, Allowed) and outcome.via == "approval" and outcome.by == "alice"
     assert seen == ["Pay 50 USD to Hanako"]
-    assert (await ledger.get(outcome.approval_id or "")).state is State.APPROVED
+    assert (await ledger.approvals.get(outcome.approval_id or "")).state is State.APPROVED
 
 
 async def test_sync_approvers_do_not_block_the_event_loop(ledger: Ledger) -> None:
@@ -102,7 +102,7 @@ async def test_an_approver_that_raises_is_a_failure_not_an_approval(ledger: Ledg
 
     outcome = await Gate(ledger, POLICY, [broken, person]).authorize(PAY, chat_id="chat")
     assert isinstance(outcome, Denied) and outcome.by == "bob"
-    failures = [e for e in await ledger.audit() if e.action == "approver-failed"]
+    failures = [e for e in await ledger.audit.entries() if e.action == "approver-failed"]
     assert len(failures) == 1 and "webhook down" in failures[0].detail["error"]
 
 
@@ -112,15 +112,17 @@ async def test_an_approver_returning_junk_is_a_failure(ledger: Ledger) -> None:
     )
     outcome = await gate.authorize(PAY, chat_id="chat", approvers=[lambda a: True])  # type: ignore[list-item,return-value]
     assert isinstance(outcome, Expired)
-    assert any(e.action == "approver-failed" and "bool" in e.detail["error"] for e in await ledger.audit())
+    assert any(
+        e.action == "approver-failed" and "bool" in e.detail["error"] for e in await ledger.audit.entries()
+    )
 
 
 async def test_abstaining_approvers_leave_the_decision_to_other_channels(ledger: Ledger) -> None:
     gate = Gate(ledger, POLICY, [lambda approval: None])
     task = asyncio.create_task(gate.authorize(PAY, chat_id="chat"))
     await asyncio.sleep(0.05)
-    (approval,) = await ledger.approvals(state="pending")
-    await ledger.decide(approval.id, Decision.approve("inbox:carol"))
+    (approval,) = await ledger.approvals.query(state="pending")
+    await ledger.approvals.decide(approval.id, Decision.approve("inbox:carol"))
     outcome = await asyncio.wait_for(task, 1)
     assert isinstance(outcome, Allowed) and outcome.by == "inbox:carol"
 
@@ -133,7 +135,7 @@ async def test_deadline_expires_within_100ms_and_is_refused(ledger: Ledger) -> N
     assert isinstance(outcome, Expired) and outcome.by == "signoff:timeout"
     assert "deadline" in outcome.message
     assert 0.2 <= elapsed <= 0.3, elapsed
-    assert (await ledger.get(outcome.approval_id or "")).state is State.EXPIRED
+    assert (await ledger.approvals.get(outcome.approval_id or "")).state is State.EXPIRED
 
 
 async def test_on_timeout_allow_lets_the_call_run(ledger: Ledger) -> None:
@@ -161,7 +163,7 @@ async def test_modes_never_call_the_approvers(ledger: Ledger, mode: str, expecte
     assert isinstance(await gate.authorize(ToolCall("c2", "delete_everything", {}), chat_id="chat"), Denied)
     broken_condition = ToolCall("c3", "transfer", {"amount": "lots"})
     assert isinstance(await gate.authorize(broken_condition, chat_id="chat"), Denied)
-    assert called == [] and await ledger.approvals() == []
+    assert called == [] and await ledger.approvals.query() == []
 
 
 async def abandon(gate: Gate) -> Approval:
@@ -171,7 +173,7 @@ async def abandon(gate: Gate) -> Approval:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    (approval,) = await gate.ledger.approvals()
+    (approval,) = await gate.ledger.approvals.query()
     return approval
 
 
@@ -179,7 +181,7 @@ async def test_cancelling_the_waiter_leaves_the_approval_pending_for_a_later_res
     gate = Gate(ledger, POLICY)
     approval = await abandon(gate)
     assert approval.state is State.PENDING
-    await ledger.decide(approval.id, Decision.approve("alice"))
+    await ledger.approvals.decide(approval.id, Decision.approve("alice"))
     resumed = await gate.authorize(PAY, chat_id="chat", wait="deferred")
     assert isinstance(resumed, Allowed) and resumed.approval_id == approval.id
 
@@ -197,7 +199,7 @@ async def test_deferred_returns_pending_then_resumes_with_the_same_call(ledger: 
     first = await gate.run(PAY, lambda **args: ran.append(args), chat_id="chat", wait="deferred")
     assert isinstance(first, Pending) and first.approval.state is State.PENDING and ran == []
     assert isinstance(await gate.run(PAY, ran.append, chat_id="chat", wait="deferred"), Pending)
-    await ledger.decide(first.approval.id, Decision.approve("bob"))
+    await ledger.approvals.decide(first.approval.id, Decision.approve("bob"))
     await gate.run(PAY, lambda **args: ran.append(args), chat_id="chat", wait="deferred")
     assert ran == [PAY.args]
     with pytest.raises(AlreadyConsumed):
@@ -211,7 +213,7 @@ async def test_a_deferred_approval_can_be_waited_on_blocking(ledger: Ledger) -> 
     assert isinstance(pending, Pending)
     task = asyncio.create_task(gate.authorize(PAY, chat_id="chat", wait="blocking"))
     await asyncio.sleep(0.02)
-    await ledger.decide(pending.approval.id, Decision.deny("bob", "no"))
+    await ledger.approvals.decide(pending.approval.id, Decision.deny("bob", "no"))
     assert isinstance(await asyncio.wait_for(task, 1), Denied)
 
 
@@ -219,13 +221,13 @@ async def test_a_resumed_call_with_other_arguments_is_refused_and_audited(ledger
     gate = Gate(ledger, POLICY)
     pending = await gate.authorize(PAY, chat_id="chat", wait="deferred")
     assert isinstance(pending, Pending)
-    await ledger.decide(pending.approval.id, Decision.approve("alice"))
+    await ledger.approvals.decide(pending.approval.id, Decision.approve("alice"))
     forged = PAY.with_args({"amount": 5000, "currency": "USD", "recipient": "Mallory"})
     with pytest.raises(CallMismatch):
         await gate.run(forged, lambda **args: "paid", chat_id="chat", wait="deferred")
-    refusals = [e for e in await ledger.audit() if e.action == "refuse"]
+    refusals = [e for e in await ledger.audit.entries() if e.action == "refuse"]
     assert len(refusals) == 1 and refusals[0].detail["digest"] == forged.digest
-    assert (await ledger.get(pending.approval.id)).state is State.APPROVED
+    assert (await ledger.approvals.get(pending.approval.id)).state is State.APPROVED
 
 
 async def test_run_executes_exactly_once_and_refusals_carry_the_reason(ledger: Ledger) -> None:
@@ -245,7 +247,7 @@ async def test_run_executes_exactly_once_and_refusals_carry_the_reason(ledger: L
     )
     assert isinstance(refused, Refused) and refused.message == "denied by bob: Eve is not a customer"
     assert runs == [50]
-    assert [e.action for e in await ledger.audit()].count("consume") == 1
+    assert [e.action for e in await ledger.audit.entries()].count("consume") == 1
 
 
 async def test_edited_arguments_are_what_runs(ledger: Ledger) -> None:
@@ -269,7 +271,7 @@ async def test_grants_skip_the_question_within_their_scope(ledger: Ledger) -> No
         await gate.authorize(ToolCall("call_3", PAY.tool, dict(PAY.args)), chat_id="chat-2"), Allowed
     )
     assert asked == ["call_1", "call_3"]
-    assert [e.action for e in await ledger.audit()].count("use") == 1
+    assert [e.action for e in await ledger.audit.entries()].count("use") == 1
 
 
 async def test_nested_gated_calls_with_async_approvers(ledger: Ledger) -> None:
@@ -286,7 +288,7 @@ async def test_nested_gated_calls_with_async_approvers(ledger: Ledger) -> None:
         return await gate.run(ToolCall("inner_1", "inner", {"x": x}), inner, chat_id="chat")
 
     assert await gate.run(ToolCall("outer_1", "outer", {"x": 21}), outer, chat_id="chat") == 42
-    assert {a.call.tool: a.state for a in await ledger.approvals()} == {
+    assert {a.call.tool: a.state for a in await ledger.approvals.query()} == {
         "outer": State.CONSUMED,
         "inner": State.CONSUMED,
     }

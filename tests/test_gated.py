@@ -84,7 +84,7 @@ async def test_an_approved_call_runs_once_and_a_second_claim_is_rejected_unrun()
         gate = Gate(ledger, policy("ask"))
         held = await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred")
         assert isinstance(held, Pending) and ran == []
-        await ledger.decide(held.approval.id, Decision.approve("bob"))
+        await ledger.approvals.decide(held.approval.id, Decision.approve("bob"))
         assert await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred") == Ran("paid")
         again = await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred")
         assert isinstance(again, Rejected) and again.reason and ran == [PAY]
@@ -117,7 +117,7 @@ async def test_a_blocking_wait_parks_the_chat_with_its_history_before_it_waits()
                 await asyncio.sleep(0.001)
             [asked] = sink.events
             assert isinstance(asked, Asked) and sink.parked == [(asked.approval.id, 2)]
-            await ledger.decide(asked.approval.id, Decision.deny("bob", reason="not today"))
+            await ledger.approvals.decide(asked.approval.id, Decision.deny("bob", reason="not today"))
             result = await running
         finally:
             current_turn.reset(token)
@@ -211,7 +211,7 @@ async def test_a_result_the_browser_sent_before_its_call_was_handed_over_is_take
         assert ran == Ran({"playing": True})  # never handed over; the refused call's result is known now
         assert sink.events == [Withheld(ToolCall("c2", "pay", PAY))]
         assert isinstance(refused, Refused) and turn.early == {}
-        audit = {(e.action, e.subject): e.detail["why"] for e in await ledger.audit(0, 100)}
+        audit = {(e.action, e.subject): e.detail["why"] for e in await ledger.audit.entries(0, 100)}
         assert audit[("run", "c1")] == "the browser ran it as soon as it was announced"
         assert audit[("refuse", "c2")].startswith("the browser's output is not used: the call was denied")
 

@@ -121,9 +121,9 @@ async def test_a_save_writes_only_the_messages_it_adds_and_an_older_chat_moves_i
         stored, state = await load_state(ledger, "c1")
         assert stored is not None and len(stored.entries) == 4
         older = b'{"history":%s,"assistant_id":"%s"}' % (bytes(state.history), state.assistant_id.encode())
-        await ledger.save_chat("c1", older, version=stored.version, entries=Entries(0))
+        await ledger.chats.save("c1", older, version=stored.version, entries=Entries(0))
         added: list[tuple[int, int]] = []
-        with mock.patch.object(ledger, "save_chat", wraps=ledger.save_chat) as saves:
+        with mock.patch.object(ledger.chats, "save", wraps=ledger.chats.save) as saves:
             later = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
             for n in range(1, 3):
                 await pay(later, n)
@@ -152,20 +152,20 @@ async def test_a_parked_reply_keeps_the_history_it_began_from_as_the_entries() -
     async with MemoryLedger() as ledger:
         here = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
         await pay(here, 0)
-        began = list((await ledger.load_chat("c1")).entries)  # type: ignore[union-attr]
+        began = list((await ledger.chats.load("c1")).entries)  # type: ignore[union-attr]
         prompt = {"id": "u9", "role": "user", "parts": [{"type": "text", "text": "pay 5 USD to Hanako"}]}
         body = {"id": "c1", "messages": [prompt], "trigger": "submit-message"}
         reply = await here.prepare(parse_chat_request(json.dumps(body).encode()), "blocking", ME)
         running = asyncio.create_task(reply.run(lambda chunk: None))
-        while not json.loads((await ledger.load_chat("c1")).state).get("parked"):  # type: ignore[union-attr]
+        while not json.loads((await ledger.chats.load("c1")).state).get("parked"):  # type: ignore[union-attr]
             await asyncio.sleep(0.01)
         stored, latest = await load_state(ledger, "c1")
         assert stored is not None and list(stored.entries) == began
         there = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
         read = there.histories.read("c1", (stored, latest))
         assert len(read.messages) == len(began) + 2 and read.stored == len(began)  # the question, the call
-        [waiting] = await ledger.approvals(state=State.PENDING)
-        await ledger.decide(waiting.id, Decision.approve("bob"))
+        [waiting] = await ledger.approvals.query(state=State.PENDING)
+        await ledger.approvals.decide(waiting.id, Decision.approve("bob"))
         await running
         stored, state = await load_state(ledger, "c1")
         assert stored is not None and "parked" not in json.loads(stored.state)
@@ -181,14 +181,14 @@ async def test_a_chat_dropped_here_while_its_record_is_read_is_read_whole(tmp_pa
         here = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
         here.histories = Histories(size=1)
         await pay(here, 0)
-        read = ledger.load_chat
+        read = ledger.chats.load
 
         async def load_chat(chat_id: str, *, held: int | None = None) -> StoredChat | None:
             found = await read(chat_id, held=held)
             here.histories.keep("other", 1, History([], []), ChatState())  # meanwhile: pushed out
             return found
 
-        with mock.patch.object(ledger, "load_chat", load_chat):
+        with mock.patch.object(ledger.chats, "load", load_chat):
             await pay(here, 1)
-        stored = await ledger.load_chat("c1")
+        stored = await ledger.chats.load("c1")
         assert stored is not None and len(stored.entries) == 8

@@ -91,7 +91,7 @@ async def test_interrupt_ends_the_turn_with_abort(site: Site, runtime: str) -> N
         await socket.send('{"type":"interrupt"}')
         rest = await until(socket, "[DONE]")
         assert rest[-2:] == [{"type": "abort"}, "[DONE]"]  # a v6 client gets no reason
-        (approval,) = await site.ledger.approvals(chat_id="c1")
+        (approval,) = await site.ledger.approvals.query(chat_id="c1")
         if runtime == "adk":
             assert (
                 approval.state is State.CANCELLED
@@ -111,7 +111,7 @@ async def test_a_dropped_socket_leaves_the_approval_pending_and_a_new_one_shows_
     async with connect(site) as socket:
         await socket.send(json.dumps({"type": "message", **user("c1", "pay 50 USD to Hanako")}))
         first = await paused(socket)
-    (approval,) = await site.ledger.approvals(chat_id="c1")
+    (approval,) = await site.ledger.approvals.query(chat_id="c1")
     assert approval.state is State.PENDING
     async with connect(site) as socket:
         await socket.send('{"type":"resume","id":"c1"}')
@@ -139,9 +139,9 @@ async def test_forged_answers_and_new_messages_are_refused_while_the_turn_goes_o
         await socket.send(answer("c1", asked, approved=False))
         done = await until(socket, "[DONE]")
     assert [c for c in done if c == "[DONE]"] == ["[DONE]"]
-    audit = await site.ledger.audit(0, 1000)
+    audit = await site.ledger.audit.entries(0, 1000)
     assert any(e.action == "refuse" and e.subject == "apr_forged" for e in audit)
-    (approval,) = await site.ledger.approvals(chat_id="c1")
+    (approval,) = await site.ledger.approvals.query(chat_id="c1")
     await decided(site, approval.id)
     assert approval.id != "apr_forged" and site.wallets.balances["c1"] == 1000
 
@@ -207,7 +207,7 @@ def call_of(seen: list[dict[str, Any] | str], tool: str) -> dict[str, Any]:
 async def audited(site: Site, action: str, subject: str) -> list[str]:
     return [
         e.detail.get("why", "")
-        for e in await site.ledger.audit(0, 10_000)
+        for e in await site.ledger.audit.entries(0, 10_000)
         if (e.action, e.subject) == (action, subject)
     ]
 
@@ -302,7 +302,7 @@ async def test_an_answer_that_changes_nothing_pauses_the_turn_again(quorum: Site
         seen = await paused(socket)
         await socket.send(answer("c1", seen, approved=True))
         assert await frame(socket) == {"type": "finish-step"}  # the pause again, nothing else
-        (approval,) = await quorum.ledger.approvals(chat_id="c1")
+        (approval,) = await quorum.ledger.approvals.query(chat_id="c1")
         assert approval.state is State.PENDING and len(approval.votes) == 1
         async with httpx.AsyncClient(base_url=f"http://{quorum.base}") as client:
             response = await client.post(
@@ -330,7 +330,7 @@ async def test_a_call_refused_elsewhere_shows_its_result_while_the_turn_waits_on
         asked = [c for c in seen if isinstance(c, dict) and c["type"] == "tool-approval-request"]
         assert len(asked) == 2
         saburo = next(
-            a for a in await site.ledger.approvals(chat_id="c1") if a.call.args["recipient"] == "Saburo"
+            a for a in await site.ledger.approvals.query(chat_id="c1") if a.call.args["recipient"] == "Saburo"
         )
         async with httpx.AsyncClient(base_url=f"http://{site.base}") as client:
             denied = await client.post(

@@ -129,7 +129,9 @@ async def test_an_address_holds_four_times_a_principals_cap_and_idle_sockets_clo
         assert 0.8 < time.monotonic() - ended < 3, "idle from the end of its turn"
 
     async with SqliteLedger(tmp_path / "l.db") as ledger:  # the server's, read beside it
-        counted = [e for e in await ledger.audit(0, 10_000) if e.detail.get("kind") == "too-many-sockets"]
+        counted = [
+            e for e in await ledger.audit.entries(0, 10_000) if e.detail.get("kind") == "too-many-sockets"
+        ]
     assert sum(e.detail["count"] for e in counted) == 2 and {e.subject for e in counted} == {"live"}
 
 

@@ -62,7 +62,7 @@ def task_id_of(reply: list[dict[str, Any]]) -> str:
 
 async def settled(ledger: Ledger, chat: str) -> dict[str, Any]:
     for _ in range(500):
-        (task,) = await ledger.tasks(chat_id=chat)
+        (task,) = await ledger.tasks.query(chat_id=chat)
         if task.state.finished:
             return task.public()
         await asyncio.sleep(0.01)
@@ -115,7 +115,7 @@ async def test_an_approved_export_returns_at_once_with_a_pending_task_and_ends_t
     assert "text-delta" not in types, "the model spoke although every call of the step was long-running"
     ended = await settled(site.ledger, "lr-1")
     assert ended["state"] == "completed" and ended["result"]["file"] == "q3.pdf"
-    (task,) = await site.ledger.tasks(chat_id="lr-1")
+    (task,) = await site.ledger.tasks.query(chat_id="lr-1")
     assert task.call.call_id == outputs[0]["toolCallId"]
 
     view = (await site.client.get("/api/chat/lr-1")).json()
@@ -131,7 +131,7 @@ async def test_a_denied_export_never_starts_a_task(site: Server) -> None:
     response = await site.client.post("/api/chat", json=answer(first, reply, [(False, "too big")]))
     assert "I did not export the report q3: denied by the user: too big." in said(response.text)
     await asyncio.sleep(0.05)
-    assert await site.ledger.tasks() == []
+    assert await site.ledger.tasks.query() == []
     assert (await site.client.get("/api/chat/lr-2/tasks")).json() == {"tasks": []}
 
 
@@ -287,10 +287,10 @@ async def test_the_cli_cancels_a_task_another_process_runs(tmp_path: Path) -> No
         operator = pwd.getpwuid(os.getuid()).pw_name  # the CLI's: the process's user, whatever $USER says
         assert done.stdout.strip() == f"{task.id} asked to cancel by cli:{operator}"
         for _ in range(100):
-            if (await ledger.get_task(task.id)).state.finished:
+            if (await ledger.tasks.get(task.id)).state.finished:
                 break
             await asyncio.sleep(0.05)
-        ended = await ledger.get_task(task.id)
+        ended = await ledger.tasks.get(task.id)
         assert (ended.state, ended.error) == ("cancelled", f"cancelled by {operator} (admin)")
         await gate.tasks.close()
 
@@ -347,7 +347,7 @@ async def test_adk_a_denied_export_never_starts_a_task(adk_site: Server) -> None
     first, reply = await ask(adk_site, "adk-2", "export report q3")
     response = await adk_site.client.post("/api/chat", json=answer(first, reply, [(False, "too big")]))
     assert "too big" in said(response.text)
-    assert await adk_site.ledger.tasks() == []
+    assert await adk_site.ledger.tasks.query() == []
 
 
 async def test_adk_declarations_get_the_note_once() -> None:
@@ -409,7 +409,7 @@ async def test_the_turn_marks_long_running_calls_and_ends_only_when_every_call_i
             "call_1_export_report_0",
             "call_1_export_report_1",
         ]
-        tasks = {t.call.call_id: t.id for t in await ledger.tasks(chat_id="c1")}
+        tasks = {t.call.call_id: t.id for t in await ledger.tasks.query(chat_id="c1")}
         assert turn.long_running == tasks and len(tasks) == 2
         assert {m[TASK] for m in first.output.metadata.values()} == set(tasks.values())
         assert seen == []

@@ -94,7 +94,7 @@ async def test_a_chat_saved_before_the_rename_still_waits_on_its_browser_calls()
     """Chat state is stored: the browser calls keep the field names the first chats were saved with."""
     async with MemoryLedger() as ledger:
         saved = b'{"frontend": {"c1": "get_location"}, "frontend_due": 5.0, "assistant_id": "m1"}'
-        await ledger.save_chat("chat", saved, version=0, owner="alice")
+        await ledger.chats.save("chat", saved, version=0, owner="alice")
         _, state = await load_state(ledger, "chat")
     assert state.browser_calls == {"c1": "get_location"} and state.browser_due == 5.0
     assert not state.overdue(4.9) and state.overdue(5.0)

@@ -49,12 +49,12 @@ async def test_an_old_sqlite_file_is_migrated_step_by_step_and_keeps_its_records
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT id FROM approvals").fetchall() == [("apr_old",)]
     async with SqliteLedger(path) as ledger:  # every store works on the migrated file
-        await ledger.register("alice", ["finance"], actor="test")
-        await ledger.save_chat("c", b"{}", version=0, owner="alice")
+        await ledger.principals.register("alice", ["finance"], actor="test")
+        await ledger.chats.save("c", b"{}", version=0, owner="alice")
         call = ToolCall("c1", "pay", {"amount": 1})
-        await ledger.open(call, chat_id="c", description="pay", rule="r")
-        await ledger.create_task(ToolCall("c2", "export"), chat_id="c", worker="w", actor="test")
-        assert (await ledger.verify_audit())[1] is None
+        await ledger.approvals.open(call, chat_id="c", description="pay", rule="r")
+        await ledger.tasks.create(ToolCall("c2", "export"), chat_id="c", worker="w", actor="test")
+        assert (await ledger.audit.verify())[1] is None
 
 
 async def test_a_chat_state_kept_in_pieces_goes_back_to_its_row_byte_for_byte(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ async def test_a_chat_state_kept_in_pieces_goes_back_to_its_row_byte_for_byte(tm
         )
     assert await SqliteLedger(path).upgrade() == (7, SQLITE_VERSION)
     async with SqliteLedger(path) as ledger:
-        long, short = await ledger.load_chat("long"), await ledger.load_chat("short")
+        long, short = await ledger.chats.load("long"), await ledger.chats.load("short")
     assert long is not None and short is not None
     with pytest.raises(UnicodeDecodeError):  # a piece ends inside a character
         pieces[0].decode()

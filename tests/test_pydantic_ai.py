@@ -75,7 +75,7 @@ async def test_deferred_ends_the_run_and_the_resume_runs_the_approved_call_once(
         requests = first.result.output  # type: ignore[attr-defined]
         assert isinstance(requests, DeferredToolRequests) and paid == []
         approval_id = requests.metadata["call_1"]["approval_id"]
-        await ledger.decide(approval_id, Decision.approve("alice"))
+        await ledger.approvals.decide(approval_id, Decision.approve("alice"))
         results = DeferredToolResults(approvals={"call_1": True})
         history = first.result.all_messages()  # type: ignore[attr-defined]
         for _ in range(2):  # the second resume replays the same call: the claim is spent
@@ -87,7 +87,7 @@ async def test_deferred_ends_the_run_and_the_resume_runs_the_approved_call_once(
             output = last.result.output  # type: ignore[attr-defined]
         assert paid == [PAY]
         assert "already used" in output
-        assert (await ledger.get(approval_id)).state == "consumed"
+        assert (await ledger.approvals.get(approval_id)).state == "consumed"
 
 
 async def test_an_edit_runs_with_the_edited_args_and_a_bad_edit_runs_nothing() -> None:
@@ -102,7 +102,9 @@ async def test_an_edit_runs_with_the_edited_args_and_a_bad_edit_runs_nothing() -
         async with MemoryLedger() as ledger:
             gate = Gate(ledger, policy, approvers=[lambda a, decision=decision: decision])
             outputs.append((await run(paying_agent(paid), gate, user_prompt="pay")).output)
-            refusals += [e.detail["error"] for e in await ledger.audit() if e.action == "approver-failed"]
+            refusals += [
+                e.detail["error"] for e in await ledger.audit.entries() if e.action == "approver-failed"
+            ]
     assert paid == [{"amount": 5, "recipient": "Hanako"}]
     assert "no decision before the deadline" in outputs[1]
     assert refusals == ["the edited arguments do not fit pay: amount: 'lots' is not of type 'integer'"]
@@ -177,8 +179,12 @@ async def test_the_driver_sends_nothing_for_calls_outside_the_streamed_message()
         Turn(chat_id="c1", wait="deferred", sink=Discard()), "m1", visible=["call_1"]
     )
     async with MemoryLedger() as ledger:
-        elsewhere = await ledger.open(ToolCall("call_2", "pay", PAY), chat_id="c1", description="", rule="r")
-        here = await ledger.open(ToolCall("call_1", "pay", PAY), chat_id="c1", description="", rule="r")
+        elsewhere = await ledger.approvals.open(
+            ToolCall("call_2", "pay", PAY), chat_id="c1", description="", rule="r"
+        )
+        here = await ledger.approvals.open(
+            ToolCall("call_1", "pay", PAY), chat_id="c1", description="", rule="r"
+        )
     assert translator.feed(Asked(elsewhere)) == []
     assert [type(c).__name__ for c in translator.feed(Asked(here))] == ["ToolApprovalRequest"]
 

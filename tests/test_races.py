@@ -30,21 +30,23 @@ CONFLICTING = 50
 async def open_many(ledger: Ledger, count: int) -> list[str]:
     ids = []
     for i in range(count):
-        approval = await ledger.open(payment(i), chat_id=f"chat-{i % 10}", description="race", rule="r")
+        approval = await ledger.approvals.open(
+            payment(i), chat_id=f"chat-{i % 10}", description="race", rule="r"
+        )
         ids.append(approval.id)
     return ids
 
 
 async def check_outcome(ledger: Ledger, ids: list[str], consumes: int) -> None:
-    approvals = [await ledger.get(i) for i in ids]
+    approvals = [await ledger.approvals.get(i) for i in ids]
     assert all(a.state in (State.DENIED, State.CONSUMED) for a in approvals)
     approved = sum(a.state is State.CONSUMED for a in approvals)
     assert consumes == approved
-    actions = Counter(e.action for e in await ledger.audit(limit=100_000))
+    actions = Counter(e.action for e in await ledger.audit.entries(limit=100_000))
     assert actions["open"] == len(ids)
     assert actions["approve"] + actions["deny"] == len(ids)
     assert actions["consume"] == approved
-    count, broken = await ledger.verify_audit()
+    count, broken = await ledger.audit.verify()
     assert broken is None and count == sum(actions.values())
 
 
@@ -64,7 +66,7 @@ async def test_twenty_deciders_per_approval_through_several_connections(tmp_path
             ledger = connections[j % len(connections)]
             decision = Decision.approve(f"a{j}") if j % 2 else Decision.deny(f"d{j}", "race")
             try:
-                await ledger.decide(approval_id, decision)
+                await ledger.approvals.decide(approval_id, decision)
                 winners[approval_id] += 1
             except SignoffError:
                 pass
@@ -79,14 +81,14 @@ async def test_twenty_deciders_per_approval_through_several_connections(tmp_path
         consumed: Counter[str] = Counter()
 
         async def claim(approval_id: str, j: int) -> None:
-            approval = await connections[j].get(approval_id)
+            approval = await connections[j].approvals.get(approval_id)
             try:
-                await connections[j].consume(approval_id, approval.approved_call, f"runner{j}")
+                await connections[j].approvals.consume(approval_id, approval.approved_call, f"runner{j}")
                 consumed[approval_id] += 1
             except AlreadyConsumed:
                 pass
 
-        approved = [a.id for a in await connections[0].approvals(state="approved")]
+        approved = [a.id for a in await connections[0].approvals.query(state="approved")]
         assert 0 < len(approved) < APPROVALS
         await asyncio.gather(*(claim(i, j) for i in approved for j in range(len(connections))))
         assert set(consumed) == set(approved) and set(consumed.values()) == {1}
@@ -131,7 +133,7 @@ async def test_fifty_deciders_per_approval_across_two_processes(shared: str, tmp
     async with open_ledger(shared) as ledger:
         for report in reports:
             for approval_id, by in report["won"].items():
-                assert (await ledger.get(approval_id)).by == by
+                assert (await ledger.approvals.get(approval_id)).by == by
         await check_outcome(ledger, ids, sum(consumed.values()))
 
 
@@ -150,10 +152,10 @@ async def test_a_killed_process_leaves_its_pending_approvals_to_be_resumed(share
     assert holder.returncode == -signal.SIGKILL
 
     async with open_ledger(shared) as ledger:
-        pending = await ledger.approvals(state="pending")
+        pending = await ledger.approvals.query(state="pending")
         assert len(pending) == 100
         for approval in pending:
-            await ledger.decide(approval.id, Decision.approve("survivor"))
+            await ledger.approvals.decide(approval.id, Decision.approve("survivor"))
         gate, runs = Gate(ledger), Counter[str]()
         for i in range(100):
             outcome = await gate.authorize(payment(i), chat_id="crash-chat", wait="deferred")
@@ -169,4 +171,4 @@ async def test_a_killed_process_leaves_its_pending_approvals_to_be_resumed(share
                 continue
             raise AssertionError("an approval ran twice")
         assert set(runs.values()) == {1}
-        assert (await ledger.verify_audit())[1] is None
+        assert (await ledger.audit.verify())[1] is None

@@ -60,7 +60,9 @@ async def counted(ledger: Ledger, before: int, total: int) -> list[AuditEntry]:
     deadline = time.monotonic() + 10
     while True:
         entries = [
-            e for e in (await ledger.audit(0, 100_000))[before:] if e.action in ("refuse", "unauthorized")
+            e
+            for e in (await ledger.audit.entries(0, 100_000))[before:]
+            if e.action in ("refuse", "unauthorized")
         ]
         if sum(e.detail.get("count", 1) for e in entries) >= total or time.monotonic() > deadline:
             return entries
@@ -77,7 +79,7 @@ async def test_two_thousand_key_ids_are_a_few_entries_a_second(
     site: tuple[httpx.AsyncClient, Ledger],
 ) -> None:
     client, ledger = site
-    before = len(await ledger.audit(0, 100_000))
+    before = len(await ledger.audit.entries(0, 100_000))
     stranger = RSAKey.generate_key(2048)
     claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "u-1", "exp": int(time.time()) + 300}
     tokens = [jwt.encode({"alg": "RS256", "kid": f"kid-{n:04}"}, claims, stranger) for n in range(2000)]
@@ -101,8 +103,8 @@ async def test_credential_less_requests_on_made_up_chats_and_approvals_are_count
     async with browser:
         await browser.get("/")  # its session cookie: the chat it starts is this browser's
         await browser.post("/api/chat", json={"id": "mine", "messages": [user("pay 50 USD to Hanako")]})
-    [approval] = await ledger.approvals(chat_id="mine")
-    before = len(await ledger.audit(0, 100_000))
+    [approval] = await ledger.approvals.query(chat_id="mine")
+    before = len(await ledger.audit.entries(0, 100_000))
 
     def attempt(n: int) -> Any:
         match n % 4:
@@ -126,7 +128,7 @@ async def test_credential_less_requests_on_made_up_chats_and_approvals_are_count
     assert len({e.detail.get("kind") for e in entries}) == 4
     assert busiest_second(entries) <= 4, f"{len(entries)} entries for 500 refusals"
     assert {e.subject for e in entries} <= {"api", "chat"}, "no entry is about a name the sender made up"
-    assert (await ledger.get(approval.id)).state == "pending"
+    assert (await ledger.approvals.get(approval.id)).state == "pending"
 
 
 def user(text: str) -> dict[str, Any]:

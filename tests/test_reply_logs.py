@@ -34,7 +34,7 @@ async def test_a_reply_is_recorded_whole_and_marked_ended() -> None:
     stream.meta.prompt = {"id": "u1", "role": "user", "parts": []}
     here.run("c1", stream, chunks(A, B, ASK))
     for _ in range(200):
-        log = await ledger.reply_log("c1")
+        log = await ledger.chats.reply_log("c1")
         if log is not None and log.done:
             break
         await asyncio.sleep(0.01)
@@ -50,7 +50,7 @@ async def test_a_reply_is_recorded_whole_and_marked_ended() -> None:
 
 async def test_a_log_whose_worker_stopped_writing_is_not_followed_forever() -> None:
     ledger = MemoryLedger()
-    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [encode(A)], meta=b"")])
+    await ledger.chats.log_replies([ReplyFrames("c1", "r1", 0, [encode(A)], meta=b"")])
     elsewhere = Streams(ledger, heartbeat=0.05, poll=0.01)
     running = await elsewhere.find("c1")
     assert running is not None
@@ -62,21 +62,23 @@ async def test_a_log_whose_worker_stopped_writing_is_not_followed_forever() -> N
 async def test_a_stale_log_is_not_running_and_old_logs_are_forgotten() -> None:
     clock = FakeClock()
     ledger = MemoryLedger(clock=clock)
-    await ledger.log_replies([ReplyFrames("c1", "r1", meta=b"")])
+    await ledger.chats.log_replies([ReplyFrames("c1", "r1", meta=b"")])
     streams = Streams(ledger, heartbeat=5, linger=60)
     assert await streams.find("c1") is not None
     clock.advance(16)
     assert await streams.find("c1") is None
     clock.advance(60)
     await streams.forget_logs()
-    assert await ledger.reply_log("c1") is None
+    assert await ledger.chats.reply_log("c1") is None
 
 
 async def test_a_log_entry_that_is_not_a_chunk_ends_the_follow_instead_of_failing() -> None:
     """An entry an older version wrote as an SSE frame: the follower stops there, and the page reloads
     the chat as stored."""
     ledger = MemoryLedger()
-    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [encode(A), b"data: {}\n\n", encode(B)], meta=b"")])
+    await ledger.chats.log_replies(
+        [ReplyFrames("c1", "r1", 0, [encode(A), b"data: {}\n\n", encode(B)], meta=b"")]
+    )
     running = await Streams(ledger).find("c1")
     assert running is not None
     assert await asyncio.wait_for(_collect(running.follow()), 2) == [A]
@@ -112,7 +114,7 @@ async def test_readers_of_a_running_reply_are_woken_and_kept_alive_independently
 
 async def test_a_quiet_reply_followed_from_the_log_is_kept_alive_too() -> None:
     ledger = MemoryLedger()
-    await ledger.log_replies([ReplyFrames("c1", "r1", 0, [encode(A)], meta=b"")])
+    await ledger.chats.log_replies([ReplyFrames("c1", "r1", 0, [encode(A)], meta=b"")])
     elsewhere = Streams(ledger, heartbeat=0.2, poll=0.01)
     running = await elsewhere.find("c1")
     assert running is not None
@@ -122,7 +124,7 @@ async def test_a_quiet_reply_followed_from_the_log_is_kept_alive_too() -> None:
         async for read in running.follow(0.05):
             seen.extend(read or [None])
             if read is None and seen.count(None) == 2:
-                await ledger.log_replies([ReplyFrames("c1", "r1", 1, [encode(B)], done=True)])
+                await ledger.chats.log_replies([ReplyFrames("c1", "r1", 1, [encode(B)], done=True)])
 
     await asyncio.wait_for(keep(), 2)
     assert [c for c in seen if c is not None] == [A, B] and seen.count(None) == 2

@@ -151,11 +151,11 @@ async def test_two_workers_and_an_approver_run_every_approved_call_exactly_once(
     for n, text in enumerate(replies[:CHATS]):
         assert ("not this one" in said(text)) == (n % 10 == 0), said(text)
     async with open_ledger(url) as ledger:
-        assert await ledger.approvals(state="pending") == []
-        actions = Counter(e.action for e in await ledger.audit(limit=100_000))
+        assert await ledger.approvals.query(state="pending") == []
+        actions = Counter(e.action for e in await ledger.audit.entries(limit=100_000))
         assert actions["open"] == 2 * CHATS and actions["consume"] == len(ran)
         assert actions["approve"] == len(ran) and actions["deny"] == len(denied)
-        assert (await ledger.verify_audit())[1] is None
+        assert (await ledger.audit.verify())[1] is None
 
 
 async def test_a_reply_running_on_one_worker_is_followed_from_the_other(url: str, tmp_path: Path) -> None:
@@ -225,7 +225,7 @@ async def waiting(url: str, count: int) -> None:
     async with open_ledger(url) as ledger:
         for n in range(count):
             for _ in range(600):
-                stored = await ledger.load_chat(f"blk-0-{n}")
+                stored = await ledger.chats.load(f"blk-0-{n}")
                 if stored is not None and json.loads(stored.state).get("parked"):
                     break
                 await asyncio.sleep(0.05)
@@ -378,10 +378,10 @@ async def test_waiters_ride_out_a_restart_of_the_database(
     ran = runs(tmp_path)
     assert set(ran.values()) == {1} and set(ran) == {f"r{n}" for n in range(count) if n % 10}
     async with open_ledger(url) as ledger:
-        entries = await ledger.audit(limit=100_000)
+        entries = await ledger.audit.entries(limit=100_000)
         decided = Counter(e.subject for e in entries if e.action in ("approve", "deny"))
         assert len(decided) == count and set(decided.values()) == {1}, "an approval was decided twice"
-        assert (await ledger.verify_audit())[1] is None
+        assert (await ledger.audit.verify())[1] is None
 
 
 async def test_serve_with_two_workers_on_one_port(url: str, tmp_path: Path) -> None:

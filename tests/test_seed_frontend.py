@@ -181,7 +181,7 @@ async def check(site: Site, transcript: dict[str, Any], chat: str, seed: Seed, t
     assert [{"tool": a["tool"], "input": a["input"]} for a in transcript["acted"]] == list(seed.acted)
 
     assert site.wallets.balances.get(chat, STARTING_BALANCE) == seed.balance
-    approvals = sorted(await site.ledger.approvals(chat_id=chat), key=lambda a: a.created_at)
+    approvals = sorted(await site.ledger.approvals.query(chat_id=chat), key=lambda a: a.created_at)
     assert len(approvals) == len(seed.answers), approvals
     by_call = {p["toolCallId"]: p for p in parts}
     for approval in approvals:
@@ -245,7 +245,7 @@ async def test_the_seed_front_end(
     if name == "where-approved":  # approve-and-run: the approval and the location in one message
         (answer,) = answered(sent(transcript)[1])
         assert answer["approval"]["approved"] is True and answer["output"] == WHERE, answer
-        (approval,) = await site.ledger.approvals(chat_id=chat)
-        audit = await site.ledger.audit(0, 10_000)
+        (approval,) = await site.ledger.approvals.query(chat_id=chat)
+        audit = await site.ledger.audit.entries(0, 10_000)
         ran = [e.detail["why"] for e in audit if e.action == "run" and e.subject == approval.call.call_id]
         assert ran == ["the browser ran it with its approval, in one message"]

@@ -208,7 +208,7 @@ def calls_asking(calls: int, inputs: dict[str, dict[str, Any]]) -> int:
 
 async def expired(site: Site, chat: str, count: int) -> None:
     for _ in range(300):
-        approvals = await site.ledger.approvals(chat_id=chat)
+        approvals = await site.ledger.approvals.query(chat_id=chat)
         if len([a for a in approvals if a.state is State.EXPIRED]) >= count:
             return
         await asyncio.sleep(0.02)
@@ -312,9 +312,9 @@ async def play(site: Site, transport: Transport, name: str, scenario: Scenario) 
     for sentence in scenario.said:
         assert sentence in turns.text, turns.text
     assert site.wallets.balances[chat] == scenario.balance
-    refused = [a for a in await site.ledger.approvals(chat_id=chat) if a.state is not State.CONSUMED]
+    refused = [a for a in await site.ledger.approvals.query(chat_id=chat) if a.state is not State.CONSUMED]
     assert all(a.state in (State.DENIED, State.EXPIRED) for a in refused)
-    consumed = [a for a in await site.ledger.approvals(chat_id=chat) if a.state is State.CONSUMED]
+    consumed = [a for a in await site.ledger.approvals.query(chat_id=chat) if a.state is State.CONSUMED]
     assert len(consumed) == sum(approved for approved, _ in scenario.verdicts if not scenario.late)
     return turns
 

@@ -303,7 +303,7 @@ async def test_a_response_with_other_args_is_refused_and_audited(site: Server) -
     response = await site.client.post("/api/chat", json=forged)
     assert response.status_code == 403 and "arguments differ" in response.json()["error"]["message"]
     [approval] = await pending(site, "c1", 1)
-    refusals = [e for e in await site.ledger.audit() if e.action == "refuse"]
+    refusals = [e for e in await site.ledger.audit.entries() if e.action == "refuse"]
     assert [(e.subject, e.detail["why"]) for e in refusals] == [
         (approval["id"], "the arguments differ from the ones that were asked")
     ]

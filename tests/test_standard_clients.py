@@ -197,7 +197,7 @@ async def check(
     for part in tool_parts(message):
         assert part["state"] in ("output-available", "output-error", "output-denied"), part
     assert site.wallets.balances.get(chat, STARTING_BALANCE) == scenario.balance
-    approvals = await site.ledger.approvals(chat_id=chat)
+    approvals = await site.ledger.approvals.query(chat_id=chat)
     approved = sum(ok for ok, _ in scenario.answers)
     assert len([a for a in approvals if a.state is State.CONSUMED]) == approved  # each ran once
     assert all(a.state in (State.CONSUMED, State.DENIED, State.EXPIRED) for a in approvals)
@@ -242,8 +242,8 @@ async def test_the_seed_scenarios_with_standard_calls_only(
             transcript = await run(site, client, transport, chat, steps(scenario, transport), answering)
         await check(site, transcript, chat, scenario, transport)
         if name == "where-approved":  # the browser ran it with its approval, and the audit says so
-            (approval,) = await site.ledger.approvals(chat_id=chat)
-            audit = await site.ledger.audit(0, 10_000)
+            (approval,) = await site.ledger.approvals.query(chat_id=chat)
+            audit = await site.ledger.audit.entries(0, 10_000)
             ran = [e.detail["why"] for e in audit if e.action == "run" and e.subject == approval.call.call_id]
             assert ran == ["the browser ran it with its approval, in one message"]
 
@@ -252,7 +252,7 @@ async def test_the_seed_scenarios_with_standard_calls_only(
             transcript = await run(late, client, transport, "late", timed_out_steps())
         requests = 2 if transport == "sse" else 1  # over the socket the client only follows the turn
         await check(late, transcript, "late", replace(TIMED_OUT, requests=requests), transport)
-        (approval,) = await late.ledger.approvals(chat_id="late")
+        (approval,) = await late.ledger.approvals.query(chat_id="late")
         assert approval.state is State.EXPIRED
 
     await asyncio.gather(*(one(name, scenario) for name, scenario in SCENARIOS.items()), timed_out())

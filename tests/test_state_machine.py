@@ -172,35 +172,37 @@ def test_concurrent_interleavings_never_give_two_winners_or_two_consumes(
 
     async def scenario(directory: Path) -> None:
         async with make_ledger(backend, directory) as ledger:
-            approval = await ledger.open(CALL, chat_id="chat", description="Pay", rule="r", deadline=0.05)
+            approval = await ledger.approvals.open(
+                CALL, chat_id="chat", description="Pay", rule="r", deadline=0.05
+            )
 
             async def attempt(i: int, op: str) -> str | None:
                 await asyncio.sleep(0.001 * (i % 5))
                 try:
                     if op == "approve":
-                        await ledger.decide(approval.id, Decision.approve(f"approver{i}"))
+                        await ledger.approvals.decide(approval.id, Decision.approve(f"approver{i}"))
                     elif op == "deny":
-                        await ledger.decide(approval.id, Decision.deny(f"denier{i}"))
+                        await ledger.approvals.decide(approval.id, Decision.deny(f"denier{i}"))
                     elif op == "consume":
-                        await ledger.consume(approval.id, CALL, f"runner{i}")
+                        await ledger.approvals.consume(approval.id, CALL, f"runner{i}")
                     elif op == "cancel":
-                        await ledger.cancel(approval.id, f"ops{i}")
+                        await ledger.approvals.cancel(approval.id, f"ops{i}")
                     else:
-                        await ledger.expire_due()
+                        await ledger.approvals.expire_due()
                         return None
                 except SignoffError:
                     return None
                 return op
 
             wins = [w for w in await asyncio.gather(*(attempt(i, op) for i, op in enumerate(ops))) if w]
-            final = await ledger.get(approval.id)
+            final = await ledger.approvals.get(approval.id)
             assert len([w for w in wins if w in ("approve", "deny", "cancel")]) <= 1
             assert wins.count("consume") <= 1
             assert (final.state is State.CONSUMED) == ("consume" in wins)
-            entries = await ledger.audit()
+            entries = await ledger.audit.entries()
             assert len([e for e in entries if e.action == "consume"]) == wins.count("consume")
             assert len([e for e in entries if e.before == "pending"]) <= 1
-            assert (await ledger.verify_audit())[1] is None
+            assert (await ledger.audit.verify())[1] is None
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(scenario(Path(directory)))

@@ -57,8 +57,8 @@ class Database:
     async def put(self, record: Approval | Grant | Registered) -> None:
         encoded = msgspec.json.encode(record).decode()
         ledger = self.ledger
-        if isinstance(ledger.backend, MemoryBackend):
-            self._memory(ledger.backend, record)
+        if isinstance(ledger._backend, MemoryBackend):
+            self._memory(ledger._backend, record)
         elif isinstance(ledger, SqliteLedger | PostgresLedger):
             await self._sql(*_upsert(record, encoded))
         else:
@@ -71,8 +71,8 @@ class Database:
 
     async def delete(self, approval: Approval) -> None:
         ledger = self.ledger
-        if isinstance(ledger.backend, MemoryBackend):
-            del ledger.backend.approval_records[approval.id]
+        if isinstance(ledger._backend, MemoryBackend):
+            del ledger._backend.approval_records[approval.id]
         elif isinstance(ledger, SqliteLedger | PostgresLedger):
             await self._sql("DELETE FROM approvals WHERE id = ?", approval.id)
         else:
@@ -158,18 +158,18 @@ async def site(backend: str, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
 def _same(ledger: Ledger) -> Ledger:
     """Another ledger on the same database, as a restarted server opens it."""
     if isinstance(ledger, SqliteLedger):
-        return SqliteLedger(ledger.path, keyring=ledger.keyring)
+        return SqliteLedger(ledger.path, keyring=ledger.audit.keyring)
     if isinstance(ledger, PostgresLedger):
-        return PostgresLedger(POSTGRES, schema=ledger.schema, keyring=ledger.keyring)
+        return PostgresLedger(POSTGRES, schema=ledger.schema, keyring=ledger.audit.keyring)
     assert isinstance(ledger, RedisLedger)
-    return RedisLedger(REDIS, prefix=ledger.prefix, keyring=ledger.keyring)
+    return RedisLedger(REDIS, prefix=ledger.prefix, keyring=ledger.audit.keyring)
 
 
 async def principals(ledger: Ledger, *names: str) -> list[Principal]:
     found = []
     for name in names:
-        _, token = await ledger.register(name, ["finance"], actor="test")
-        principal = await ledger.authenticate(token)
+        _, token = await ledger.principals.register(name, ["finance"], actor="test")
+        principal = await ledger.principals.authenticate(token)
         assert principal is not None
         found.append(principal)
     return found
@@ -187,8 +187,8 @@ async def test_a_deny_counted_as_a_vote_runs_nothing(site: dict[str, Any]) -> No
     gate = Gate(ledger, POLICY)
     asked = await gate.authorize(PAY, chat_id="c1", wait="deferred", requester="carol")
     assert isinstance(asked, Pending)
-    await ledger.decide(asked.approval.id, Decision.approve(bob))
-    denied = await ledger.decide(asked.approval.id, Decision.deny(fin1, "no"))
+    await ledger.approvals.decide(asked.approval.id, Decision.approve(bob))
+    denied = await ledger.approvals.decide(asked.approval.id, Decision.deny(fin1, "no"))
     assert denied.state is State.DENIED and denied.decision is not None
     approve = denied.votes[0]
 
@@ -222,12 +222,16 @@ async def test_a_rule_loosened_before_anyone_voted_decides_nothing(site: dict[st
 
     ledger = await site["restart"](loosen)
     carol = Principal(id="carol", via="token")
-    assert (await ledger.get(asked.approval.id)).authority == Authority(), "the table says carol may"
+    assert (await ledger.approvals.get(asked.approval.id)).authority == Authority(), (
+        "the table says carol may"
+    )
     with pytest.raises(Unproven, match="not the one it was sealed with"):
-        await ledger.decide(asked.approval.id, Decision.approve(carol))
+        await ledger.approvals.decide(asked.approval.id, Decision.approve(carol))
     still = await Gate(ledger, POLICY).authorize(PAY, chat_id="c1", wait="deferred", requester="carol")
     assert isinstance(still, Pending) and still.approval.state is State.PENDING and not still.approval.votes
-    refused = [e for e in await ledger.audit() if e.action == "refuse" and e.subject == asked.approval.id]
+    refused = [
+        e for e in await ledger.audit.entries() if e.action == "refuse" and e.subject == asked.approval.id
+    ]
     assert [e.actor for e in refused] == ["carol"]
     assert f"approval {asked.approval.id} is not proven: its authority is not the one it was sealed with" in (
         await problems(ledger)
@@ -237,9 +241,9 @@ async def test_a_rule_loosened_before_anyone_voted_decides_nothing(site: dict[st
 @pytest.mark.parametrize("tamper", ["promote", "mint", "unrevoke", "swap"])
 async def test_a_principal_written_in_its_table_is_refused(site: dict[str, Any], tamper: str) -> None:
     ledger: Ledger = site["ledger"]
-    record, token = await ledger.register("fin1", [], actor="test")
+    record, token = await ledger.principals.register("fin1", [], actor="test")
     if tamper == "unrevoke":
-        record = await ledger.revoke_principal("fin1", "test")
+        record = await ledger.principals.revoke("fin1", "test")
     chosen = "sop_" + "x" * 43
     changed = {
         "promote": msgspec.structs.replace(record, roles=("finance",)),
@@ -256,9 +260,9 @@ async def test_a_principal_written_in_its_table_is_refused(site: dict[str, Any],
 
     ledger = await site["restart"](write)
     used = chosen if tamper in ("mint", "swap") else token
-    assert await ledger.authenticate(used) is None, "its token proves nobody"
-    assert await ledger.standing(changed.principal) is None, "and its grants answer for nothing"
-    refused = [e for e in await ledger.audit() if e.action == "refuse"]
+    assert await ledger.principals.authenticate(used) is None, "its token proves nobody"
+    assert await ledger.principals.standing(changed.principal) is None, "and its grants answer for nothing"
+    refused = [e for e in await ledger.audit.entries() if e.action == "refuse"]
     assert [e.subject for e in refused] == [f"principal:{changed.id}"]
     found = await problems(ledger)
     assert f"principal {changed.id}'s record carries no valid proof" in found
@@ -274,15 +278,15 @@ async def test_a_revoked_grant_made_active_again_is_never_used(site: dict[str, A
     gate = Gate(ledger, ask)
     asked = await gate.authorize(PAY, chat_id="c1", wait="deferred")
     assert isinstance(asked, Pending)
-    await ledger.decide(asked.approval.id, Decision.approve("alice", remember="session"))
-    (grant,) = await ledger.grants()
-    revoked = await ledger.revoke_grant(grant.id, "alice")
+    await ledger.approvals.decide(asked.approval.id, Decision.approve("alice", remember="session"))
+    (grant,) = await ledger.grants.query()
+    revoked = await ledger.grants.revoke(grant.id, "alice")
 
     async def reactivate(db: Database) -> None:
         await db.put(msgspec.structs.replace(revoked, revoked_at=None, revoked_by=""))
 
     ledger = await site["restart"](reactivate)
-    assert [g.id for g in await ledger.grants()] == [grant.id], "the table says it is active"
+    assert [g.id for g in await ledger.grants.query()] == [grant.id], "the table says it is active"
     again = ToolCall("call_2", PAY.tool, PAY.args)
     assert isinstance(await Gate(ledger, ask).authorize(again, chat_id="c1", wait="deferred"), Pending)
     found = await problems(ledger)
@@ -295,7 +299,7 @@ async def test_a_consumed_approval_deleted_from_its_table_fails_verify(site: dic
     ask = Policy.from_dict({"tools": {"pay": [{"action": "ask"}]}})
     asked = await Gate(ledger, ask).authorize(PAY, chat_id="c1", wait="deferred")
     assert isinstance(asked, Pending)
-    await ledger.decide(asked.approval.id, Decision.approve("alice"))
+    await ledger.approvals.decide(asked.approval.id, Decision.approve("alice"))
     ran: list[Any] = []
     await Gate(ledger, ask).run(PAY, lambda **args: ran.append(args), chat_id="c1", wait="deferred")
     assert len(ran) == 1

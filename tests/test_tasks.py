@@ -36,10 +36,10 @@ async def _value(value: Any) -> Any:
 
 async def finished(ledger: Ledger, task_id: str) -> Task:
     async def done() -> bool:
-        return (await ledger.get_task(task_id)).state.finished
+        return (await ledger.tasks.get(task_id)).state.finished
 
     await until(done)
-    return await ledger.get_task(task_id)
+    return await ledger.tasks.get(task_id)
 
 
 @pytest.fixture
@@ -90,11 +90,11 @@ async def test_a_refused_call_never_starts_a_task(ledger: Ledger) -> None:
 
     pending = await gate.start(CALL, export_report, chat_id="c1", wait="deferred")
     assert isinstance(pending, Pending)
-    await ledger.decide(pending.approval.id, Decision.deny(by="user:ann", reason="not now"))
+    await ledger.approvals.decide(pending.approval.id, Decision.deny(by="user:ann", reason="not now"))
     refused = await gate.start(CALL, export_report, chat_id="c1", wait="deferred")
     assert isinstance(refused, Denied) and refused.reason == "not now"
     await asyncio.sleep(0.05)
-    assert ran == [] and await ledger.tasks() == []
+    assert ran == [] and await ledger.tasks.query() == []
 
 
 async def test_an_approved_call_starts_once(ledger: Ledger) -> None:
@@ -105,13 +105,13 @@ async def test_an_approved_call_starts_once(ledger: Ledger) -> None:
 
     pending = await gate.start(CALL, export_report, chat_id="c1", wait="deferred")
     assert isinstance(pending, Pending)
-    await ledger.decide(pending.approval.id, Decision.approve(by="user:ann"))
+    await ledger.approvals.decide(pending.approval.id, Decision.approve(by="user:ann"))
     task = await gate.start(CALL, export_report, chat_id="c1", wait="deferred")
     assert isinstance(task, Task)
     assert (await finished(ledger, task.id)).result == "q3"
     with pytest.raises(Exception, match="already used"):
         await gate.start(CALL, export_report, chat_id="c1", wait="deferred")
-    assert len(await ledger.tasks()) == 1
+    assert len(await ledger.tasks.query()) == 1
     await gate.tasks.close()
 
 
@@ -140,7 +140,7 @@ async def test_cancel_interrupts_an_async_body_at_its_next_await(gate: Gate) -> 
     }  # fmt: skip
     with pytest.raises(TaskFinished):
         await gate.tasks.cancel(task.id, "user:ann")
-    actions = [e.action for e in await gate.ledger.audit() if e.subject == task.id]
+    actions = [e.action for e in await gate.ledger.audit.entries() if e.subject == task.id]
     assert actions == ["task-create", "task-start", "task-cancel", "task-cancelled"]
 
 
@@ -183,7 +183,7 @@ async def test_a_cancel_asked_on_another_worker_reaches_the_one_running_it(tmp_p
         assert isinstance(task, Task)
 
         async def begun() -> bool:
-            return (await theirs.get_task(task.id)).state is TaskState.RUNNING
+            return (await theirs.tasks.get(task.id)).state is TaskState.RUNNING
 
         await until(begun)
         await other.cancel(task.id, "user:bob")
@@ -228,7 +228,7 @@ async def test_a_stopping_worker_fails_its_tasks_saying_so(gate: Gate) -> None:
     assert isinstance(task, Task)
     await until(lambda: task.id in gate.tasks._running)
     await gate.tasks.close()
-    done = await gate.ledger.get_task(task.id)
+    done = await gate.ledger.tasks.get(task.id)
     assert (done.state, done.error) == (TaskState.FAILED, "the worker stopped before it finished")
 
 
@@ -245,10 +245,10 @@ async def test_a_burst_of_reports_is_coalesced_and_the_last_one_lands(gate: Gate
     assert isinstance(task, Task)
 
     async def last_landed() -> bool:
-        return (await gate.ledger.get_task(task.id)).message == "row 1000"
+        return (await gate.ledger.tasks.get(task.id)).message == "row 1000"
 
     await until(last_landed)
-    assert (await gate.ledger.get_task(task.id)).progress == 100
+    assert (await gate.ledger.tasks.get(task.id)).progress == 100
     release.set()
     await finished(gate.ledger, task.id)
 

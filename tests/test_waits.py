@@ -20,7 +20,7 @@ async def test_a_waiting_chat_stores_only_its_history_and_reads_its_question_fro
     async for site in serve(MemoryLedger(), demo_policy()):
         first, reply = await ask(site, "c1")
         [asked] = [c for c in reply if c["type"] == "tool-approval-request"]
-        stored = await site.ledger.load_chat("c1")
+        stored = await site.ledger.chats.load("c1")
         assert stored is not None
         assert set(json.loads(stored.state)) == {"assistant_id"}  # nothing it waits on
         history = [json.loads(entry)["kind"] for entry in stored.entries]  # the history, a message each
@@ -73,14 +73,20 @@ def test_the_open_calls_are_those_of_the_last_response_with_no_result() -> None:
 
 async def test_each_open_call_is_classified_by_what_the_ledger_holds_for_it() -> None:
     async with MemoryLedger() as ledger:
-        asked = await ledger.open(ToolCall("pay", "pay", PAY), chat_id="c", description="", rule="r")
-        used = await ledger.open(ToolCall("loc", "get_location", {}), chat_id="c", description="", rule="r")
-        await ledger.decide(used.id, Decision.approve("alice"))
-        await ledger.consume(used.id, used.call, actor="test")
-        crashed = await ledger.open(ToolCall("ran", "pay", PAY), chat_id="c", description="", rule="r")
-        await ledger.decide(crashed.id, Decision.approve("alice"))
-        await ledger.consume(crashed.id, crashed.call, actor="test")
-        task = await ledger.create_task(ToolCall("exp", "export", {}), chat_id="c", worker="w", actor="test")
+        asked = await ledger.approvals.open(
+            ToolCall("pay", "pay", PAY), chat_id="c", description="", rule="r"
+        )
+        used = await ledger.approvals.open(
+            ToolCall("loc", "get_location", {}), chat_id="c", description="", rule="r"
+        )
+        await ledger.approvals.decide(used.id, Decision.approve("alice"))
+        await ledger.approvals.consume(used.id, used.call, actor="test")
+        crashed = await ledger.approvals.open(
+            ToolCall("ran", "pay", PAY), chat_id="c", description="", rule="r"
+        )
+        await ledger.approvals.decide(crashed.id, Decision.approve("alice"))
+        await ledger.approvals.consume(crashed.id, crashed.call, actor="test")
+        task = await ledger.tasks.create(ToolCall("exp", "export", {}), chat_id="c", worker="w", actor="test")
         calls = {
             "pay": "pay",  # a person has not answered yet
             "loc": "get_location",  # approved and used: the browser runs it now

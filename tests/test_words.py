@@ -36,18 +36,18 @@ async def settle(how: str) -> tuple[Approval, Refused]:
         approval = (await gate.authorize(call, chat_id="c1", wait="deferred", requester=OWNER)).approval  # type: ignore[union-attr]
         match how:
             case "owner":
-                await ledger.decide(
+                await ledger.approvals.decide(
                     approval.id, Decision.deny(Principal(id=OWNER, name="browser 3ffc9a"), "no")
                 )
             case "alice":
-                await ledger.decide(approval.id, Decision.deny(ALICE, "too much"))
+                await ledger.approvals.decide(approval.id, Decision.deny(ALICE, "too much"))
             case "deadline":
                 clock[0] += 5
             case "new message":
-                await ledger.cancel(approval.id, OWNER, WITHDRAWN)
+                await ledger.approvals.cancel(approval.id, OWNER, WITHDRAWN)
         refused = await gate.authorize(call, chat_id="c1", wait="deferred", requester=OWNER)
         assert isinstance(refused, Refused)
-        return await ledger.get(approval.id), refused
+        return await ledger.approvals.get(approval.id), refused
 
 
 async def test_the_model_and_the_api_name_people_and_never_ids() -> None:

@@ -33,7 +33,7 @@ async def decide(url: str, ids_file: str, name: str, per_approval: int, go_file:
             by = f"{name}-{j}"
             decision = Decision.approve(by) if j % 2 else Decision.deny(by, "race")
             try:
-                await ledger.decide(approval_id, decision)
+                await ledger.approvals.decide(approval_id, decision)
                 won[approval_id] = by
             except SignoffError:
                 pass
@@ -44,14 +44,14 @@ async def decide(url: str, ids_file: str, name: str, per_approval: int, go_file:
         consumed: list[str] = []
 
         async def claim(approval_id: str) -> None:
-            approval = await ledger.get(approval_id)
+            approval = await ledger.approvals.get(approval_id)
             try:
-                await ledger.consume(approval_id, approval.approved_call, name)
+                await ledger.approvals.consume(approval_id, approval.approved_call, name)
                 consumed.append(approval_id)
             except SignoffError:
                 pass
 
-        approved = [a.id for a in await ledger.approvals(state="approved")]
+        approved = [a.id for a in await ledger.approvals.query(state="approved")]
         await asyncio.gather(*(claim(i) for i in approved for _ in range(3)))
     print(json.dumps({"won": won, "consumed": consumed}))
 
@@ -61,7 +61,7 @@ async def hold(url: str, count: int) -> None:
     async with open_ledger(url) as ledger:
         gate = Gate(ledger)
         tasks = [asyncio.create_task(gate.authorize(payment(i), chat_id="crash-chat")) for i in range(count)]
-        while len(await ledger.approvals(state="pending")) < count:
+        while len(await ledger.approvals.query(state="pending")) < count:
             await asyncio.sleep(0.01)
         print("READY", flush=True)
         await asyncio.sleep(3600)

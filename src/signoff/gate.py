@@ -154,11 +154,11 @@ class Gate:
         if ruling.action == "deny":
             return Denied(call=call, by=ruling.rule, reason=ruling.reason, who="the policy")
 
-        approval = await self.ledger.find(chat_id, call.call_id)
+        approval = await self.ledger.approvals.find(chat_id, call.call_id)
         if approval is None:
             if grant := await self._granted(call, chat_id, ruling, requester):
                 return await self._use(grant, call, chat_id)
-            approval = await self.ledger.open(
+            approval = await self.ledger.approvals.open(
                 call,
                 chat_id=chat_id,
                 description=describe or ruling.description,
@@ -182,7 +182,7 @@ class Gate:
             if chosen or approval.deadline is not None or ruling.on_abandon == "cancel":
                 approval = await self._block(approval, ruling, chosen)
             else:  # nothing to race, time or clean up: the lightest wait, for the many-waiters case
-                approval = await self.ledger.wait(approval.id)
+                approval = await self.ledger.approvals.wait(approval.id)
         return await self._settle(approval)
 
     async def run(
@@ -255,7 +255,7 @@ class Gate:
             requester=requester, schema=schema, describe=describe,
         )  # fmt: skip
         if isinstance(outcome, Allowed) and outcome.approval_id is not None:
-            await self.ledger.consume(outcome.approval_id, outcome.call, actor=self.actor)
+            await self.ledger.approvals.consume(outcome.approval_id, outcome.call, actor=self.actor)
         return outcome
 
     # -- waiting ------------------------------------------------------------------------------------------
@@ -267,19 +267,21 @@ class Gate:
         resume, unless the policy's `on_abandon` says to cancel it.
         """
         timeout = (
-            None if approval.deadline is None else approval.deadline - self.ledger.clock() + _CLOCK_SLACK
+            None
+            if approval.deadline is None
+            else approval.deadline - self.ledger.approvals.clock() + _CLOCK_SLACK
         )
         asks = [asyncio.ensure_future(self._ask(a, approval)) for a in approvers]
         try:
             async with asyncio.timeout(timeout):
-                return await (self._race(approval, asks) if asks else self.ledger.wait(approval.id))
+                return await (self._race(approval, asks) if asks else self.ledger.approvals.wait(approval.id))
         except TimeoutError:
             return await self._expire(approval)
         except asyncio.CancelledError:
             if ruling.on_abandon == "cancel":
                 with contextlib.suppress(AlreadyDecided):
                     await asyncio.shield(
-                        self.ledger.cancel(approval.id, self.actor, "the waiting caller went away")
+                        self.ledger.approvals.cancel(approval.id, self.actor, "the waiting caller went away")
                     )
             raise
         finally:
@@ -290,7 +292,7 @@ class Gate:
     async def _race(self, approval: Approval, asks: Sequence[asyncio.Future[Approval | None]]) -> Approval:
         """The first approver to decide wins; one that abstains or fails leaves the others (and the ledger's
         other channels) in the race."""
-        settled = asyncio.ensure_future(self.ledger.wait(approval.id))
+        settled = asyncio.ensure_future(self.ledger.approvals.wait(approval.id))
         racing: set[asyncio.Future[Any]] = {settled, *asks}
         try:
             while True:
@@ -305,29 +307,33 @@ class Gate:
         try:
             decision = await call_approver(approver, approval)
         except ApproverFailed as exc:
-            await self.ledger.record("approver-failed", approval.id, approver_name(approver), error=str(exc))
+            await self.ledger.audit.record(
+                "approver-failed", approval.id, approver_name(approver), error=str(exc)
+            )
             return None
         if decision is None:
             return None
         try:
-            approval = await self.ledger.decide(approval.id, decision, policy=self.policy)
+            approval = await self.ledger.approvals.decide(approval.id, decision, policy=self.policy)
         except AlreadyDecided as lost:
             return lost.winner
         except (NotAnApprover, AlreadyVoted, InvalidDecision, EditRefused, Unproven) as exc:  # not taken
-            await self.ledger.record("approver-failed", approval.id, approver_name(approver), error=str(exc))
+            await self.ledger.audit.record(
+                "approver-failed", approval.id, approver_name(approver), error=str(exc)
+            )
             return None
         return None if approval.state is State.PENDING else approval  # one vote of a quorum: race on
 
     async def _expire(self, approval: Approval) -> Approval:
         try:
-            return await self.ledger.expire(approval.id)
+            return await self.ledger.approvals.expire(approval.id)
         except AlreadyDecided as lost:
             return lost.winner
 
     # -- outcomes -----------------------------------------------------------------------------------------
 
     async def _settle(self, approval: Approval) -> Outcome:
-        if approval.is_due(self.ledger.clock()):
+        if approval.is_due(self.ledger.approvals.clock()):
             approval = await self._expire(approval)
         match approval.state:
             case State.PENDING:
@@ -348,23 +354,25 @@ class Gate:
         """The first grant that may answer for this call: one its maker could have given here, by the
         call's own rule and with the roles the maker has now (`core.grant.unusable`). Each one passed over
         is audited with why, so an operator sees why a remembered call was asked again."""
-        for grant in await self.ledger.matching_grants(call, chat_id):
-            maker = await self.ledger.standing(grant.maker)
+        for grant in await self.ledger.grants.matching(call, chat_id):
+            maker = await self.ledger.principals.standing(grant.maker)
             if (why := unusable(grant, ruling.authority, maker, requester)) is None:
                 return grant
-            await self.ledger.record("unused", grant.id, self.actor, why=why, chat=chat_id, call=call.call_id)
+            await self.ledger.audit.record(
+                "unused", grant.id, self.actor, why=why, chat=chat_id, call=call.call_id
+            )
         return None
 
     async def _use(self, grant: Grant, call: ToolCall, chat_id: str) -> Allowed:
         """A remembered approval covers this call: record that it was used, so the audit shows every run."""
-        await self.ledger.record(
+        await self.ledger.audit.record(
             "use", grant.id, self.actor, chat=chat_id, call=call.call_id, tool=call.tool, digest=call.digest
         )
         return Allowed(call=call, via="grant", by=grant.created_by)
 
     async def _refuse_mismatch(self, approval: Approval, call: ToolCall) -> None:
         """A call id reused with other arguments is a forgery or a bug: audit it and refuse loudly."""
-        await self.ledger.record(
+        await self.ledger.audit.record(
             "refuse", approval.id, self.actor, why="call mismatch", tool=call.tool, digest=call.digest
         )
         asked = approval.call.tool

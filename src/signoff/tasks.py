@@ -8,7 +8,7 @@ worker reads; this process only runs the body and keeps the record current:
   batches, as fast as the ledger takes them: only the newest report of a task matters, so a body that
   reports in a tight loop costs one write per batch, not one per call.
 - Every `heartbeat` seconds the process renews its unfinished tasks' heartbeat. A task whose worker stops
-  beating (killed, lost its machine) is failed by the sweeper (`Ledger.abandon_tasks`).
+  beating (killed, lost its machine) is failed by the sweeper (`Ledger.tasks.abandon`).
 - A cancel asked on any worker reaches this one through the same writes: a report or a beat answers with
   the ids someone asked to cancel. Cancelling is cooperative: an async body is interrupted at its next
   `await`, and any body gets `TaskCancelled` from its next `progress()` call (the only way to reach one
@@ -126,7 +126,7 @@ class Tasks:
         (False) stops only at its next `progress()`. A call that already has a task (a retried request)
         gets that task back, and nothing starts twice.
         """
-        task = await self.ledger.create_task(call, chat_id=chat_id, worker=self.worker, actor=self.actor)
+        task = await self.ledger.tasks.create(call, chat_id=chat_id, worker=self.worker, actor=self.actor)
         if task.state is not TaskState.PENDING or task.worker != self.worker or task.id in self._running:
             return task
         loop = asyncio.get_running_loop()
@@ -140,8 +140,8 @@ class Tasks:
     async def cancel(self, task_id: str, actor: str, reason: str = "", who: str = "") -> Task:
         """Ask the task to stop, wherever it runs, as `actor` (whom people read as `who`); raises
         `TaskFinished` if it already ended."""
-        task = await self.ledger.change_task(
-            task_id, lambda t: request_cancel(t, actor, reason, self.ledger.clock(), who)
+        task = await self.ledger.tasks.change(
+            task_id, lambda t: request_cancel(t, actor, reason, self.ledger.tasks.clock(), who)
         )
         self._publish(task)
         self._stop(task_id, task.cancel_by)
@@ -151,7 +151,7 @@ class Tasks:
         """What the model's `check_task` sees: the task's status in the seed's format. A task of another
         chat is as unknown as one that never existed: a model must not read other chats' work."""
         try:
-            task = await self.ledger.get_task(task_id)
+            task = await self.ledger.tasks.get(task_id)
         except NotFound:
             task = None
         if task is None or task.chat_id != chat_id:
@@ -187,7 +187,9 @@ class Tasks:
         task_id = running.task.id
         try:
             try:
-                running.task = await self.ledger.change_task(task_id, lambda t: start(t, self.ledger.clock()))
+                running.task = await self.ledger.tasks.change(
+                    task_id, lambda t: start(t, self.ledger.tasks.clock())
+                )
             except TaskFinished:  # cancelled before it began: it never runs
                 return
             self._publish(running.task)
@@ -211,10 +213,10 @@ class Tasks:
 
         def end(task: Task) -> tuple[Task, AuditEvent]:
             reported = msgspec.structs.replace(task, progress=last.progress, message=last.message)
-            return finish(reported, state, self.ledger.clock(), self.worker, result=result, error=error)
+            return finish(reported, state, self.ledger.tasks.clock(), self.worker, result=result, error=error)
 
         try:
-            running.task = await asyncio.shield(self.ledger.change_task(last.id, end))
+            running.task = await asyncio.shield(self.ledger.tasks.change(last.id, end))
         except TaskFinished:  # the sweeper gave up on it meanwhile; its record stands
             return
         self._publish(running.task)
@@ -236,7 +238,10 @@ class Tasks:
             return
         self._reports[report.task_id] = report
         running.task = msgspec.structs.replace(
-            running.task, progress=report.progress, message=report.message, updated_at=self.ledger.clock()
+            running.task,
+            progress=report.progress,
+            message=report.message,
+            updated_at=self.ledger.tasks.clock(),
         )
         self._publish(running.task)
         if self._flusher is None or self._flusher.done():
@@ -246,7 +251,7 @@ class Tasks:
         while self._reports:
             batch, self._reports = list(self._reports.values()), {}
             try:
-                cancelling = await self.ledger.report(batch)
+                cancelling = await self.ledger.tasks.report(batch)
             except Exception:  # a ledger hiccup loses a report, which the next one replaces anyway
                 log.exception("task progress could not be written")
                 continue
@@ -256,7 +261,7 @@ class Tasks:
     async def _beat(self) -> None:
         while self._running:
             try:
-                for task_id in await self.ledger.beat(self.worker):
+                for task_id in await self.ledger.tasks.beat(self.worker):
                     self._stop(task_id, "")
             except Exception:  # a missed beat or two is what the sweeper's margin is for
                 log.exception("the task heartbeat could not be written")

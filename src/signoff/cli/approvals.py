@@ -31,7 +31,7 @@ def approvals_list(
     state: Annotated[State | None, typer.Option(help="Only this state.")] = None,
 ) -> None:
     """List approvals, oldest first, with who they wait for and how far their quorum got."""
-    found = with_ledger(ledger, lambda lg: lg.approvals(chat_id=chat, state=state))
+    found = with_ledger(ledger, lambda lg: lg.approvals.query(chat_id=chat, state=state))
     table = Table("id", "state", "chat", "tool", "description", "approvals", "created", "deadline")
     for a in found:
         tally = f"{a.tally} (waiting for {a.authority.awaited()})" if a.state is State.PENDING else a.tally
@@ -45,11 +45,11 @@ def approvals_list(
 @approvals_app.command("show")
 def approvals_show(approval_id: str, ledger: LedgerOption = None) -> None:
     """Show one approval in full, as JSON."""
-    print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.get(approval_id))))
+    print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.approvals.get(approval_id))))
 
 
 def _decide(url: str | None, approval_id: str, decision: Decision, policy: Policy | None = None) -> None:
-    approval = with_ledger(url, lambda lg: lg.decide(approval_id, decision, policy=policy))
+    approval = with_ledger(url, lambda lg: lg.approvals.decide(approval_id, decision, policy=policy))
     if approval.state is State.PENDING:
         out.print(f"{approval.id} pending: {shown(approval.tally)}", highlight=False)
     else:
@@ -108,14 +108,14 @@ def approvals_cancel(
     reason: Annotated[str, typer.Option(help="Why.")] = "",
 ) -> None:
     """Withdraw a pending approval without deciding it."""
-    approval = with_ledger(ledger, lambda lg: lg.cancel(approval_id, operator().id, reason))
+    approval = with_ledger(ledger, lambda lg: lg.approvals.cancel(approval_id, operator().id, reason))
     out.print(f"{approval.id} {approval.state} by {shown(approval.by)}", highlight=False)
 
 
 @approvals_app.command("expire")
 def approvals_expire(ledger: LedgerOption = None) -> None:
     """Expire every pending approval whose deadline has passed."""
-    expired = with_ledger(ledger, lambda lg: lg.expire_due())
+    expired = with_ledger(ledger, lambda lg: lg.approvals.expire_due())
     for approval in expired:
         out.print(f"{approval.id} {approval.state}", highlight=False)
     out.print(f"{len(expired)} expired")
@@ -128,7 +128,7 @@ def grants_list(
     all_: Annotated[bool, typer.Option("--all", help="Include revoked grants.")] = False,
 ) -> None:
     """List grants."""
-    found = with_ledger(ledger, lambda lg: lg.grants(chat_id=chat, active=not all_))
+    found = with_ledger(ledger, lambda lg: lg.grants.query(chat_id=chat, active=not all_))
     table = Table("id", "tool", "args", "scope", "chat", "by", "created", "revoked")
     for g in found:
         table.add_row(
@@ -147,7 +147,7 @@ def grants_list(
 @grants_app.command("revoke")
 def grants_revoke(grant_id: str, ledger: LedgerOption = None) -> None:
     """Revoke a grant: the next matching call is asked again."""
-    grant = with_ledger(ledger, lambda lg: lg.revoke_grant(grant_id, operator().id))
+    grant = with_ledger(ledger, lambda lg: lg.grants.revoke(grant_id, operator().id))
     out.print(f"{grant.id} revoked by {shown(grant.revoked_by)}", highlight=False)
 
 

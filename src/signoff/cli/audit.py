@@ -55,7 +55,7 @@ def audit_verify(
 def audit_checkpoint(ledger: LedgerOption = None) -> None:
     """Print a signed checkpoint (the entry count and the head hash) as one line of JSON: keep it outside
     the database, and `audit verify --checkpoint` fails for an audit that no longer reaches it."""
-    mark = with_ledger(ledger, lambda lg: lg.checkpoint())
+    mark = with_ledger(ledger, lambda lg: lg.audit.checkpoint())
     print(msgspec.json.encode(mark).decode())
 
 
@@ -66,7 +66,7 @@ def audit_list(
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
 ) -> None:
     """Show audit entries in order; names and details with hidden characters spelled out."""
-    entries = with_ledger(ledger, lambda lg: lg.audit(after, limit))
+    entries = with_ledger(ledger, lambda lg: lg.audit.entries(after, limit))
     table = Table("seq", "at", "actor", "action", "subject", "change", "detail")
     for e in entries:
         change = f"{e.before or ''} → {e.after or ''}" if e.before or e.after else ""

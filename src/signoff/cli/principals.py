@@ -29,7 +29,7 @@ def principals_add(
 ) -> None:
     """Add a principal and print its personal token, once, alone on the last line."""
     record, token = with_ledger(
-        ledger, lambda lg: lg.register(name, role or [], display=display, actor=operator().id)
+        ledger, lambda lg: lg.principals.register(name, role or [], display=display, actor=operator().id)
     )
     roles = ", ".join(record.roles) or "no roles"
     out.print(f"added {shown(record.id)} ({shown(roles)}); its token, shown only now:", highlight=False)
@@ -39,7 +39,7 @@ def principals_add(
 @principals_app.command("list")
 def principals_list(ledger: LedgerOption = None) -> None:
     """List principals, oldest first, revoked ones too."""
-    found = with_ledger(ledger, lambda lg: lg.principals())
+    found = with_ledger(ledger, lambda lg: lg.principals.all())
     table = Table("name", "display", "roles", "added", "by", "revoked")
     for p in found:
         revoked = f"{when(p.revoked_at)} by {shown(p.revoked_by)}" if p.revoked_at is not None else ""
@@ -57,12 +57,12 @@ def principals_list(ledger: LedgerOption = None) -> None:
 @principals_app.command("revoke")
 def principals_revoke(name: str, ledger: LedgerOption = None) -> None:
     """Revoke a principal's token: every worker refuses it from the next request on."""
-    record = with_ledger(ledger, lambda lg: lg.revoke_principal(name, operator().id))
+    record = with_ledger(ledger, lambda lg: lg.principals.revoke(name, operator().id))
     out.print(f"{shown(record.id)} revoked by {shown(record.revoked_by)}", highlight=False)
 
 
 @principals_app.command("roles")
 def principals_roles(name: str, ledger: LedgerOption = None, role: RoleOption = None) -> None:
     """Set a principal's roles (no --role takes every role away)."""
-    record = with_ledger(ledger, lambda lg: lg.assign_roles(name, role or [], operator().id))
+    record = with_ledger(ledger, lambda lg: lg.principals.assign_roles(name, role or [], operator().id))
     out.print(f"{shown(record.id)}: {shown(', '.join(record.roles)) or 'no roles'}", highlight=False)

@@ -22,7 +22,7 @@ def tasks_list(
     state: Annotated[TaskState | None, typer.Option(help="Only this state.")] = None,
 ) -> None:
     """List tasks, oldest first, with how far each got."""
-    found = with_ledger(ledger, lambda lg: lg.tasks(chat_id=chat, state=state))
+    found = with_ledger(ledger, lambda lg: lg.tasks.query(chat_id=chat, state=state))
     table = Table("id", "state", "progress", "chat", "tool", "message", "created", "ended")
     for t in found:
         table.add_row(
@@ -35,7 +35,7 @@ def tasks_list(
 @tasks_app.command("show")
 def tasks_show(task_id: str, ledger: LedgerOption = None) -> None:
     """Show one task in full, as JSON."""
-    print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.get_task(task_id))))
+    print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.tasks.get(task_id))))
 
 
 @tasks_app.command("cancel")

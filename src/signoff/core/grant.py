@@ -51,7 +51,7 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=T
 
     @property
     def maker(self) -> Principal:
-        """Its maker as it decided; `Ledger.standing` says what the maker may do now."""
+        """Its maker as it decided; `Ledger.principals.standing` says what the maker may do now."""
         return Principal(id=self.created_by, roles=self.roles, via=self.via)
 
     def matches(self, call: ToolCall, chat_id: str) -> bool:

@@ -18,7 +18,7 @@ applies the same rules.
 
 Progress is the one change that is not a step: it is frequent, carries no decision, and is only ever
 replaced by a newer value, so the ledgers write it straight to the record's progress fields (see
-`Ledger.report`) without reading the task first.
+`Ledger.tasks.report`) without reading the task first.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ async def record_acted(
         known[output.call_id] = now
         failed = output.error_text
         said = f"it failed: {failed[:MAX_SAID]}" if failed is not None else "it returned"
-        await ledger.record(
+        await ledger.audit.record(
             "acted", output.call_id, owner.id, chat=chat_id, tool=output.tool, result=now,
             why=f"the browser reported on an acknowledged call ({said}); the model is not told",
         )  # fmt: skip

@@ -255,7 +255,7 @@ async def begin(
     outputs = await accept_outputs(
         ledger, chat_id, principal, state.browser_calls, made, state.approvals, given
     )
-    waits = _waits(state, ledger.clock())
+    waits = _waits(state, ledger.chats.clock())
     action = next_action(waits, request_of(request))
     if action is Action.REFUSE:
         raise OutOfTurn("messages", REFUSALS[waits.waits])
@@ -343,7 +343,7 @@ class ServedChat(abc.ABC):
         """The reply that tells the model its browser calls got no result in time, started by the server
         itself; None when the machine has nothing for it to do (the chat moved on meanwhile)."""
         stored, state = await self.load(chat_id)
-        if next_action(_waits(state, self.gate.ledger.clock()), Request.OVERDUE) is Action.IGNORE:
+        if next_action(_waits(state, self.gate.ledger.chats.clock()), Request.OVERDUE) is Action.IGNORE:
             return None
         request = ChatRequest(chat_id=chat_id, trigger="submit-message")
         return await self.prepare(request, wait, owner_principal(stored))

@@ -103,7 +103,7 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
     if isinstance(result, Pending | Refused | Rejected):
         if turn is not None and turn.take(call_id) is not None:
             why = f"the browser's output is not used: the call was {_refusal(result)}"
-            await gate.ledger.record(
+            await gate.ledger.audit.record(
                 "refuse", call_id, turn.requester, why=why, chat=chat_id, tool=gated.call.tool
             )
         return result

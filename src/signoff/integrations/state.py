@@ -73,7 +73,7 @@ async def load_state(
 ) -> tuple[StoredChat | None, ChatState]:
     """The chat's stored record and its latest state, or the state its running reply began from (an
     unknown chat is an empty one)."""
-    stored = await ledger.load_chat(chat_id)
+    stored = await ledger.chats.load(chat_id)
     return stored, state_of(stored, begun=begun)
 
 
@@ -98,7 +98,7 @@ async def check_owner(ledger: Ledger, chat_id: str, stored: StoredChat | None, p
     owner = owner_of(stored)
     if owner is not None and owner != principal.id:
         why = "the chat belongs to another principal"
-        await ledger.record("refuse", chat_id, principal.id, why=why, via=principal.via)
+        await ledger.audit.record("refuse", chat_id, principal.id, why=why, via=principal.via)
         raise Unknown("id", f"no chat {chat_id}")
 
 
@@ -111,7 +111,7 @@ async def claim(ledger: Ledger, chat_id: str, stored: StoredChat | None, princip
     if stored is not None:
         return stored
     try:
-        return await ledger.save_chat(chat_id, encode_state(ChatState()), version=0, owner=principal.id)
+        return await ledger.chats.save(chat_id, encode_state(ChatState()), version=0, owner=principal.id)
     except StaleChat:
         raise OutOfTurn("id", f"chat {chat_id} was started by another request meanwhile") from None
 
@@ -126,20 +126,20 @@ async def withdraw(ledger: Ledger, state: ChatState, actor: str, why: str = WITH
     own tools, with no ledger record) is left as it is."""
     for approval_id in filter(None, state.approvals.values()):
         with contextlib.suppress(NotFound, IllegalTransition):
-            await ledger.cancel(approval_id, actor, why)
+            await ledger.approvals.cancel(approval_id, actor, why)
 
 
 async def expire_overdue(ledger: Ledger, chat_id: str, calls: dict[str, str], allowed: float) -> str:
     """Audit the browser calls that got no result within `allowed` seconds; the reason the model is told."""
     why = f"the browser returned no result within {allowed:g} s"
     for call_id, tool in calls.items():
-        await ledger.record("expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why)
+        await ledger.audit.record("expire", call_id, "signoff:server", chat=chat_id, tool=tool, why=why)
     return why
 
 
 async def task_news(ledger: Ledger, tasks: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Each long-running call's task status as it is now, in seed 004's format: call id to status."""
-    return {call_id: (await ledger.get_task(task_id)).status() for call_id, task_id in tasks.items()}
+    return {call_id: (await ledger.tasks.get(task_id)).status() for call_id, task_id in tasks.items()}
 
 
 async def classify(
@@ -156,13 +156,13 @@ async def classify(
     tasks: dict[str, str] = {}
     started: dict[str, str] | None = None
     for call_id, tool in open_calls.items():
-        approval = await ledger.find(chat_id, call_id)
+        approval = await ledger.approvals.find(chat_id, call_id)
         used = approval is not None and approval.state is State.CONSUMED
         if tool in browser_tools and (approval is None or used):  # a browser tool is never long-running
             browser[call_id] = tool
             continue
         if started is None and (approval is None or used):
-            started = {t.call.call_id: t.id for t in await ledger.tasks(chat_id=chat_id)}
+            started = {t.call.call_id: t.id for t in await ledger.tasks.query(chat_id=chat_id)}
         if started is not None and call_id in started:
             tasks[call_id] = started[call_id]
         elif approval is not None:  # used but not run to a result, the process died: its claim can't hold

@@ -88,7 +88,7 @@ async def accept_responses(
     for approval, response in checked:
         if approval.state is State.PENDING:
             try:
-                approval = await ledger.decide(
+                approval = await ledger.approvals.decide(
                     approval.id, Decision.of(response.approved, owner, response.reason or "")
                 )
             except AlreadyDecided as lost:  # the inbox or the CLI was quicker; its decision stands
@@ -132,7 +132,7 @@ async def decide_in_chat(
     """
     approval = await _own(ledger, chat_id, approval_id, owner, tool="", call_id="")
     decision = Decision.of(approved, owner, reason, remember=remember)
-    return await ledger.decide(approval.id, decision)
+    return await ledger.approvals.decide(approval.id, decision)
 
 
 async def _own(
@@ -142,7 +142,7 @@ async def _own(
         return await _refuse(ledger, chat_id, approval_id, owner, kind, why, tool, call_id)
 
     try:
-        approval = await ledger.get(approval_id)
+        approval = await ledger.approvals.get(approval_id)
     except NotFound:
         raise await refuse(Unknown, "no such approval") from None
     if approval.chat_id != chat_id:
@@ -161,7 +161,7 @@ async def _refuse(
     call_id: str,
 ) -> Untrusted:
     field = f"approval {approval_id}"
-    await ledger.record("refuse", approval_id, owner.id, why=why, chat=chat_id, call=call_id, tool=tool)
+    await ledger.audit.record("refuse", approval_id, owner.id, why=why, chat=chat_id, call=call_id, tool=tool)
     return kind(field, f"{field} refused: {why}")
 
 
@@ -237,7 +237,7 @@ async def accept_outputs(
             why = f"two outputs for call {output.call_id}"
         if why is not None:
             detail = {"why": why, "chat": chat_id, "tool": output.tool}
-            await ledger.record("refuse", output.call_id, owner.id, **detail)
+            await ledger.audit.record("refuse", output.call_id, owner.id, **detail)
             raise OutOfTurn(f"output {output.call_id}", why)
         if waiting.get(output.call_id) == output.tool:
             accepted[output.call_id] = output
@@ -269,7 +269,9 @@ async def ran_with_approval(
             why = f"the browser's output is not used: the approval is {approval.state}"
             if approval.state is State.APPROVED:
                 why = "the browser's output is not used: the call was approved with other arguments"
-            await ledger.record("refuse", output.call_id, owner.id, why=why, chat=chat_id, tool=output.tool)
+            await ledger.audit.record(
+                "refuse", output.call_id, owner.id, why=why, chat=chat_id, tool=output.tool
+            )
     return held, rest
 
 

@@ -195,7 +195,7 @@ async def in_browser(gate: Gate, call: ToolCall) -> ToolOutput | None:
     turn = current_turn.get()
     if turn is not None and (taken := turn.take(call.call_id)) is not None:
         output, why = taken
-        await gate.ledger.record(
+        await gate.ledger.audit.record(
             "run", call.call_id, turn.requester, chat=turn.chat_id, tool=call.tool, why=why
         )
         return output
@@ -205,7 +205,7 @@ async def in_browser(gate: Gate, call: ToolCall) -> ToolOutput | None:
         return await turn.browser.run(call, turn.sink)
     except BrowserTimeout as exc:
         why = str(exc)
-        await gate.ledger.record(
+        await gate.ledger.audit.record(
             "expire", call.call_id, "signoff:server", chat=turn.chat_id, tool=call.tool, why=why
         )
         return ToolOutput(call_id=call.call_id, tool=call.tool, error_text=why)

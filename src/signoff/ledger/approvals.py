@@ -1,18 +1,18 @@
-"""The ledger's approvals, with the grants their decisions make and the audit chain that records them.
+"""The ledger's approvals: opened, decided first-wins or by quorum, claimed once, expired at their deadline.
 
 Every rule lives in the core (`core.approval`, `core.grant`, `core.proof`); this part runs the core's pure
-steps through the committer, which stores each result with its audit entries all or nothing, and wakes
-this process's waiters when an approval leaves `pending`.
+steps through the committer, which stores each result with its audit entries (and the grant a decision
+makes) all or nothing, and wakes this process's waiters when an approval leaves `pending`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Unpack
 
 from signoff.core import approval as machine
 from signoff.core.approval import Approval, State
-from signoff.core.audit import AuditEntry, AuditEvent, BrokenLink, ChainCheck, Checkpoint
+from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import (
@@ -23,19 +23,18 @@ from signoff.core.errors import (
     NotAnApprover,
     Unproven,
 )
-from signoff.core.grant import Grant, grant_for, revoke
+from signoff.core.grant import grant_for
 from signoff.core.policy import Policy
-from signoff.core.proof import grant_holds
-from signoff.ledger.keys import ApprovalKey, AskedKey, GrantKey, found
-from signoff.ledger.parts import Parts
+from signoff.ledger.keys import ApprovalKey, AskedKey, found
+from signoff.ledger.parts import Part, Shared
 from signoff.ledger.records import Change
 
-AUDIT_PAGE = 5000
-FORGED = "the grant carries no valid proof"
-"""Audit entries read at once when the whole chain is checked."""
 
+class Approvals(Part):
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        self._store = shared.backend.approvals
 
-class ApprovalLedger(Parts):
     async def open(
         self, call: ToolCall, *, chat_id: str, description: str, rule: str, **asking: Unpack[machine.Asking]
     ) -> Approval:
@@ -43,16 +42,15 @@ class ApprovalLedger(Parts):
         says who may decide; an edit of it must fit the tool's `schema`. Opening the same chat and call id
         again returns the first one, as long as the arguments are the same: a retried request never asks
         twice."""
-        now = self.clock()
         approval, event = machine.open_approval(
-            call, chat_id=chat_id, description=description, rule=rule, now=now, key=self.keyring.current,
-            **asking,
+            call, chat_id=chat_id, description=description, rule=rule, now=self.clock(),
+            key=self._shared.keyring.current, **asking,
         )  # fmt: skip
 
         def step(existing: Approval | None) -> Change:
             return Change(approval=existing) if existing else Change(approval=approval, events=(event,))
 
-        stored = (await self.committer.write(AskedKey(chat_id, call.call_id), step)).approval
+        stored = (await self._shared.committer.write(AskedKey(chat_id, call.call_id), step)).approval
         assert stored is not None
         if stored.digest != approval.digest or stored.call.tool != call.tool:
             raise CallMismatch(
@@ -61,16 +59,16 @@ class ApprovalLedger(Parts):
         return stored
 
     async def get(self, approval_id: str) -> Approval:
-        return found(await self.backend.approvals.load(approval_id), ApprovalKey(approval_id))
+        return found(await self._store.load(approval_id), ApprovalKey(approval_id))
 
     async def find(self, chat_id: str, call_id: str) -> Approval | None:
-        return await self.backend.approvals.find(chat_id, call_id)
+        return await self._store.find(chat_id, call_id)
 
-    async def approvals(
+    async def query(
         self, *, chat_id: str | None = None, state: State | str | None = None, limit: int | None = None
     ) -> list[Approval]:
         """Approvals oldest first, optionally of one chat and/or in one state."""
-        return await self.backend.approvals.query(
+        return await self._store.query(
             chat_id=chat_id, state=None if state is None else State(state), due_by=None, limit=limit
         )
 
@@ -93,9 +91,9 @@ class ApprovalLedger(Parts):
             edited = None
             if decision.args is not None and policy is not None:
                 edited = policy.evaluate(approval.call.with_args(decision.args))
-            after, event = machine.decide(approval, decision, now, self.keyring, edited)
+            after, event = machine.decide(approval, decision, now, self._shared.keyring, edited)
             late = event.action == "expire"
-            remembered = grant_for(after, now, self.keyring.current)
+            remembered = grant_for(after, now, self._shared.keyring.current)
             if remembered is None:
                 return Change(approval=after, events=(event,))
             grant, grant_event = remembered
@@ -104,7 +102,7 @@ class ApprovalLedger(Parts):
         try:
             after = await self._apply(approval_id, step)
         except (NotAnApprover, AlreadyVoted, EditRefused, Unproven) as refused:
-            await self.record("refuse", approval_id, decision.by, why=str(refused), via=decision.via)
+            await self._shared.record("refuse", approval_id, decision.by, why=str(refused), via=decision.via)
             raise
         if late:
             raise AlreadyDecided(after)
@@ -115,12 +113,12 @@ class ApprovalLedger(Parts):
         approving decisions carry no valid proof raises `Unproven`, audited."""
 
         def step(approval: Approval) -> Change:
-            return _one(*machine.consume(approval, call, actor, self.clock(), self.keyring))
+            return _one(*machine.consume(approval, call, actor, self.clock(), self._shared.keyring))
 
         try:
             return await self._apply(approval_id, step)
         except Unproven as refused:
-            await self.record("refuse", approval_id, actor, why=refused.why, tool=call.tool)
+            await self._shared.record("refuse", approval_id, actor, why=refused.why, tool=call.tool)
             raise
 
     async def cancel(self, approval_id: str, actor: str, reason: str = "") -> Approval:
@@ -131,7 +129,7 @@ class ApprovalLedger(Parts):
     async def expire(self, approval_id: str) -> Approval:
         """Apply the deadline of one approval now; raises `IllegalTransition` if it is not due."""
         return await self._apply(
-            approval_id, lambda approval: _one(*machine.expire(approval, self.clock(), self.keyring))
+            approval_id, lambda approval: _one(*machine.expire(approval, self.clock(), self._shared.keyring))
         )
 
     async def expire_due(self) -> list[Approval]:
@@ -141,11 +139,9 @@ class ApprovalLedger(Parts):
         workers don't all scan and race on the same approvals (a race they would lose cleanly anyway:
         an expiry is a transition like any other, and only one applies).
         """
-        if not await self._lease("sweeper"):
+        if not await self._shared.lease("sweeper"):
             return []
-        due = await self.backend.approvals.query(
-            chat_id=None, state=State.PENDING, due_by=self.clock(), limit=None
-        )
+        due = await self._store.query(chat_id=None, state=State.PENDING, due_by=self.clock(), limit=None)
         expired = []
         for approval in due:
             try:
@@ -159,7 +155,7 @@ class ApprovalLedger(Parts):
 
         The waiter subscribes before it reads, so a decision landing in between is never missed.
         """
-        future = self.notifier.subscribe(approval_id)
+        future = self._shared.notifier.subscribe(approval_id)
         try:
             current = await self.get(approval_id)
             if current.state is not State.PENDING:
@@ -167,73 +163,18 @@ class ApprovalLedger(Parts):
             self._watch()
             return await future
         finally:
-            self.notifier.unsubscribe(approval_id, future)
+            self._shared.notifier.unsubscribe(approval_id, future)
 
     def _watch(self) -> None:
         """Someone here waits: a backend other processes write to needs watching for their decisions."""
-        if self.backend.shared:
-            self.watcher.watch()
+        if self._shared.backend.shared:
+            self._shared.watcher.watch()
 
     async def _apply(self, approval_id: str, step: Callable[[Approval], Change]) -> Approval:
-        approval = (await self.committer.write(ApprovalKey(approval_id), step)).approval
+        approval = (await self._shared.committer.write(ApprovalKey(approval_id), step)).approval
         assert approval is not None
-        self.notifier.notify(approval)
+        self._shared.notifier.notify(approval)
         return approval
-
-    # -- grants -------------------------------------------------------------------------------------------
-
-    async def grants(
-        self, *, chat_id: str | None = None, tool: str | None = None, active: bool = True
-    ) -> list[Grant]:
-        return await self.backend.approvals.grants(chat_id=chat_id, tool=tool, active=active)
-
-    async def matching_grants(self, call: ToolCall, chat_id: str) -> list[Grant]:
-        """The active grants that cover this call in this chat (its own or global ones), oldest first. A
-        grant whose proof fails was written around signoff: it is passed over, and that is audited. Whether
-        a grant may answer for the call is the call's rule's to say (`core.grant.unusable`)."""
-        found = []
-        for grant in await self.backend.approvals.grants(chat_id=chat_id, tool=call.tool, active=True):
-            if not grant.matches(call, chat_id):
-                continue
-            if grant_holds(self.keyring, grant):
-                found.append(grant)
-            else:
-                await self.record("refuse", grant.id, "signoff:ledger", why=FORGED)
-        return found
-
-    async def revoke_grant(self, grant_id: str, actor: str) -> Grant:
-        def step(grant: Grant) -> Change:
-            after, event = revoke(grant, actor, self.clock(), self.keyring.current)
-            return Change(grant=after, events=(event,))
-
-        revoked = (await self.committer.write(GrantKey(grant_id), step)).grant
-        assert revoked is not None
-        return revoked
-
-    # -- audit --------------------------------------------------------------------------------------------
-
-    async def audit(self, after_seq: int = 0, limit: int = 1000) -> list[AuditEntry]:
-        return await self.backend.approvals.audit(after_seq, limit)
-
-    async def last_seq(self) -> int:
-        """The newest audit entry's number: where a feed that only wants what happens next starts."""
-        return await self.backend.approvals.last_seq()
-
-    async def verify_audit(self, checkpoints: Sequence[Checkpoint] = ()) -> tuple[int, BrokenLink | None]:
-        """Check the whole chain, a page at a time, against every checkpoint given; report the first broken
-        link. (`signoff.ledger.evidence.verify` checks the records against the chain too.)"""
-        check, after = ChainCheck(self.keyring, checkpoints), 0
-        while page := await self.backend.approvals.audit(after, AUDIT_PAGE):
-            if broken := check.feed(page):
-                return check.count, broken
-            after = page[-1].seq
-        return check.count, check.end()
-
-    async def checkpoint(self) -> Checkpoint:
-        """The chain's length and head now, signed with the current key: keep it outside the database."""
-        count = await self.backend.approvals.last_seq()
-        head = (await self.backend.approvals.audit(count - 1, 1))[0].hash if count else ""
-        return Checkpoint(count=count, head=head, at=self.clock()).signed(self.keyring.current)
 
 
 def _one(approval: Approval, event: AuditEvent) -> Change:

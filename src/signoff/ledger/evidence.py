@@ -47,11 +47,11 @@ class Evidence:
 async def verify(ledger: Ledger, checkpoints: Iterable[Checkpoint] = ()) -> Evidence:
     marks = list(checkpoints)
     for mark in marks:
-        if not mark.authentic(ledger.keyring):
+        if not mark.authentic(ledger.audit.keyring):
             raise BadCheckpoint(f"the checkpoint of {mark.count} entries is not signed by this keyring")
-    check, after, states = ChainCheck(ledger.keyring, marks), 0, dict[str, str]()
+    check, after, states = ChainCheck(ledger.audit.keyring, marks), 0, dict[str, str]()
     evidence = Evidence()
-    while page := await ledger.audit(after, PAGE):
+    while page := await ledger.audit.entries(after, PAGE):
         if broken := check.feed(page):
             evidence.count, evidence.broken = check.count, broken
             return evidence
@@ -77,8 +77,8 @@ async def _records(ledger: Ledger, states: dict[str, str]) -> list[str]:
         elif audited != stored:
             problems.append(f"{kind} {subject} is {stored} in the table, and {audited} in the audit")
 
-    keyring = ledger.keyring
-    for approval in await ledger.approvals():
+    keyring = ledger.audit.keyring
+    for approval in await ledger.approvals.query():
         compare("approval", approval.id, str(approval.state))
         if approval.state in (State.APPROVED, State.CONSUMED):
             if why := unproven(keyring, approval):
@@ -87,13 +87,13 @@ async def _records(ledger: Ledger, states: dict[str, str]) -> list[str]:
             problems.append(
                 f"approval {approval.id} is not proven: its authority is not the one it was sealed with"
             )
-    for task in await ledger.tasks():
+    for task in await ledger.tasks.query():
         compare("task", task.id, str(task.state))
-    for grant in await ledger.grants(active=False):
+    for grant in await ledger.grants.query(active=False):
         compare("grant", grant.id, "active" if grant.active else "revoked")
         if not grant_holds(keyring, grant):
             problems.append(f"grant {grant.id} carries no valid proof")
-    for principal in await ledger.principals():
+    for principal in await ledger.principals.all():
         compare("principal", f"principal:{principal.id}", "active" if principal.active else "revoked")
         if not principal_holds(keyring, principal):
             problems.append(f"principal {principal.id}'s record carries no valid proof")

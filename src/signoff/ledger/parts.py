@@ -1,14 +1,14 @@
-"""What every part of a ledger works with: its backend, its clock and key, its waiters and its writer.
+"""What every part of a ledger shares: its backend, its clock and key, its waiters and its one writer.
 
-A `Ledger` is its parts for approvals, tasks, chats and principals together (see `ledger.base`); each part
-holds the rules of its concept and reads through its store, and all of them write through one committer.
+A `Ledger` is its parts, one per concept (approvals, grants, audit, tasks, chats, principals), each holding
+the rules of its concept over the backend's store for it. They are built over one `Shared`, so all of them
+write through one committer and one audit chain, and each part's interface stays the size of its concept.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
 
 from signoff.core.audit import AuditEvent, Keyring
 from signoff.ledger.committer import Committer
@@ -18,7 +18,7 @@ from signoff.ledger.stores import Backend
 from signoff.ledger.watcher import Watcher
 
 
-class Parts:
+class Shared:
     sweep_lease = 5.0
     """Seconds one process's sweepers hold their leases: if it dies, another takes over after this."""
 
@@ -33,7 +33,6 @@ class Parts:
         self.committer = Committer(backend, self.keyring)
         self.watcher = Watcher(backend, self.notifier)
         self._holder = secrets.token_hex(8)
-        self._task_listeners: set[Callable[[], None]] = set()
 
     async def record(self, action: str, subject: str, actor: str, **detail: object) -> None:
         """Append an event that changes no state (a failed approver, a refused forgery, a grant used),
@@ -41,9 +40,17 @@ class Parts:
         event = AuditEvent(at=self.clock(), actor=actor, action=action, subject=subject, detail=detail)
         await self.committer.write(None, lambda _: Change(events=(event,)))
 
-    async def _lease(self, name: str) -> bool:
+    async def lease(self, name: str) -> bool:
         """Whether this process holds the sweeper lease `name` now (taking or renewing it)."""
         return await self.backend.lease(name, self._holder, self.clock(), self.sweep_lease)
+
+
+class Part:
+    """One concept's part of a ledger. `clock` is the ledger's: what its records are stamped with."""
+
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
+        self.clock = shared.clock
 
 
 def _default_keyring(backend: Backend) -> Keyring:

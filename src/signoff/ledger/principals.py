@@ -17,13 +17,17 @@ from signoff.core.principal import Principal, Registered, assign_roles, register
 from signoff.core.principal import revoke as revoke_principal
 from signoff.core.proof import principal_holds
 from signoff.ledger.keys import PrincipalKey, found
-from signoff.ledger.parts import Parts
+from signoff.ledger.parts import Part, Shared
 from signoff.ledger.records import Change
 
 UNPROVEN = "its record carries no valid proof"
 
 
-class PrincipalLedger(Parts):
+class Principals(Part):
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        self._store = shared.backend.principals
+
     async def register(
         self, name: str, roles: Sequence[str] = (), *, display: str = "", actor: str
     ) -> tuple[Registered, str]:
@@ -34,31 +38,31 @@ class PrincipalLedger(Parts):
         def step(existing: Registered | None) -> Change:
             record, token, event = register(
                 name, roles, display=display, actor=actor, now=self.clock(), existing=existing,
-                key=self.keyring.current,
+                key=self._shared.keyring.current,
             )  # fmt: skip
             made.append(token)
             return Change(principal=record, events=(event,))
 
-        registered = (await self.committer.write(PrincipalKey(name), step)).principal
+        registered = (await self._shared.committer.write(PrincipalKey(name), step)).principal
         assert registered is not None
         return registered, made[-1]
 
-    async def principal(self, principal_id: str) -> Registered:
-        return found(await self.backend.principals.load(principal_id), PrincipalKey(principal_id))
+    async def get(self, principal_id: str) -> Registered:
+        return found(await self._store.load(principal_id), PrincipalKey(principal_id))
 
-    async def principals(self) -> list[Registered]:
+    async def all(self) -> list[Registered]:
         """Every registered principal, revoked ones too, oldest first."""
-        return await self.backend.principals.all()
+        return await self._store.all()
 
     async def authenticate(self, token: str) -> Principal | None:
         """The principal a personal token proves, read now, so a revocation counts from the next request
         on every worker; None for an unknown or revoked token, or one whose record does not verify (that
         refusal is audited: someone wrote the table around signoff)."""
         hashed = token_hash(token)
-        found = await self.backend.principals.by_token(hashed)
+        found = await self._store.by_token(hashed)
         if found is None or not self._holds(found) or found.token_hash != hashed:
             if found is not None:
-                await self.record("refuse", f"principal:{found.id}", "signoff:ledger", why=UNPROVEN)
+                await self._shared.record("refuse", f"principal:{found.id}", "signoff:ledger", why=UNPROVEN)
             return None
         return found.principal if found.active else None
 
@@ -67,7 +71,7 @@ class PrincipalLedger(Parts):
         roles its record holds today, None once revoked or unproven; one from an identity provider or a host
         app with no roles, since signoff can't ask them what roles it has now; any other as it was."""
         if principal.via == "token":
-            found = await self.backend.principals.load(principal.id)
+            found = await self._store.load(principal.id)
             if found is None or not self._holds(found):
                 return None
             return found.principal if found.active else None
@@ -76,25 +80,27 @@ class PrincipalLedger(Parts):
         return principal
 
     def _holds(self, record: Registered) -> bool:
-        return principal_holds(self.keyring, record)
+        return principal_holds(self._shared.keyring, record)
 
-    async def revoke_principal(self, principal_id: str, actor: str) -> Registered:
-        return await self._change_principal(
+    async def revoke(self, principal_id: str, actor: str) -> Registered:
+        return await self._change(
             principal_id,
-            lambda record: revoke_principal(record, actor=actor, now=self.clock(), key=self.keyring.current),
+            lambda record: revoke_principal(
+                record, actor=actor, now=self.clock(), key=self._shared.keyring.current
+            ),
             proven=False,  # revoking a record written around signoff is how it is put out of use
         )
 
     async def assign_roles(self, principal_id: str, roles: Sequence[str], actor: str) -> Registered:
-        return await self._change_principal(
+        return await self._change(
             principal_id,
             lambda record: assign_roles(
-                record, roles, actor=actor, now=self.clock(), key=self.keyring.current
+                record, roles, actor=actor, now=self.clock(), key=self._shared.keyring.current
             ),
             proven=True,
         )
 
-    async def _change_principal(
+    async def _change(
         self, principal_id: str, step: Callable[[Registered], tuple[Registered, AuditEvent]], *, proven: bool
     ) -> Registered:
         """Change a record and prove it anew; with `proven`, only a record whose proof holds now."""
@@ -107,6 +113,6 @@ class PrincipalLedger(Parts):
             after, event = step(record)
             return Change(principal=after, events=(event,))
 
-        stored = (await self.committer.write(PrincipalKey(principal_id), change)).principal
+        stored = (await self._shared.committer.write(PrincipalKey(principal_id), change)).principal
         assert stored is not None
         return stored

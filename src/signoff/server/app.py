@@ -114,7 +114,7 @@ def create_app(
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     task_feed = TaskFeed(ledger, interval=settings.feed_interval)
     streams = Streams(ledger)
-    signing_key = derived(ledger.keyring, "approval signature")[0]
+    signing_key = derived(ledger.audit.keyring, "approval signature")[0]
     agent_chat = chat_for(
         agent, gate, model=model, signing_key=signing_key, browser_timeout=settings.browser_timeout
     )
@@ -123,7 +123,7 @@ def create_app(
         ledger,
         refusals,
         settings.token,
-        derived(ledger.keyring, "browser session"),
+        derived(ledger.audit.keyring, "browser session"),
         sessions=settings.anonymous,
         oidc=Oidc(settings.oidc) if settings.oidc else None,
         host=authenticate,
@@ -221,7 +221,7 @@ def _refuser(ledger: Ledger, refusals: Refusals) -> Callable[[Request, Exception
         if principal is None:
             refusals.note(exc.action, "api", client_of(request), exc.kind, exc.why, request.url.path)
         else:
-            await ledger.record(exc.action, "api", principal.id, path=request.url.path, why=exc.why)
+            await ledger.audit.record(exc.action, "api", principal.id, path=request.url.path, why=exc.why)
         return exc.response
 
     return refused
@@ -253,8 +253,8 @@ async def _sweep(
 ) -> None:
     while True:
         try:
-            await ledger.expire_due()
-            await ledger.abandon_tasks(settings.task_silence)
+            await ledger.approvals.expire_due()
+            await ledger.tasks.abandon(settings.task_silence)
             await replies.sweep()
             await streams.forget_logs()
             live.sockets.collect()
@@ -270,7 +270,7 @@ async def _checkpoints(ledger: Ledger, settings: Settings) -> None:
     path, last = Path(settings.audit_checkpoints), -1
     while True:
         try:
-            mark = await ledger.checkpoint()
+            mark = await ledger.audit.checkpoint()
             if mark.count != last:
                 await asyncio.to_thread(append_checkpoint, path, mark)
                 last = mark.count

@@ -182,7 +182,7 @@ async def refused(exc: SignoffError, ledger: Ledger, viewer: Principal, approval
     if isinstance(exc, AlreadyDecided):
         return refusal(exc, approval=approval_json(exc.winner, viewer))
     if isinstance(exc, AlreadyVoted | EditRefused | Unproven):
-        return refusal(exc, approval=approval_json(await ledger.get(approval_id), viewer))
+        return refusal(exc, approval=approval_json(await ledger.approvals.get(approval_id), viewer))
     return refusal(exc)
 
 
@@ -211,7 +211,7 @@ class ApprovalsAPI:
         except BadBody as exc:
             return exc.response
         limit = query.limit if viewer.is_admin else None  # the rest are filtered first, then cut
-        found = await self.ledger.approvals(chat_id=query.chat, state=query.state, limit=limit)
+        found = await self.ledger.approvals.query(chat_id=query.chat, state=query.state, limit=limit)
         shown = [approval_json(a, viewer) for a in found if may_see(viewer, a)][: query.limit]
         return json_response({"approvals": shown})
 
@@ -221,9 +221,9 @@ class ApprovalsAPI:
 
     async def _visible(self, viewer: Principal, approval_id: str) -> Approval:
         """The approval if `viewer` may see it; to anyone else it is as unknown as a missing one."""
-        approval = await self.ledger.get(approval_id)
+        approval = await self.ledger.approvals.get(approval_id)
         if not may_see(viewer, approval):
-            await self.ledger.record("refuse", approval_id, viewer.id, why="not an approval it may see")
+            await self.ledger.audit.record("refuse", approval_id, viewer.id, why="not an approval it may see")
             raise NotFound(f"no approval {approval_id}")
         return approval
 
@@ -234,7 +234,7 @@ class ApprovalsAPI:
             body = await read_body(request, DecisionBody, limit=DECISION_BODY, what="decision")
             await self._visible(principal, approval_id)
             decision = body.decision(principal)
-            approval = await self.ledger.decide(approval_id, decision, policy=self.policy)
+            approval = await self.ledger.approvals.decide(approval_id, decision, policy=self.policy)
         except SignoffError as exc:
             return await refused(exc, self.ledger, principal, approval_id)
         return json_response(approval_json(approval, principal))
@@ -248,7 +248,7 @@ class ApprovalsAPI:
         """An admin sees every grant; anyone else those it made."""
         viewer = signed_in(request)
         active = request.query_params.get("active", "true") != "false"
-        found = await self.ledger.grants(
+        found = await self.ledger.grants.query(
             chat_id=request.query_params.get("chat"), tool=request.query_params.get("tool"), active=active
         )
         return json_response({"grants": [grant_json(g) for g in found if _owns(viewer, g)]})
@@ -257,10 +257,10 @@ class ApprovalsAPI:
         viewer = signed_in(request)
         grant_id = request.path_params["id"]
         if not viewer.is_admin:  # anyone else may revoke only its own: another's is as unknown
-            found = [g for g in await self.ledger.grants(active=False) if g.id == grant_id]
+            found = [g for g in await self.ledger.grants.query(active=False) if g.id == grant_id]
             if not found or not _owns(viewer, found[0]):
                 raise NotFound(f"no grant {grant_id}")
-        grant = await self.ledger.revoke_grant(grant_id, viewer.id)
+        grant = await self.ledger.grants.revoke(grant_id, viewer.id)
         return json_response(grant_json(grant))
 
 

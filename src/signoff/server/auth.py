@@ -97,7 +97,7 @@ class Authenticator:
         if secrets.compare_digest(given.encode(), self.token.encode()):
             return BOOTSTRAP
         if given.startswith(TOKEN_PREFIX):
-            principal = await self.ledger.authenticate(given)
+            principal = await self.ledger.principals.authenticate(given)
             if principal is None:
                 raise self._refuse(conn, "unknown-token", "the token is unknown or revoked")
             return principal

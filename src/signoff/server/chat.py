@@ -180,7 +180,7 @@ class ChatAPI:
         async def still_owned() -> bool:
             nonlocal owned
             if not owned:
-                owner = owner_of(await ledger.load_chat(chat_id))
+                owner = owner_of(await ledger.chats.load(chat_id))
                 if owner is not None and owner != principal.id:
                     return False
                 owned = owner is not None
@@ -237,7 +237,7 @@ class ChatAPI:
         without a credential so that its refusal is counted by kind, not audited under the approval id it
         made up (`decide_in_chat` audits each)."""
         try:
-            found = (await self.chat.gate.ledger.get(approval_id)).chat_id
+            found = (await self.chat.gate.ledger.approvals.get(approval_id)).chat_id
         except NotFound:
             found = None
         if found == chat_id:

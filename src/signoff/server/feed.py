@@ -120,24 +120,24 @@ class Feed(ABC, Generic[T]):
 
 class ApprovalFeed(Feed[Approval]):
     async def _head(self) -> int:
-        return await self.ledger.last_seq()
+        return await self.ledger.audit.last_seq()
 
     async def _snapshot(self, chat_id: str | None) -> list[Approval]:
-        return await self.ledger.approvals(chat_id=chat_id, state=State.PENDING)
+        return await self.ledger.approvals.query(chat_id=chat_id, state=State.PENDING)
 
     async def _read(self, after: int) -> tuple[list[tuple[int, Approval]], int, bool]:
-        entries = await self.ledger.audit(after, PAGE)
+        entries = await self.ledger.audit.entries(after, PAGE)
         latest = {e.subject: e.seq for e in entries if e.subject.startswith("apr_")}
         changes = []
         for approval_id, seq in latest.items():
             with contextlib.suppress(NotFound):
-                changes.append((seq, await self.ledger.get(approval_id)))
+                changes.append((seq, await self.ledger.approvals.get(approval_id)))
         return changes, entries[-1].seq if entries else after, len(entries) == PAGE
 
 
 class TaskFeed(Feed[Task]):
     async def start(self) -> None:
-        self._deafen = self.ledger.on_tasks(self._wake.set)
+        self._deafen = self.ledger.tasks.on_change(self._wake.set)
         await super().start()
 
     async def close(self) -> None:
@@ -145,12 +145,12 @@ class TaskFeed(Feed[Task]):
         await super().close()
 
     async def _head(self) -> int:
-        return await self.ledger.last_task_seq()
+        return await self.ledger.tasks.last_seq()
 
     async def _snapshot(self, chat_id: str | None) -> list[Task]:
-        tasks = await self.ledger.tasks(chat_id=chat_id)
+        tasks = await self.ledger.tasks.query(chat_id=chat_id)
         return [t for t in tasks if t.state in (TaskState.PENDING, TaskState.RUNNING)]
 
     async def _read(self, after: int) -> tuple[list[tuple[int, Task]], int, bool]:
-        changes = await self.ledger.task_changes(after, PAGE)
+        changes = await self.ledger.tasks.changes(after, PAGE)
         return [(t.seq, t) for t in changes], changes[-1].seq if changes else after, len(changes) == PAGE

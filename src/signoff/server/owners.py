@@ -32,7 +32,7 @@ class Owners:
     async def owned(self, chat_id: str, principal: Principal, conn: HTTPConnection) -> bool:
         """Whether the chat is `principal`'s (False: nobody's yet); raises `Unknown` (audited as `refuse`
         does) if it is another's."""
-        stored = await self.ledger.load_chat(chat_id)
+        stored = await self.ledger.chats.load(chat_id)
         if principal_of(conn) is None and owner_of(stored) not in (None, principal.id):
             await self.refuse(conn, "another-owner", chat_id, "the chat belongs to another principal")
             raise Unknown("id", f"no chat {chat_id}")
@@ -46,4 +46,4 @@ class Owners:
         if principal is None:
             self.refusals.note("refuse", "chat", client_of(conn), kind, why, conn.url.path)
         else:
-            await self.ledger.record("refuse", subject, principal.id, why=why, **detail)
+            await self.ledger.audit.record("refuse", subject, principal.id, why=why, **detail)

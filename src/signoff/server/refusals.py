@@ -82,7 +82,7 @@ class Refusals:
             action, subject, actor, kind = key
             detail = {**firsts[key], "kind": kind, "count": count, "paths": paths[key]}
             try:
-                await self.ledger.record(action, subject, actor, **detail)
+                await self.ledger.audit.record(action, subject, actor, **detail)
             except Exception:  # a ledger hiccup loses a count, not the server
                 log.exception("a count of refused requests could not be audited")
 

@@ -77,7 +77,7 @@ class Replies:
 
     async def sweep(self) -> None:
         """Start the reply for each chat whose browser calls are overdue and that runs no reply now."""
-        now = self.chat.gate.ledger.clock()
+        now = self.chat.gate.ledger.chats.clock()
         for chat_id, due in list(self._due.items()):
             if due > now or (stream := self.streams.open(chat_id)) is None:
                 continue

@@ -147,7 +147,7 @@ class Logged:
             if not readable:
                 return
             sent += len(current.frames)
-            if current.done or self.ledger.clock() - current.updated_at > self.stale:
+            if current.done or self.ledger.chats.clock() - current.updated_at > self.stale:
                 return  # ended, or its worker died: the page reloads the chat as stored
             now = time.monotonic()
             if current.frames or (idle is not None and now - heard >= idle):
@@ -155,7 +155,7 @@ class Logged:
                 if not current.frames:
                     yield None
             await asyncio.sleep(self.poll)
-            later = await self.ledger.reply_log(self.chat_id, after=sent)
+            later = await self.ledger.chats.reply_log(self.chat_id, after=sent)
             if later is None or later.reply != current.reply:
                 return  # a newer reply replaced it
             current = later
@@ -207,10 +207,10 @@ class Streams:
             return here
         if (ended_here := self._finished.get(chat_id)) is not None:  # newer than its log may be yet
             return ended_here if ended else None
-        logged = await self.ledger.reply_log(chat_id)
+        logged = await self.ledger.chats.reply_log(chat_id)
         if logged is None:
             return None
-        age, stale = self.ledger.clock() - logged.updated_at, 3 * self.heartbeat
+        age, stale = self.ledger.chats.clock() - logged.updated_at, 3 * self.heartbeat
         if (logged.done and not ended) or age > (self.linger if logged.done else stale):
             return None
         return Logged(self.ledger, chat_id, logged, self.poll, stale)
@@ -269,7 +269,7 @@ class Streams:
                 batch.append(ReplyFrames(chat_id, r.reply, r.sent, logged, done, meta))
                 taken.append((chat_id, r, len(fresh), done))
             try:
-                await self.ledger.log_replies(batch)
+                await self.ledger.chats.log_replies(batch)
             except Exception as exc:
                 log.warning("recording %d replies failed: %s", len(batch), exc)
                 continue
@@ -290,7 +290,7 @@ class Streams:
 
     async def forget_logs(self) -> None:
         """Drop reply logs nobody can follow any more (called by the server's sweeper)."""
-        await self.ledger.forget_replies(before=self.ledger.clock() - self.linger)
+        await self.ledger.chats.forget_replies(before=self.ledger.chats.clock() - self.linger)
 
     async def close(self) -> None:
         """Stop every running reply (server shutdown): their approvals stay pending in the ledger."""

@@ -63,12 +63,12 @@ class TasksAPI:
     async def list(self, request: Request) -> Response:
         _operator(request)
         query = ListQuery.of(request, TaskState)
-        found = await self.ledger.tasks(chat_id=query.chat, state=query.state, limit=query.limit)
+        found = await self.ledger.tasks.query(chat_id=query.chat, state=query.state, limit=query.limit)
         return json_response({"tasks": [t.public() for t in found]})
 
     async def get(self, request: Request) -> Response:
         _operator(request)
-        return json_response((await self.ledger.get_task(request.path_params["id"])).public())
+        return json_response((await self.ledger.tasks.get(request.path_params["id"])).public())
 
     async def cancel(self, request: Request) -> Response:
         principal = _operator(request)
@@ -86,7 +86,7 @@ class TasksAPI:
     async def chat_list(self, request: Request) -> Response:
         chat_id = request.path_params["chat"]
         await self.owners.owned(chat_id, self.owners.principal(request), request)
-        found = await self.ledger.tasks(chat_id=chat_id)
+        found = await self.ledger.tasks.query(chat_id=chat_id)
         return json_response({"tasks": [t.public() for t in found]})
 
     async def chat_cancel(self, request: Request) -> Response:
@@ -101,7 +101,7 @@ class TasksAPI:
         """A chat reaches only its own tasks: another chat's is as unknown as a missing one (and the
         attempt is audited)."""
         try:
-            task = await self.ledger.get_task(task_id)
+            task = await self.ledger.tasks.get(task_id)
             if chat_id is not None and task.chat_id != chat_id:
                 await self.owners.refuse(
                     request, "another-chat", task_id, "cancel from another chat", chat=chat_id
@@ -109,7 +109,7 @@ class TasksAPI:
                 raise NotFound(f"no task {task_id}")
             return json_response((await self.tasks.cancel(task_id, by, reason, who)).public())
         except TaskFinished as exc:
-            return refusal(exc, task=(await self.ledger.get_task(task_id)).public())
+            return refusal(exc, task=(await self.ledger.tasks.get(task_id)).public())
 
 
 def _operator(request: Request) -> Principal:

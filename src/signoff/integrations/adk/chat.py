@@ -103,8 +103,8 @@ class AdkReply(RunningReply[AdkTranslator]):
         state = ChatState(events=events, assistant_id=self.message_id, acknowledged=acknowledged)
         ledger = self.chat.gate.ledger
         if translator.open_calls:
-            self.browser_due = ledger.clock() + self.chat.browser_timeout
-        self.stored = await ledger.save_chat(self.chat_id, encode_state(state), version=self.stored.version)
+            self.browser_due = ledger.chats.clock() + self.chat.browser_timeout
+        self.stored = await ledger.chats.save(self.chat_id, encode_state(state), version=self.stored.version)
 
 
 class AdkChat(ServedChat):
@@ -184,7 +184,9 @@ class AdkChat(ServedChat):
         found = open_in(events)
         await self.classify(chat_id, stored, state, found.calls)
         state.confirmations = {c: found.confirmations[c] for c in state.approvals if c in found.confirmations}
-        started = {t.call.call_id: t.id for t in await ledger.tasks(chat_id=chat_id)} if found.made else {}
+        started = (
+            {t.call.call_id: t.id for t in await ledger.tasks.query(chat_id=chat_id)} if found.made else {}
+        )
         state.tasks = {c: t for c, t in started.items() if c in found.made and c not in found.told}
         return stored, state, events, found.made
 
@@ -193,7 +195,7 @@ class AdkChat(ServedChat):
         appends a running reply's events as they happen, so those are cut off)."""
         _, state, events, _ = await self._read(chat_id, begun=begun)
         ledger = self.gate.ledger
-        approvals = await ledger.approvals(chat_id=chat_id)
+        approvals = await ledger.approvals.query(chat_id=chat_id)
         messages = ui_messages(
             events,
             assistant_id=state.assistant_id,
@@ -215,7 +217,9 @@ class AdkChat(ServedChat):
         calls = {c: made[c] for c in continued if c in made}
         if begun.continues:  # the tasks stay open until a user message brings their news
             settled = {
-                c for c, a in state.approvals.items() if (await ledger.get(a)).state is not State.PENDING
+                c
+                for c, a in state.approvals.items()
+                if (await ledger.approvals.get(a)).state is not State.PENDING
             }
             if not (answers := _answers(state, outputs, settled)):
                 raise OutOfTurn("messages", "this chat is not waiting on any approval or tool result")

@@ -201,7 +201,7 @@ class SignoffPlugin(BasePlugin):
         if wait != "deferred":  # a blocking step's calls all end within the run, before the model's turn
             return
         for other in _step(tool_context, call.call_id):
-            asked = await self.gate.ledger.find(chat_id, other) if other != call.call_id else None
+            asked = await self.gate.ledger.approvals.find(chat_id, other) if other != call.call_id else None
             if asked is not None and asked.state is State.PENDING:
                 tool_context.actions.skip_summarization = True
                 return

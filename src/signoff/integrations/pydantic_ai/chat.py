@@ -120,7 +120,7 @@ class AgentReply(RunningReply[AgentTranslator]):
         the history as the ledger now holds it."""
         ledger = self.chat.gate.ledger
         entries = Entries(history.stored, history.dumped[history.stored :])
-        self.stored = await ledger.save_chat(
+        self.stored = await ledger.chats.save(
             self.chat_id, encode_state(state), version=self.stored.version, entries=entries
         )
         return History(history.messages, history.dumped, len(history.dumped))
@@ -132,7 +132,7 @@ class AgentReply(RunningReply[AgentTranslator]):
         if isinstance(output, DeferredToolRequests):
             started = {c for c, m in output.metadata.items() if TASK in m}
             if any(c.tool_call_id not in started for c in output.calls):  # the browser's to run
-                self.browser_due = self.chat.gate.ledger.clock() + self.chat.browser_timeout
+                self.browser_due = self.chat.gate.ledger.chats.clock() + self.chat.browser_timeout
         async with self._saving:
             history = await self._store(state, history)
         self.chat.histories.keep(self.chat_id, self.stored.version, history, state)
@@ -161,7 +161,7 @@ class AgentChat(ServedChat):
         """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
         loaded = await self.load(chat_id, begun=begun)
         state = loaded[1]
-        approvals = await self.gate.ledger.approvals(chat_id=chat_id)
+        approvals = await self.gate.ledger.approvals.query(chat_id=chat_id)
         messages = ui_messages(
             self.histories.read(chat_id, loaded).messages,
             assistant_id=state.assistant_id,
@@ -222,10 +222,10 @@ class AgentChat(ServedChat):
         A chat this worker saved last is not read again: the ledger gives its version alone, and the
         state and history are the ones kept."""
         held = self.histories.held(chat_id)
-        stored = await self.gate.ledger.load_chat(chat_id, held=held)
+        stored = await self.gate.ledger.chats.load(chat_id, held=held)
         kept = self.histories.at(chat_id, stored)
         if kept is None and stored is not None and stored.version == held:  # no longer kept: read it all
-            stored = await self.gate.ledger.load_chat(chat_id)
+            stored = await self.gate.ledger.chats.load(chat_id)
         if kept is None:
             state = state_of(stored, begun=begun)
             last_step = bytes(state.history)

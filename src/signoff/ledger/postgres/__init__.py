@@ -16,7 +16,7 @@ class PostgresLedger(Ledger):
     """`dsn` is a libpq connection string or URL; `schema` holds the ledger's tables (created on start).
     `pool` options (`PoolOptions`): a pool of 10 connections by default."""
 
-    backend: PostgresBackend
+    _backend: PostgresBackend
 
     def __init__(
         self,
@@ -32,7 +32,7 @@ class PostgresLedger(Ledger):
 
     @property
     def schema(self) -> str:
-        return self.backend.schema
+        return self._backend.schema
 
 
 __all__ = ["SCHEMA_VERSION", "PostgresLedger", "upgrade"]

@@ -20,7 +20,7 @@ class RedisLedger(Ledger):
     starts with `prefix`, so several ledgers can share one database. `pool` options (`PoolOptions`): a
     pool of 20 connections by default."""
 
-    backend: RedisBackend
+    _backend: RedisBackend
 
     def __init__(
         self,
@@ -36,11 +36,11 @@ class RedisLedger(Ledger):
 
     @property
     def prefix(self) -> str:
-        return self.backend.prefix
+        return self._backend.prefix
 
     @property
     def redis(self) -> aioredis.Redis:
-        return self.backend.redis
+        return self._backend.redis
 
 
 __all__ = ["SCHEMA_VERSION", "RedisLedger"]

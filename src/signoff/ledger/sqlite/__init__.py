@@ -15,7 +15,7 @@ class SqliteLedger(Ledger):
     """`synchronous="normal"` (the default) survives any process crash, SIGKILL included; `"full"` also
     survives power loss, at the cost of an fsync per commit."""
 
-    backend: SqliteBackend
+    _backend: SqliteBackend
 
     def __init__(
         self,
@@ -31,7 +31,7 @@ class SqliteLedger(Ledger):
 
     @property
     def path(self) -> Path:
-        return self.backend.path
+        return self._backend.path
 
 
 __all__ = ["SCHEMA_VERSION", "SqliteLedger", "Synchronous"]

@@ -136,9 +136,9 @@ class ApprovalMemory:
         """Revoke the grants of the sessions `clear` left behind."""
         while self._cleared:
             session = self._cleared.pop()
-            for grant in await self.ledger.grants(chat_id=session):
+            for grant in await self.ledger.grants.query(chat_id=session):
                 if grant.chat_id == session:
-                    await self.ledger.revoke_grant(grant.id, ACTOR)
+                    await self.ledger.grants.revoke(grant.id, ACTOR)
 
     def list_approvals(self) -> list[tuple[str, dict[str, Any], ApprovalDecision]]:
         return [(tool, json.loads(args), decision) for (tool, args), decision in self._cache.items()]

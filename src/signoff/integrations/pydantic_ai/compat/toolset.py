@@ -216,4 +216,4 @@ def _recorded(decision: ApprovalDecision, by: str) -> Decision:
 async def _withdraw(ledger: Ledger, approval_id: str, why: str) -> None:
     """Cancel the approval a failed callback leaves open; best effort, as the callback's error goes on."""
     with contextlib.suppress(SignoffError):
-        await ledger.cancel(approval_id, ACTOR, why)
+        await ledger.approvals.cancel(approval_id, ACTOR, why)
