@@ -124,7 +124,7 @@ async def test_a_waiting_adk_chat_stores_only_its_session_mark_and_reads_its_que
         stored = await ledger.chats.load("c1")
         assert stored is not None and set(json.loads(stored.state)) == {"events", "assistant_id"}
         assert await chat.waiting("c1") == {asked["toolCallId"]: asked["approvalId"]}
-        _, state = await chat.load("c1")
+        state = (await chat.load("c1")).state
         assert set(state.confirmations) == {asked["toolCallId"]}  # ADK's own question, from its session
         await ledger.approvals.decide(asked["approvalId"], Decision.deny("inbox", reason="not today"))
         assert await chat.waiting("c1") == {asked["toolCallId"]: asked["approvalId"]}  # until it is heard
@@ -153,7 +153,8 @@ async def test_a_reload_shows_the_answered_call_with_its_result() -> None:
 
 async def _state(chat: AdkChat, chat_id: str) -> tuple[object, Any]:
     """The chat as it is read: what it waits on comes from its session and the ledger."""
-    return await chat.load(chat_id)
+    loaded = await chat.load(chat_id)
+    return loaded.stored, loaded.state
 
 
 async def test_a_regenerate_is_refused_before_anything_is_recorded() -> None:

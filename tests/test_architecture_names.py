@@ -65,3 +65,38 @@ def test_every_name_the_walk_gives_exists(cited: str) -> None:
             )
         return
     assert cited in NAMES or cited in MODULES, f"docs/architecture.md names {cited}, which is defined nowhere"
+
+
+HOPS = re.findall(r"^\| (\d+) \| (.+?) \| (.+?) \|$", WALK, flags=re.MULTILINE)
+
+
+def defined_in(cell: str) -> bool:
+    """`path/module.py` `Name.attr`: the function is defined in that module (a library's own step, such as
+    "pydantic-ai's run", names none)."""
+    found = re.findall(r"`([\w/]+\.py)` `([\w.]+)`", cell)
+    if not found:
+        return "`" not in cell
+    [(module, name)] = found
+    tree = ast.parse((PACKAGE / module).read_text())
+    owner, _, attr = name.rpartition(".")
+    for node in tree.body:
+        if not owner and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return True
+        if isinstance(node, ast.ClassDef) and node.name == owner:
+            return any(
+                isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == attr
+                for item in node.body
+            )
+    return False
+
+
+def test_the_chat_path_to_the_durable_claim_is_at_most_twelve_hops_each_where_the_page_says() -> None:
+    """Issue 32: one chat request crossed 28 file boundaries between its handler and the durable claim.
+    The page lists each hop, from the SSE handler to the ledger's write, and each end is where it says."""
+    assert [int(n) for n, _, _ in HOPS] == list(range(1, len(HOPS) + 1)) and 0 < len(HOPS) <= 12
+    assert "ChatAPI.post" in HOPS[0][1] and "Committer.write" in HOPS[-1][2]
+    for n, source, target in HOPS:
+        assert defined_in(source) and defined_in(target), (n, source, target)
+    for (_, _, arrived), (_, left, _) in zip(HOPS, HOPS[1:], strict=False):
+        arrived_file, left_file = re.findall(r"`([\w/]+\.py)`", arrived), re.findall(r"`([\w/]+\.py)`", left)
+        assert not arrived_file or not left_file or arrived_file == left_file, (arrived, left)

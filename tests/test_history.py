@@ -18,15 +18,21 @@ from signoff.core.principal import Principal
 from signoff.demo.agent import demo_agent
 from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
+from signoff.integrations.driver import Histories
 from signoff.integrations.pydantic_ai import chat as pydantic_chat
-from signoff.integrations.pydantic_ai.chat import AgentChat, Histories, History, saved
+from signoff.integrations.pydantic_ai.chat import AgentChat, History, saved
 from signoff.integrations.pydantic_ai.messages import open_calls
-from signoff.integrations.state import ChatState, load_state
-from signoff.ledger import MemoryLedger, SqliteLedger
+from signoff.integrations.state import ChatState, state_of
+from signoff.ledger import Ledger, MemoryLedger, SqliteLedger
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ToolApprovalRequest, ToolInputAvailable, parse_chat_request
 
 ME = Principal(id="browser:me", via="session")
+
+
+async def load_state(ledger: Ledger, chat_id: str) -> tuple[StoredChat | None, ChatState]:
+    stored = await ledger.chats.load(chat_id)
+    return stored, state_of(stored)
 
 
 async def turn(chat: AgentChat, messages: list[dict[str, Any]], message_id: str | None = None) -> list[Any]:
@@ -86,15 +92,15 @@ async def test_a_chat_saved_here_is_not_read_again_and_waits_on_what_its_record_
         stored, state = await load_state(ledger, "c1")
         kept = here.histories.at("c1", stored)
         call = next(c for c in asked if isinstance(c, ToolInputAvailable))
-        assert kept is not None and len(kept.last_step()) < len(bytes(state.history)) / 3
+        assert kept is not None and len(kept.history.last_step()) < len(bytes(state.history)) / 3
         assert (
-            open_calls(kept.last_step())
+            open_calls(kept.history.last_step())
             == open_calls(bytes(state.history))
             == {call.tool_call_id: "process_payment"}
         )
         there = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
         assert there.histories.at("c1", stored) is None
-        mine, theirs = (await here.load("c1"))[1], (await there.load("c1"))[1]
+        mine, theirs = (await here.load("c1")).state, (await there.load("c1")).state
         assert mine.approvals == theirs.approvals != {} and mine.assistant_id == theirs.assistant_id
         assert (await here.view("c1")).messages == (await there.view("c1")).messages
 
@@ -107,7 +113,7 @@ async def test_a_worker_reads_a_chat_anew_once_another_saved_it() -> None:
         await pay(there, 1)
         stored, state = await load_state(ledger, "c1")
         assert here.histories.at("c1", stored) is None  # its copy is of an older version
-        read = here.histories.read("c1", (stored, state))
+        read = (await here.load("c1")).history
         assert saved(read) == bytes(state.history) and len(read.messages) == 8
 
 
@@ -159,10 +165,10 @@ async def test_a_parked_reply_keeps_the_history_it_began_from_as_the_entries() -
         running = asyncio.create_task(reply.run(lambda chunk: None))
         while not json.loads((await ledger.chats.load("c1")).state).get("parked"):  # type: ignore[union-attr]
             await asyncio.sleep(0.01)
-        stored, latest = await load_state(ledger, "c1")
+        stored, _ = await load_state(ledger, "c1")
         assert stored is not None and list(stored.entries) == began
         there = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
-        read = there.histories.read("c1", (stored, latest))
+        read = (await there.load("c1")).history
         assert len(read.messages) == len(began) + 2 and read.stored == len(began)  # the question, the call
         [waiting] = await ledger.approvals.query(state=State.PENDING)
         await ledger.approvals.decide(waiting.id, Decision.approve("bob"))
@@ -170,7 +176,7 @@ async def test_a_parked_reply_keeps_the_history_it_began_from_as_the_entries() -
         stored, state = await load_state(ledger, "c1")
         assert stored is not None and "parked" not in json.loads(stored.state)
         assert list(stored.entries[: len(began)]) == began and len(stored.entries) == len(began) + 4
-        assert saved(here.histories.read("c1", (stored, state))) == bytes(state.history)
+        assert saved((await here.load("c1")).history) == bytes(state.history)
 
 
 async def test_a_chat_dropped_here_while_its_record_is_read_is_read_whole(tmp_path: Path) -> None:
@@ -185,7 +191,7 @@ async def test_a_chat_dropped_here_while_its_record_is_read_is_read_whole(tmp_pa
 
         async def load_chat(chat_id: str, *, held: int | None = None) -> StoredChat | None:
             found = await read(chat_id, held=held)
-            here.histories.keep("other", 1, History([], []), ChatState())  # meanwhile: pushed out
+            here.histories.keep("other", 1, History([]), ChatState())  # meanwhile: pushed out
             return found
 
         with mock.patch.object(ledger.chats, "load", load_chat):

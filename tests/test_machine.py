@@ -18,7 +18,7 @@ from signoff.integrations.machine import (
     request_of,
     streams_into_open_message,
 )
-from signoff.integrations.state import encode_state, load_state
+from signoff.integrations.state import encode_state, state_of
 from signoff.ledger import MemoryLedger
 from signoff.protocol import parse_chat_request
 
@@ -95,7 +95,7 @@ async def test_a_chat_saved_before_the_rename_still_waits_on_its_browser_calls()
     async with MemoryLedger() as ledger:
         saved = b'{"frontend": {"c1": "get_location"}, "frontend_due": 5.0, "assistant_id": "m1"}'
         await ledger.chats.save("chat", saved, version=0, owner="alice")
-        _, state = await load_state(ledger, "chat")
+        state = state_of(await ledger.chats.load("chat"))
     assert state.browser_calls == {"c1": "get_location"} and state.browser_due == 5.0
     assert not state.overdue(4.9) and state.overdue(5.0)
     assert b'"frontend":{"c1":"get_location"}' in encode_state(state)

@@ -1,24 +1,22 @@
-"""What every framework's chat shares: the checked start of a request, the run of a reply, and what the server
-needs of a chat (its state between requests is `integrations.state`).
+"""What the server needs of a chat, and the checked start of every request (its state between requests is
+`integrations.state`).
 
-A framework's chat (`AgentChat` for pydantic-ai, `AdkChat` for Google ADK) prepares a `Reply` from a
-checked request and runs it, pushing chunks; the server's transports (SSE, the live socket) need nothing
-else.
+A chat (`integrations.driver.ChatDriver`, over pydantic-ai's `AgentChat` or ADK's `AdkChat`) prepares a
+`Reply` from a checked request and runs it, pushing chunks; the server's transports (SSE, the live socket)
+need nothing else. `begin` is the I/O before the machine's step and the step itself.
 """
 
 from __future__ import annotations
 
-import abc
 import secrets
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from signoff.core.approval import Approval
-from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.acknowledged import Acknowledgments, check, record_acted
+from signoff.integrations.acknowledged import record_acted
 from signoff.integrations.machine import (
     REFUSALS,
     Action,
@@ -31,13 +29,9 @@ from signoff.integrations.machine import (
 from signoff.integrations.state import (
     ChatState,
     claim,
-    classify,
     expire_overdue,
-    load_state,
-    owner_principal,
     withdraw,
 )
-from signoff.integrations.stream import Relay, Translator, drive
 from signoff.integrations.trust import (
     OutOfTurn,
     accept_outputs,
@@ -45,15 +39,11 @@ from signoff.integrations.trust import (
     ran_with_approval,
     replayed,
 )
-from signoff.integrations.turn import Answered, Browser, Turn
+from signoff.integrations.turn import Browser, Turn
 from signoff.integrations.ui import UIMessage
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
-from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
-
-T = TypeVar("T", bound=Translator)
-Loaded = tuple[StoredChat | None, ChatState]
-"""A chat as read: its stored record (None for a new chat) and its state, with what it waits on."""
+from signoff.protocol import ChatRequest, Chunk, ToolOutput
 
 
 @dataclass(frozen=True)
@@ -62,102 +52,6 @@ class ChatView:
 
     messages: list[UIMessage]
     approvals: list[Approval]
-
-
-class RunningReply(abc.ABC, Generic[T]):
-    """A checked request, ready to run, and what a transport may do with it while it runs. `translator`
-    is set once it runs. Every framework runs a reply the same way: a turn whose sink relays the gate's
-    news beside the framework's events, translated into chunks, and the chat saved at the end; the
-    framework supplies its translator, its events and its save."""
-
-    chat_id: str
-    wait: Wait
-    stored: StoredChat
-    message_id: str
-    browser: Browser | None
-    held: dict[str, ToolOutput]
-    """Browser outputs that came with their call's approval (see `Begun.held`)."""
-    chat: ServedChat
-    translator: T | None = None
-    acknowledgments: Acknowledgments | None = None
-    """The results of acknowledged calls this reply sent, once it runs."""
-    turn: Turn | None = None
-    """The reply's turn, once it runs."""
-    _relay: Relay | None = None
-    continued: list[str]
-    """The earlier calls this reply continues: it streams their results into the open message."""
-
-    @abc.abstractmethod
-    def translator_for(self, turn: Turn) -> T: ...
-
-    @abc.abstractmethod
-    async def run_turn(self, emit: Callable[[Any], None]) -> None:
-        """Run the framework's turn, handing each of its events to `emit` as it happens."""
-
-    @abc.abstractmethod
-    async def finish(self, translator: T) -> None:
-        """Save the chat as the run left it (an interrupted run leaves it as last saved)."""
-
-    async def park(self, approval: Approval, history: Sequence[object]) -> None:
-        """Save the chat as waiting on `approval` before a blocking wait, where the framework can resume
-        a run from its history; by default it can't, and nothing is saved."""
-
-    async def run(self, push: Callable[[Chunk], None]) -> None:
-        """Run the reply to its end, handing each chunk to `push` the moment it is made (see `Relay`); a
-        failure ends it with an `error` chunk."""
-        acknowledgments = self.acknowledgments = Acknowledgments(self.chat.acknowledged_names)
-
-        def pushed(chunk: Chunk) -> None:
-            acknowledgments.note(chunk)
-            push(chunk)
-
-        relay = self._relay = Relay(pushed if acknowledgments.tools else push, park=self.park)
-        owner = self.stored.owner or ""
-        turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser, held=self.held)
-        self.turn = turn
-        translator = self.translator = self.translator_for(turn)
-        push(Start(message_id=self.message_id))
-        try:
-            await drive(self.run_turn, translator, relay)
-            await self.finish(translator)
-        except SignoffError as exc:
-            push(Error(error_text=str(exc)))
-        except Exception as exc:  # a model or tool failure ends this reply, not the server
-            push(Error(error_text=f"the agent run failed: {type(exc).__name__}: {exc}"))
-
-    def acknowledged(self, before: Mapping[str, str]) -> dict[str, str]:
-        """The chat's acknowledged calls (see `ChatState.acknowledged`) as the client holds them after
-        this reply, from `before`, as the chat was when it began."""
-        sent = self.acknowledgments.results if self.acknowledgments else {}
-        return {**before, **sent}
-
-    async def record_acted(self, ledger: Ledger, principal: Principal, outputs: Sequence[ToolOutput]) -> None:
-        """Audit what the browser reported of its own on this reply's acknowledged calls, as it runs."""
-        if self.acknowledgments is not None:
-            await record_acted(ledger, self.chat_id, principal, self.acknowledgments.results, outputs)
-
-    def interrupt(self) -> None:
-        """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
-        pending, so the chat goes on from its last save."""
-        if self.translator is not None:
-            self.translator.interrupt()
-
-    def asking(self) -> dict[str, str]:
-        """The calls this reply asked a person about so far: call id to approval id."""
-        return {c: a.id for c, a in self.translator.asked.items()} if self.translator else {}
-
-    def unresolved(self) -> dict[str, str]:
-        """The calls of the streamed message with no result yet: call id to tool name (where known)."""
-        return dict(self.translator.unresolved) if self.translator else dict.fromkeys(self.continued, "")
-
-    def answered(self, accepted: bool, calls: Collection[str] = ()) -> None:
-        """A client answered `calls` of this reply on the live socket (see `Translator.pause`)."""
-        if self._relay is not None:
-            self._relay.emit(Answered(accepted, frozenset(calls)))
-
-    def visible(self) -> set[str]:
-        """The calls of the message this reply streams: its own and the earlier ones it continues."""
-        return set(self.translator.visible) if self.translator else set(self.continued)
 
 
 class Reply(Protocol):
@@ -228,7 +122,8 @@ async def begin(
     ledger: Ledger,
     request: ChatRequest,
     principal: Principal,
-    loaded: Loaded,
+    stored: StoredChat | None,
+    state: ChatState,
     *,
     signing_key: bytes,
     browser_timeout: float,
@@ -237,12 +132,13 @@ async def begin(
     cannot_regenerate: str | None = None,
 ) -> Begun:
     """The I/O before the machine's step and the step itself, the same for every framework: given the
-    chat as `loaded`, claim it for `principal`, record the approval responses and take the browser
-    results (`made`: the ids of the calls the chat's history holds), expire overdue browser calls, and
-    choose the action; a request the machine refuses raises `OutOfTurn`, and one that supersedes or
-    regenerates what is open withdraws it. A framework that can't regenerate a reply says why in
+    chat as read (`stored`, None for a new chat, and its `state`, with what it waits on), claim it for
+    `principal`, record the approval responses and take the browser results (`made`: the ids of the
+    calls the chat's history holds), expire overdue browser calls, and choose the action; a request the
+    machine refuses raises `OutOfTurn`, and one that supersedes or regenerates what is open withdraws it.
+    A framework that can't regenerate a reply says why in
     `cannot_regenerate`, and such a request is refused before anything is recorded."""
-    chat_id, (stored, state) = request.chat_id, loaded
+    chat_id = request.chat_id
     if cannot_regenerate is not None and request_of(request) is Request.REGENERATE:
         raise OutOfTurn("trigger", cannot_regenerate)
     stored = await claim(ledger, chat_id, stored, principal)
@@ -255,7 +151,7 @@ async def begin(
     outputs = await accept_outputs(
         ledger, chat_id, principal, state.browser_calls, made, state.approvals, given
     )
-    waits = _waits(state, ledger.chats.clock())
+    waits = waits_of(state, ledger.chats.clock())
     action = next_action(waits, request_of(request))
     if action is Action.REFUSE:
         raise OutOfTurn("messages", REFUSALS[waits.waits])
@@ -269,84 +165,9 @@ async def begin(
     return begun
 
 
-def _waits(state: ChatState, now: float) -> Open:
+def waits_of(state: ChatState, now: float) -> Open:
+    """What the chat waits on now, as the machine reads it."""
     return Open(bool(state.approvals), bool(state.browser_calls), state.overdue(now), bool(state.tasks))
-
-
-class ServedChat(abc.ABC):
-    """What every framework's chat does the same way around its own `prepare`.
-
-    `signing_key` signs approval requests for the clients that echo signatures back; every worker serving
-    the same chats needs the same key. A browser call whose result takes longer than `browser_timeout`
-    seconds fails, and the model is told so."""
-
-    browser_tools: tuple[BrowserToolInfo, ...] = ()
-    cannot_regenerate: str | None = None
-    """Why the framework can't run a reply again from the last user message, if it can't."""
-
-    def __init__(self, gate: Gate, *, signing_key: bytes = b"", browser_timeout: float = 120.0) -> None:
-        self.gate = gate
-        self.signing_key = signing_key
-        self.browser_timeout = browser_timeout
-
-    @abc.abstractmethod
-    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply:
-        """Check the request against the chat's state and record its decisions, as `principal`, who must
-        own the chat (or start it); raises `Untrusted`."""
-
-    @property
-    def browser_names(self) -> frozenset[str]:
-        """The browser tools whose result the chat waits for."""
-        return frozenset(tool.name for tool in self.browser_tools if not tool.acknowledged)
-
-    @property
-    def acknowledged_names(self) -> frozenset[str]:
-        return frozenset(tool.name for tool in self.browser_tools if tool.acknowledged)
-
-    def check_acknowledged(self) -> None:
-        """Refuse a policy that could ask about an acknowledged tool (see `integrations.acknowledged`)."""
-        check(self.gate.policy, self.acknowledged_names)
-
-    async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
-        """The chat's stored record and its state (see `integrations.state.load_state`), with what it waits
-        on as its framework reads it."""
-        return await load_state(self.gate.ledger, chat_id, begun=begun)
-
-    async def classify(
-        self, chat_id: str, stored: StoredChat | None, state: ChatState, open_calls: Mapping[str, str]
-    ) -> dict[str, str]:
-        """Fill in what `state` waits on from its open calls (see `integrations.state.classify`), its browser
-        results due `browser_timeout` after the save that left them open; the calls' tasks."""
-        found = await classify(self.gate.ledger, chat_id, open_calls, self.browser_names)
-        state.approvals, state.browser_calls, tasks = found
-        if state.browser_calls and stored is not None:
-            state.browser_due = stored.updated_at + self.browser_timeout
-        return tasks
-
-    async def begin(
-        self, request: ChatRequest, principal: Principal, loaded: Loaded, made: Collection[str]
-    ) -> Begun:
-        """`begin` with this chat's ledger and settings, for the chat as `loaded` (`made`: the ids of the
-        calls its history holds)."""
-        ledger, key, timeout = self.gate.ledger, self.signing_key, self.browser_timeout
-        return await begin(
-            ledger, request, principal, loaded, signing_key=key, browser_timeout=timeout, made=made,
-            browser_tools=self.browser_names, cannot_regenerate=self.cannot_regenerate,
-        )  # fmt: skip
-
-    async def waiting(self, chat_id: str) -> dict[str, str]:
-        """The calls the chat waits on a person for: call id to approval id."""
-        _, state = await self.load(chat_id)
-        return state.approvals
-
-    async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None:
-        """The reply that tells the model its browser calls got no result in time, started by the server
-        itself; None when the machine has nothing for it to do (the chat moved on meanwhile)."""
-        stored, state = await self.load(chat_id)
-        if next_action(_waits(state, self.gate.ledger.chats.clock()), Request.OVERDUE) is Action.IGNORE:
-            return None
-        request = ChatRequest(chat_id=chat_id, trigger="submit-message")
-        return await self.prepare(request, wait, owner_principal(stored))
 
 
 class Chat(Protocol):

@@ -68,15 +68,6 @@ _decode_state = msgspec.json.Decoder(ChatState).decode
 encode_state = msgspec.json.Encoder().encode
 
 
-async def load_state(
-    ledger: Ledger, chat_id: str, *, begun: bool = False
-) -> tuple[StoredChat | None, ChatState]:
-    """The chat's stored record and its latest state, or the state its running reply began from (an
-    unknown chat is an empty one)."""
-    stored = await ledger.chats.load(chat_id)
-    return stored, state_of(stored, begun=begun)
-
-
 def state_of(stored: StoredChat | None, *, begun: bool = False) -> ChatState:
     """The latest state of a stored chat, or with `begun` the state its running reply began from."""
     state = _decode_state(stored.state) if stored else ChatState()

@@ -17,7 +17,7 @@ first, so the next user message finds the task's status or result in the history
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,21 +30,23 @@ from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
-from google.adk.sessions.session import Session
+from google.adk.sessions.session import Session as AdkSession
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
-from signoff.core.approval import State
+from signoff.core.approval import Approval, State
 from signoff.core.call import ToolCall
-from signoff.core.principal import Principal
-from signoff.gate import Gate, Wait
-from signoff.integrations.adk.messages import open_in, ui_messages
+from signoff.gate import Gate
+from signoff.integrations.adk.messages import SessionCalls, open_in, ui_messages
 from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
-from signoff.integrations.chat import BrowserToolInfo, ChatView, RunningReply, ServedChat
-from signoff.integrations.state import ChatState, encode_state, load_state, task_news, withdraw
+from signoff.integrations.chat import Begun, BrowserToolInfo
+from signoff.integrations.driver import Calls, ChatDriver, Outcome
+from signoff.integrations.state import ChatState, task_news, withdraw
+from signoff.integrations.stream import Translator
 from signoff.integrations.trust import OutOfTurn
-from signoff.integrations.turn import Browser, Turn
+from signoff.integrations.turn import Turn
+from signoff.integrations.ui import UIMessage
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
@@ -53,82 +55,23 @@ USER = "signoff"
 """The ADK user id every chat's session is filed under; the chat id is the session id."""
 
 
-@dataclass
-class AdkReply(RunningReply[AdkTranslator]):
-    chat: AdkChat
-    chat_id: str
-    wait: Wait
-    stored: StoredChat
-    message_id: str
-    continued_calls: dict[str, ToolCall]
-    message: types.Content
-    continued: list[str]
-    tasks: dict[str, str]
-    """The long-running calls of earlier replies whose news the model has not had yet."""
-    news: list[types.FunctionResponse] = field(default_factory=list)
-    """Those calls' statuses, for a reply to a new user message: each a later response to its call."""
-    browser: Browser | None = None
-    held: dict[str, ToolOutput] = field(default_factory=dict)
-    """Browser outputs that came with their call's approval (see `Begun.held`)."""
-    browser_due: float | None = None
-    before: dict[str, str] = field(default_factory=dict)
-    """The chat's acknowledged calls as it began (see `ChatState.acknowledged`)."""
+@dataclass(frozen=True)
+class Session:
+    """A chat's ADK session as read: its events, and what they leave open."""
 
-    def translator_for(self, turn: Turn) -> AdkTranslator:
-        browser_tools, signing_key = self.chat.browser_names, self.chat.signing_key
-        continued = self.continued_calls
-        return AdkTranslator(
-            turn, self.message_id, continued=continued, browser_tools=browser_tools, signing_key=signing_key
-        )
-
-    async def finish(self, translator: AdkTranslator) -> None:
-        if translator.ended:
-            await self._save(translator)
-        else:  # interrupted mid-wait: ADK cannot pick a blocked call up again, so its question ends
-            asked = ChatState(approvals=translator.asking)
-            await withdraw(self.chat.gate.ledger, asked, self.stored.owner or "", INTERRUPTED)
-
-    async def run_turn(self, emit: Callable[[Event | End], None]) -> None:
-        if self.news:  # seed 004: ADK puts a long-running call's latest response in its first one's place
-            await self.chat._tell(self.chat_id, self.news)
-        streaming = RunConfig(streaming_mode=StreamingMode.SSE)
-        async for event in self.chat.runner.run_async(
-            user_id=USER, session_id=self.chat_id, new_message=self.message, run_config=streaming
-        ):
-            emit(event)
-        emit(End())
-
-    async def _save(self, translator: AdkTranslator) -> None:
-        events, acknowledged = await self.chat.events(self.chat_id), self.acknowledged(self.before)
-        state = ChatState(events=events, assistant_id=self.message_id, acknowledged=acknowledged)
-        ledger = self.chat.gate.ledger
-        if translator.open_calls:
-            self.browser_due = ledger.chats.clock() + self.chat.browser_timeout
-        self.stored = await ledger.chats.save(self.chat_id, encode_state(state), version=self.stored.version)
+    events: list[Event]
+    calls: SessionCalls
 
 
-class AdkChat(ServedChat):
-    """Serve an ADK `agent` as a chat whose every tool call passes `gate`.
-
-    `session_service` keeps the conversations (one session per chat); every worker serving the same chats
-    needs the same one, and the same `signing_key`.
-    """
+class Adk:
+    """ADK's part of a chat (a `integrations.driver.Framework`), over the user's own session service."""
 
     cannot_regenerate = "an ADK chat cannot regenerate a reply: its session only grows"
+    keeps_history = False
 
-    def __init__(
-        self,
-        agent: BaseAgent,
-        gate: Gate,
-        *,
-        session_service: BaseSessionService | None = None,
-        app_name: str = "signoff",
-        signing_key: bytes = b"",
-        browser_timeout: float = 120.0,
-    ) -> None:
-        super().__init__(gate, signing_key=signing_key, browser_timeout=browser_timeout)
+    def __init__(self, agent: BaseAgent, gate: Gate, sessions: BaseSessionService, app_name: str) -> None:
+        self.gate = gate
         self.app = App(name=app_name, root_agent=agent, plugins=[SignoffPlugin(gate)])
-        sessions = session_service or InMemorySessionService()
         self.runner = Runner(app=self.app, session_service=sessions, auto_create_session=True)
         self.browser_tools = tuple(
             BrowserToolInfo(
@@ -137,18 +80,77 @@ class AdkChat(ServedChat):
             for tool in getattr(agent, "tools", ())
             if isinstance(tool, BrowserTool | AcknowledgedTool)
         )
-        self.check_acknowledged()
+        self.browser_names = frozenset(t.name for t in self.browser_tools if not t.acknowledged)
 
-    async def _session(self, chat_id: str) -> Session | None:
+    async def read(
+        self, chat_id: str, stored: StoredChat | None, state: ChatState, *, begun: bool
+    ) -> Session:
+        """The session's events; with `begun`, only those it held when the running reply began (ADK
+        appends a running reply's events as they happen). The ledger's state holds only how many."""
+        events = await self._events(chat_id)
+        if begun:
+            events = events[: state.events]
+        return Session(events, open_in(events))
+
+    def calls(self, history: Session) -> Calls:
+        found = history.calls
+        return Calls(found.calls, found.confirmations, found.told)
+
+    def made(self, history: Session) -> Collection[str]:
+        return history.calls.made.keys()
+
+    def messages(
+        self, history: Session, state: ChatState, approvals: list[Approval], tasks: Any
+    ) -> list[UIMessage]:
+        return ui_messages(
+            history.events, assistant_id=state.assistant_id, approvals=approvals, asking=state.approvals,
+            tasks=tasks,
+        )  # fmt: skip
+
+    def entries(self, history: Session) -> tuple[None, Session]:
+        return None, history  # the session service keeps the history
+
+    def copy(self, history: Session) -> Session:
+        return history
+
+    async def start(self, chat_id: str, begun: Begun, history: Session, request: ChatRequest) -> AdkRun:
+        """ADK's own terms for the input: a continuation answers ADK's questions and the browser's calls
+        (see `_answers`), and a user message is text, after any news of long-running calls."""
+        ledger, state, made = self.gate.ledger, begun.state, history.calls.made
+        outputs: dict[str, Any] = {c: _response(o) for c, o in begun.outputs.items()}
+        if begun.expired is not None:
+            outputs = {call_id: failure(begun.expired) for call_id in state.browser_calls}
+        calls = {c: made[c] for c in begun.continued if c in made}
+        owner = begun.stored.owner or ""
+        if begun.continues:  # the tasks stay open until a user message brings their news
+            settled = {
+                c
+                for c, a in state.approvals.items()
+                if (await ledger.approvals.get(a)).state is not State.PENDING
+            }
+            if not (answers := _answers(state, outputs, settled)):
+                raise OutOfTurn("messages", "this chat is not waiting on any approval or tool result")
+            message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
+            return AdkRun(self, chat_id, owner, calls, message)
+        assert request.user_message is not None  # ADK drops calls left unanswered from the model's view
+        message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
+        news = [
+            types.FunctionResponse(name=made[c].tool, id=c, response=status)
+            for c, status in (await task_news(ledger, state.tasks)).items()
+            if c in made
+        ]
+        return AdkRun(self, chat_id, owner, calls, message, news)
+
+    async def _session(self, chat_id: str) -> AdkSession | None:
         return await self.runner.session_service.get_session(
             app_name=self.app.name, user_id=USER, session_id=chat_id
         )
 
-    async def _session_events(self, chat_id: str) -> list[Event]:
+    async def _events(self, chat_id: str) -> list[Event]:
         session = await self._session(chat_id)
         return list(session.events) if session else []
 
-    async def _tell(self, chat_id: str, responses: list[types.FunctionResponse]) -> None:
+    async def tell(self, chat_id: str, responses: list[types.FunctionResponse]) -> None:
         """Add later responses to earlier calls to the chat's session, as the user's own event: ADK will not
         take them in the same message as text (the one resumes an invocation, the other starts one)."""
         if (session := await self._session(chat_id)) is None:
@@ -161,94 +163,73 @@ class AdkChat(ServedChat):
         )
         await self.runner.session_service.append_event(session, event)
 
-    async def events(self, chat_id: str) -> int:
-        return len(await self._session_events(chat_id))
 
-    async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
-        """What the chat waits on is read from its session and the ledger: the calls with no result yet,
-        each classified by `integrations.state.classify`, ADK's unanswered confirmations, and the
-        long-running calls whose news the model has not had. The stored state holds only how many events
-        the session held when the last reply ended and the assistant message."""
-        stored, state, _, _ = await self._read(chat_id, begun=begun)
-        return stored, state
+@dataclass
+class AdkRun:
+    """One reply's run of the agent: `message` is the new user message or the continuation's answers;
+    `news`, for a user message, the statuses of long-running calls, each a later response to its call."""
 
-    async def _read(
-        self, chat_id: str, *, begun: bool = False
-    ) -> tuple[StoredChat | None, ChatState, list[Event], dict[str, ToolCall]]:
-        """`load`, with the session's events it read and every call they hold, by id."""
-        ledger = self.gate.ledger
-        stored, state = await load_state(ledger, chat_id)
-        events = await self._session_events(chat_id)
-        if begun:  # ADK appends a running reply's events as they happen
-            events = events[: state.events]
-        found = open_in(events)
-        await self.classify(chat_id, stored, state, found.calls)
-        state.confirmations = {c: found.confirmations[c] for c in state.approvals if c in found.confirmations}
-        started = (
-            {t.call.call_id: t.id for t in await ledger.tasks.query(chat_id=chat_id)} if found.made else {}
-        )
-        state.tasks = {c: t for c, t in started.items() if c in found.made and c not in found.told}
-        return stored, state, events, found.made
+    framework: Adk
+    chat_id: str
+    owner: str
+    continued: dict[str, ToolCall]
+    """The calls of the earlier request this reply continues."""
+    message: types.Content
+    news: list[types.FunctionResponse] = field(default_factory=list)
 
-    async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
-        """The chat as stored after its last reply, or, with `begun`, as the running reply began (ADK
-        appends a running reply's events as they happen, so those are cut off)."""
-        _, state, events, _ = await self._read(chat_id, begun=begun)
-        ledger = self.gate.ledger
-        approvals = await ledger.approvals.query(chat_id=chat_id)
-        messages = ui_messages(
-            events,
-            assistant_id=state.assistant_id,
-            approvals=approvals,
-            asking=state.approvals,
-            tasks=await task_news(ledger, state.tasks),
-        )
-        return ChatView(messages, approvals)
-
-    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AdkReply:
-        ledger, chat_id = self.gate.ledger, request.chat_id
-        stored, state, _, made = await self._read(chat_id)
-        begun = await self.begin(request, principal, (stored, state), made)
-        state = begun.state
-        outputs: dict[str, Any] = {c: _response(o) for c, o in begun.outputs.items()}
-        if begun.expired is not None:
-            outputs = {call_id: failure(begun.expired) for call_id in state.browser_calls}
-        message_id, continued = begun.message_id(), begun.continued
-        calls = {c: made[c] for c in continued if c in made}
-        if begun.continues:  # the tasks stay open until a user message brings their news
-            settled = {
-                c
-                for c, a in state.approvals.items()
-                if (await ledger.approvals.get(a)).state is not State.PENDING
-            }
-            if not (answers := _answers(state, outputs, settled)):
-                raise OutOfTurn("messages", "this chat is not waiting on any approval or tool result")
-            message = types.Content(role="user", parts=[types.Part(function_response=a) for a in answers])
-            tasks = state.tasks
-            return AdkReply(
-                self,
-                chat_id,
-                wait,
-                begun.stored,
-                message_id,
-                calls,
-                message,
-                continued,
-                tasks,
-                held=begun.held,
-                before=state.acknowledged,
-            )
-        assert request.user_message is not None  # ADK drops calls left unanswered from the model's view
-        message = types.Content(role="user", parts=[types.Part(text=request.user_message.text)])
-        news = [
-            types.FunctionResponse(name=made[c].tool, id=c, response=status)
-            for c, status in (await task_news(ledger, state.tasks)).items()
-            if c in made
-        ]
-        return AdkReply(
-            self, chat_id, wait, begun.stored, message_id, calls, message, continued, {}, news,
-            before=state.acknowledged,
+    def translator(self, turn: Turn, message_id: str, continued: list[str], signing_key: bytes) -> Translator:
+        return AdkTranslator(
+            turn, message_id, continued=self.continued, browser_tools=self.framework.browser_names,
+            signing_key=signing_key,
         )  # fmt: skip
+
+    async def run(self, emit: Callable[[Event | End], None]) -> None:
+        if self.news:  # seed 004: ADK puts a long-running call's latest response in its first one's place
+            await self.framework.tell(self.chat_id, self.news)
+        streaming = RunConfig(streaming_mode=StreamingMode.SSE)
+        async for event in self.framework.runner.run_async(
+            user_id=USER, session_id=self.chat_id, new_message=self.message, run_config=streaming
+        ):
+            emit(event)
+        emit(End())
+
+    def parked(self, history: Sequence[object]) -> None:
+        """ADK can't resume a run from a history: a blocking reply saves nothing while it waits."""
+
+    async def end(self, translator: Translator, history: Session) -> Outcome[Session] | None:
+        assert isinstance(translator, AdkTranslator)
+        if not translator.ended:  # interrupted mid-wait: ADK cannot pick a blocked call up again
+            asked = ChatState(approvals=translator.asking)
+            await withdraw(self.framework.gate.ledger, asked, self.owner, INTERRUPTED)
+            return None
+        events = len(await self.framework._events(self.chat_id))
+        return Outcome(history, bool(translator.open_calls), events)
+
+
+class AdkChat(ChatDriver[Session]):
+    """Serve an ADK `agent` as a chat whose every tool call passes `gate`.
+
+    `session_service` keeps the conversations (one session per chat); every worker serving the same chats
+    needs the same one, and the same `signing_key`.
+    """
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        gate: Gate,
+        *,
+        session_service: BaseSessionService | None = None,
+        app_name: str = "signoff",
+        signing_key: bytes = b"",
+        browser_timeout: float = 120.0,
+    ) -> None:
+        sessions = session_service or InMemorySessionService()
+        self.adk = Adk(agent, gate, sessions, app_name)
+        super().__init__(self.adk, gate, signing_key=signing_key, browser_timeout=browser_timeout)
+
+    @property
+    def runner(self) -> Runner:
+        return self.adk.runner
 
 
 def _answers(state: ChatState, outputs: dict[str, Any], settled: set[str]) -> list[types.FunctionResponse]:
@@ -277,4 +258,4 @@ def _response(output: ToolOutput) -> dict[str, Any]:
     return output.output if isinstance(output.output, dict) else {"result": output.output}
 
 
-__all__ = ["AdkChat", "AdkReply"]
+__all__ = ["AdkChat"]

@@ -1,20 +1,15 @@
-"""A pydantic-ai agent as a chat: one request in, one reply of chunks out, state kept in the ledger.
+"""A pydantic-ai agent as a chat (see `integrations.driver`): its history codec and its runs.
 
-The server owns the conversation. The client's copy of it supplies only the new user message, approval
-responses and browser tool outputs, each checked by `signoff.integrations.trust` before anything runs.
-Everything else is read from the chat's stored state: pydantic-ai's own message history, the assistant
-message a deferred reply continues, and the calls the chat is waiting on.
-
-A reply is prepared in two halves. `prepare` checks and records everything the request claims, and fails
-with a typed error before a byte is streamed; `AgentReply.run` then runs the agent and saves the new state.
+The ledger keeps pydantic-ai's message history as the chat's entries, a message each, and the driver keeps
+the one this worker saved last. A continuation is pydantic-ai's own: the deferred calls' results
+(`DeferredToolResults`), the approvals among them always `True`, since the gate rules on each call from the
+ledger, not from this flag.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
-from collections.abc import AsyncIterable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterable, Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -33,167 +28,109 @@ from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResultEvent
 
 from signoff.core.approval import Approval
-from signoff.core.principal import Principal
 from signoff.core.wording import WITHDRAWN
-from signoff.gate import Gate, Wait
-from signoff.integrations.chat import ChatView, Loaded, RunningReply, ServedChat
+from signoff.gate import Gate
+from signoff.integrations.chat import Begun
+from signoff.integrations.driver import Calls, ChatDriver, Outcome
 from signoff.integrations.machine import Action
 from signoff.integrations.pydantic_ai.browser import browser_tools
 from signoff.integrations.pydantic_ai.messages import open_calls, ui_messages
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
-from signoff.integrations.state import (
-    ChatState,
-    encode_state,
-    state_of,
-    task_news,
-)
+from signoff.integrations.state import ChatState, task_news
+from signoff.integrations.stream import Translator
 from signoff.integrations.trust import OutOfTurn
-from signoff.integrations.turn import Browser, Turn
+from signoff.integrations.turn import Turn
+from signoff.integrations.ui import UIMessage
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
 
-@dataclass
-class AgentReply(RunningReply[AgentTranslator]):
-    """A checked request, ready to run. `message_id` is the assistant message it streams into."""
+@dataclass(slots=True)
+class History:
+    """A chat's history: each message's own JSON as saved, and the messages, parsed on first use."""
 
-    chat: AgentChat
-    chat_id: str
-    wait: Wait
-    stored: StoredChat
-    message_id: str
-    continued: list[str]
-    """Earlier calls of the message being continued whose results this reply streams; the client already
-    holds the outputs it sent itself, and a new message has no earlier calls."""
-    arguments: dict[str, Any] = field(default_factory=dict)
-    """What the agent's run is given: the history, and the prompt or the deferred calls' results."""
-    browser_due: float | None = None
-    """Set once the reply is saved waiting on the browser: when its results are overdue."""
-    begun: ChatState = field(default_factory=ChatState)
-    """The chat as this reply began from."""
-    history: History = field(default_factory=lambda: History([], []))
-    """The history `begun` holds, and how much of it the ledger holds as the chat's entries."""
-    browser: Browser | None = None
-    """Set when the browser stays connected while the reply runs (the live socket)."""
-    held: dict[str, ToolOutput] = field(default_factory=dict)
-    """Browser outputs that came with their call's approval (see `Begun.held`)."""
-    _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
+    dumped: list[bytes]
+    stored: int = 0
+    """How many of its first messages the ledger holds as the chat's entries, byte for byte."""
+    parsed: list[ModelMessage] | None = None
 
-    def translator_for(self, turn: Turn) -> AgentTranslator:
-        return AgentTranslator(turn, self.message_id, self.continued, signing_key=self.chat.signing_key)
+    @property
+    def messages(self) -> list[ModelMessage]:
+        if self.parsed is None:
+            self.parsed = ModelMessagesTypeAdapter.validate_json(saved(self))
+        return self.parsed
 
-    async def run_turn(self, emit: Callable[[Any], None]) -> None:
-        """The run with an event handler that hands each event on as it comes: `run_stream_events` would
-        run it in a task of its own and pass each event through a stream, a task switch per event."""
-
-        async def handle(_: object, events: AsyncIterable[AgentStreamEvent]) -> None:
-            async for event in events:
-                emit(event)
-
-        gated = [Signoff(self.chat.gate)]
-        agent, model = self.chat.agent, self.chat.model
-        result = await agent.run(
-            **self.arguments, capabilities=gated, model=model, event_stream_handler=handle
+    def last_step(self) -> bytes:
+        """The history from its last model response on, as JSON (all that `open_calls` reads); the whole
+        history while it is not parsed."""
+        if (messages := self.parsed) is None:
+            return saved(self)
+        last = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), 0
         )
-        emit(AgentRunResultEvent(result))
-
-    async def finish(self, translator: AgentTranslator) -> None:
-        if translator.result is not None:  # None: interrupted, and the chat stays as it was saved
-            await self._save(translator.result.all_messages(), translator.result.output)
-
-    async def park(self, approval: Approval, messages: Sequence[object]) -> None:
-        """Save the chat as a deferred reply would have left it at this call: the history up to the
-        model's tool calls (what they wait on is read from the ledger). If this process dies while it
-        blocks, the chat resumes on any worker like a deferred one, and the gate's single-use claim makes
-        sure each approved call still runs once."""
-        asked = [m for m in messages if isinstance(m, ModelRequest | ModelResponse)]
-        async with self._saving:
-            parked = ChatState(
-                history=msgspec.Raw(ModelMessagesTypeAdapter.dump_json(asked)), assistant_id=self.message_id
-            )
-            begun = ChatState(assistant_id=self.begun.assistant_id, parked=parked)
-            self.history = await self._store(begun, self.history)  # the history the reply began from
-
-    async def _store(self, state: ChatState, history: History) -> History:
-        """Save `state` with `history` as the chat's entries, writing only the entries the ledger lacks;
-        the history as the ledger now holds it."""
-        ledger = self.chat.gate.ledger
-        entries = Entries(history.stored, history.dumped[history.stored :])
-        self.stored = await ledger.chats.save(
-            self.chat_id, encode_state(state), version=self.stored.version, entries=entries
-        )
-        return History(history.messages, history.dumped, len(history.dumped))
-
-    async def _save(self, messages: list[ModelMessage], output: object) -> None:
-        history = dump(self.history, messages)
-        acknowledged = self.acknowledged(self.begun.acknowledged)
-        state = ChatState(assistant_id=self.message_id, acknowledged=acknowledged)  # history: its entries
-        if isinstance(output, DeferredToolRequests):
-            started = {c for c, m in output.metadata.items() if TASK in m}
-            if any(c.tool_call_id not in started for c in output.calls):  # the browser's to run
-                self.browser_due = self.chat.gate.ledger.chats.clock() + self.chat.browser_timeout
-        async with self._saving:
-            history = await self._store(state, history)
-        self.chat.histories.keep(self.chat_id, self.stored.version, history, state)
+        return saved(History(self.dumped[last:]))
 
 
-class AgentChat(ServedChat):
-    """Serve `agent` as a chat whose every tool call passes `gate`."""
+class PydanticAI:
+    """pydantic-ai's part of a chat (a `integrations.driver.Framework`)."""
 
-    def __init__(
-        self,
-        agent: AbstractAgent[Any, Any],
-        gate: Gate,
-        *,
-        model: Model | str | None = None,
-        signing_key: bytes = b"",
-        browser_timeout: float = 120.0,
-    ) -> None:
-        super().__init__(gate, signing_key=signing_key, browser_timeout=browser_timeout)
-        self.agent = agent
-        self.model = model
+    cannot_regenerate = None
+    keeps_history = True
+
+    def __init__(self, agent: AbstractAgent[Any, Any], gate: Gate, model: Model | str | None) -> None:
+        self.agent, self.gate, self.model = agent, gate, model
         self.browser_tools = browser_tools(agent)
-        self.check_acknowledged()
-        self.histories = Histories()
 
-    async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
-        """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
-        loaded = await self.load(chat_id, begun=begun)
-        state = loaded[1]
-        approvals = await self.gate.ledger.approvals.query(chat_id=chat_id)
-        messages = ui_messages(
-            self.histories.read(chat_id, loaded).messages,
-            assistant_id=state.assistant_id,
-            approvals=approvals,
-            asking=state.approvals,
-            tasks=await task_news(self.gate.ledger, state.tasks),
-        )
-        return ChatView(messages, approvals)
+    async def read(
+        self, chat_id: str, stored: StoredChat | None, state: ChatState, *, begun: bool
+    ) -> History:
+        """The history as stored, each message's JSON cut from it without parsing it."""
+        dumped = [bytes(piece) for piece in _split(bytes(state.history))]
+        held = 0  # a parked history, or one saved before entries, may start with the entries or not
+        for entry, stored_entry in zip(dumped, stored.entries if stored else (), strict=False):
+            if entry != stored_entry:
+                break
+            held += 1
+        return History(dumped, held)
 
-    async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> AgentReply:
-        ledger = self.gate.ledger
-        loaded = await self.load(request.chat_id)
-        read = self.histories.read(request.chat_id, loaded)
-        history = read.messages
-        made = (  # read only to check browser results against: a long chat's answer need not walk it
-            {p.tool_call_id for m in history for p in m.parts if isinstance(p, ToolCallPart)}
-            if request.outputs
-            else frozenset[str]()
-        )
-        begun = await self.begin(request, principal, loaded, made)
-        state = begun.state
+    def calls(self, history: History) -> Calls:
+        return Calls(open_calls(history.last_step()))
+
+    def made(self, history: History) -> Collection[str]:
+        return {p.tool_call_id for m in history.messages for p in m.parts if isinstance(p, ToolCallPart)}
+
+    def messages(
+        self, history: History, state: ChatState, approvals: list[Approval], tasks: Any
+    ) -> list[UIMessage]:
+        return ui_messages(
+            history.messages, assistant_id=state.assistant_id, approvals=approvals, asking=state.approvals,
+            tasks=tasks,
+        )  # fmt: skip
+
+    def entries(self, history: History) -> tuple[Entries, History]:
+        entries = Entries(history.stored, history.dumped[history.stored :])
+        return entries, History(history.dumped, len(history.dumped), history.parsed)
+
+    def copy(self, history: History) -> History:
+        parsed = None if history.parsed is None else list(history.parsed)
+        return History(history.dumped, history.stored, parsed)
+
+    async def start(self, chat_id: str, begun: Begun, history: History, request: ChatRequest) -> AgentRun:
+        state, messages = begun.state, history.messages
         results = DeferredToolResults(
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
             calls={call_id: _result(output) for call_id, output in begun.outputs.items()},
         )
-        results.calls.update(await task_news(ledger, state.tasks))  # how far each got, or its result
+        results.calls.update(
+            await task_news(self.gate.ledger, state.tasks)
+        )  # how far each got, or its result
         if begun.expired is not None:
             results.calls = {call_id: ToolFailed(begun.expired) for call_id in state.browser_calls}
-        run: dict[str, Any] = {"message_history": history}
+        run: dict[str, Any] = {"message_history": messages}
         match begun.action:
             case Action.REGENERATE:
-                earlier, prompt = _before_last_prompt(history)
+                earlier, prompt = _before_last_prompt(messages)
                 run = {"message_history": earlier, "user_prompt": prompt}
             case Action.SUPERSEDE:
                 assert request.user_message is not None
@@ -207,105 +144,66 @@ class AgentChat(ServedChat):
                 run["user_prompt"] = request.user_message.text
             case Action.CONTINUE | Action.EXPIRE:
                 run["deferred_tool_results"] = results
-        message_id = begun.message_id()
-        return AgentReply(
-            self, request.chat_id, wait, begun.stored, message_id, begun.continued, run, begun=state,
-            history=read, held=begun.held,
-        )  # fmt: skip
-
-    async def load(self, chat_id: str, *, begun: bool = False) -> tuple[StoredChat | None, ChatState]:
-        """What the chat waits on is read from its history and the ledger: the calls of its last step with
-        no result yet, each classified by `integrations.state.classify`, and its browser results due
-        `browser_timeout` after the save that left them open. The stored state holds only the history
-        and the assistant message.
-
-        A chat this worker saved last is not read again: the ledger gives its version alone, and the
-        state and history are the ones kept."""
-        held = self.histories.held(chat_id)
-        stored = await self.gate.ledger.chats.load(chat_id, held=held)
-        kept = self.histories.at(chat_id, stored)
-        if kept is None and stored is not None and stored.version == held:  # no longer kept: read it all
-            stored = await self.gate.ledger.chats.load(chat_id)
-        if kept is None:
-            state = state_of(stored, begun=begun)
-            last_step = bytes(state.history)
-        else:  # kept as `_save` left it, which is also how its reply began and ended
-            state, last_step = msgspec.structs.replace(kept.state), kept.last_step()
-        state.tasks = await self.classify(chat_id, stored, state, open_calls(last_step))
-        return stored, state
+        return AgentRun(self, run)
 
 
-@dataclass(frozen=True, slots=True)
-class History:
-    """A chat's history, parsed, and each message's own JSON as saved."""
+@dataclass
+class AgentRun:
+    """One reply's run of the agent: `arguments` are the history, and the prompt or the deferred calls'
+    results."""
 
-    messages: list[ModelMessage]
-    dumped: list[bytes]
-    stored: int = 0
-    """How many of its first messages the ledger holds as the chat's entries, byte for byte."""
+    framework: PydanticAI
+    arguments: dict[str, Any]
 
+    def translator(self, turn: Turn, message_id: str, continued: list[str], signing_key: bytes) -> Translator:
+        return AgentTranslator(turn, message_id, continued, signing_key=signing_key)
 
-@dataclass(frozen=True, slots=True)
-class Kept:
-    """A chat as this worker saved it last: its history, and its state without the history."""
+    async def run(self, emit: Callable[[Any], None]) -> None:
+        """The run with an event handler that hands each event on as it comes: `run_stream_events` would
+        run it in a task of its own and pass each event through a stream, a task switch per event."""
 
-    version: int
-    history: History
-    state: ChatState
+        async def handle(_: object, events: AsyncIterable[AgentStreamEvent]) -> None:
+            async for event in events:
+                emit(event)
 
-    def last_step(self) -> bytes:
-        """The history from its last model response on, as JSON: all that `open_calls` reads."""
-        messages = self.history.messages
-        last = next(
-            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), 0
+        framework = self.framework
+        gated = [Signoff(framework.gate)]
+        result = await framework.agent.run(
+            **self.arguments, capabilities=gated, model=framework.model, event_stream_handler=handle
         )
-        return saved(History(messages[last:], self.history.dumped[last:]))
+        emit(AgentRunResultEvent(result))
 
+    def parked(self, history: Sequence[object]) -> bytes:
+        """The history up to the model's tool calls (what they wait on is read from the ledger)."""
+        asked = [m for m in history if isinstance(m, ModelRequest | ModelResponse)]
+        return ModelMessagesTypeAdapter.dump_json(asked)
 
-class Histories:
-    """The chats this process saved last, by chat and stored version, so the chat's next request here
-    neither reads nor parses its history again, nor dumps it whole to save: a request costs what is new,
-    however long the chat. A chat another worker saved since has another version, and is read from its
-    record. At most `size` chats are kept, the most recently used."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._kept: OrderedDict[str, Kept] = OrderedDict()
-
-    def keep(self, chat_id: str, version: int, history: History, state: ChatState) -> None:
-        self._kept[chat_id] = Kept(version, history, state)
-        self._kept.move_to_end(chat_id)
-        while len(self._kept) > self.size:
-            self._kept.popitem(last=False)
-
-    def held(self, chat_id: str) -> int | None:
-        """The version of the chat kept here, if any."""
-        kept = self._kept.get(chat_id)
-        return None if kept is None else kept.version
-
-    def at(self, chat_id: str, stored: StoredChat | None) -> Kept | None:
-        """The chat as kept, when `stored` is the version kept."""
-        kept = self._kept.get(chat_id)
-        if stored is None or kept is None or kept.version != stored.version:
+    async def end(self, translator: Translator, history: History) -> Outcome[History] | None:
+        assert isinstance(translator, AgentTranslator)
+        if (result := translator.result) is None:  # interrupted: the chat stays as it was saved
             return None
-        self._kept.move_to_end(chat_id)
-        return kept
+        output = result.output
+        browser_open = False
+        if isinstance(output, DeferredToolRequests):
+            started = {c for c, m in output.metadata.items() if TASK in m}
+            browser_open = any(c.tool_call_id not in started for c in output.calls)  # the browser's to run
+        return Outcome(dump(history, result.all_messages()), browser_open)
 
-    def read(self, chat_id: str, loaded: Loaded) -> History:
-        """The chat's history as `loaded`: kept, when it is the version kept (its list a copy: a run
-        appends to the list it is given), else parsed from the state, each message's JSON cut from it."""
-        stored, state = loaded
-        kept = self.at(chat_id, stored)
-        if kept is not None:
-            return History(list(kept.history.messages), kept.history.dumped, kept.history.stored)
-        raw = bytes(state.history)
-        dumped = [bytes(piece) for piece in _split(raw)]
-        held = 0  # a parked history, or one saved before entries, may start with the entries or not
-        for entry, stored_entry in zip(dumped, stored.entries if stored else (), strict=False):
-            if entry != stored_entry:
-                break
-            held += 1
-        return History(ModelMessagesTypeAdapter.validate_json(raw), dumped, held)
+
+class AgentChat(ChatDriver[History]):
+    """Serve `agent` as a chat whose every tool call passes `gate`."""
+
+    def __init__(
+        self,
+        agent: AbstractAgent[Any, Any],
+        gate: Gate,
+        *,
+        model: Model | str | None = None,
+        signing_key: bytes = b"",
+        browser_timeout: float = 120.0,
+    ) -> None:
+        framework = PydanticAI(agent, gate, model)
+        super().__init__(framework, gate, signing_key=signing_key, browser_timeout=browser_timeout)
 
 
 def dump(before: History, messages: list[ModelMessage]) -> History:
@@ -318,7 +216,7 @@ def dump(before: History, messages: list[ModelMessage]) -> History:
         kept += 1
     rest = messages[kept:]
     new = [bytes(raw) for raw in _split(ModelMessagesTypeAdapter.dump_json(rest))] if rest else []
-    return History(messages, [*before.dumped[:kept], *new], min(kept, before.stored))
+    return History([*before.dumped[:kept], *new], min(kept, before.stored), messages)
 
 
 _split = msgspec.json.Decoder(list[msgspec.Raw]).decode
@@ -345,4 +243,4 @@ def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage]
     raise OutOfTurn("trigger", "there is no earlier user message to regenerate a reply to")
 
 
-__all__ = ["AgentChat", "AgentReply"]
+__all__ = ["AgentChat", "History"]
