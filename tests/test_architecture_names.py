@@ -4,6 +4,7 @@ name it gives in that walk must exist, so the page cannot drift from the code as
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -97,6 +98,6 @@ def test_the_chat_path_to_the_durable_claim_is_at_most_twelve_hops_each_where_th
     assert "ChatAPI.post" in HOPS[0][1] and "Committer.write" in HOPS[-1][2]
     for n, source, target in HOPS:
         assert defined_in(source) and defined_in(target), (n, source, target)
-    for (_, _, arrived), (_, left, _) in zip(HOPS, HOPS[1:], strict=False):
+    for (_, _, arrived), (_, left, _) in itertools.pairwise(HOPS):
         arrived_file, left_file = re.findall(r"`([\w/]+\.py)`", arrived), re.findall(r"`([\w/]+\.py)`", left)
         assert not arrived_file or not left_file or arrived_file == left_file, (arrived, left)

@@ -33,6 +33,7 @@ from signoff.protocol import (
     StartStep,
     ToolApprovalRequest,
     ToolInputAvailable,
+    ToolInputStart,
     ToolOutputAvailable,
     ToolOutputDenied,
     ToolOutputError,
@@ -172,6 +173,12 @@ class Translator:
     def translate(self, item: Any) -> list[Chunk]:
         """The chunks of one of the framework's own events."""
         raise NotImplementedError
+
+    def announce(self, call_id: str, tool: str) -> ToolInputStart:
+        """A call of the streamed message starts: the gate's news of it (its question, its hand-over to
+        the browser) is this reply's to show from now on."""
+        self.visible.add(call_id)
+        return ToolInputStart(tool_call_id=call_id, tool_name=tool)
 
     def open_step(self) -> list[Chunk]:
         if self.responding:

@@ -1,7 +1,9 @@
 """`--agent module:attribute`: find the agent a user wants served, and the chat that serves it.
 
 A pydantic-ai `Agent` and a Google ADK agent are both accepted; ADK is imported only for an ADK agent, so
-`pip install signoff` without the `adk` extra serves pydantic-ai agents as before.
+`pip install signoff` without the `adk` extra serves pydantic-ai agents as before. Any other framework is
+served through its own `Framework` (see `integrations.driver`): an agent with a `signoff_framework(gate)`
+method is served by what it returns, so adding a framework needs nothing here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic_ai.models import Model
 from signoff.core.errors import SignoffError
 from signoff.gate import Gate
 from signoff.integrations.chat import Chat
+from signoff.integrations.driver import ChatDriver
 from signoff.integrations.pydantic_ai.chat import AgentChat
 
 
@@ -36,7 +39,7 @@ def load_agent(spec: str) -> Any:
     except ImportError as exc:
         raise AgentNotFound(f"cannot import {module_name!r} for --agent: {exc}") from exc
     agent = getattr(module, attribute, None)
-    if not isinstance(agent, AbstractAgent) and not _is_adk(agent):
+    if not isinstance(agent, AbstractAgent) and not _is_adk(agent) and not _has_framework(agent):
         raise AgentNotFound(
             f"{spec} is {type(agent).__name__}, not a pydantic-ai Agent or a Google ADK agent"
         )
@@ -47,10 +50,19 @@ def _is_adk(agent: object) -> bool:
     return type(agent).__module__.startswith("google.adk.")
 
 
+def _has_framework(agent: object) -> bool:
+    return callable(getattr(agent, "signoff_framework", None))
+
+
 def chat_for(
     agent: Any, gate: Gate, *, model: Model | str | None, signing_key: bytes, browser_timeout: float
 ) -> Chat:
     """The chat that serves `agent`, whichever framework built it."""
+    if _has_framework(agent):
+        if model is not None:
+            raise AgentNotFound("--model picks a pydantic-ai model; give this agent its model in code")
+        framework = agent.signoff_framework(gate)
+        return ChatDriver(framework, gate, signing_key=signing_key, browser_timeout=browser_timeout)
     if _is_adk(agent):
         from signoff.integrations.adk import AdkChat
 

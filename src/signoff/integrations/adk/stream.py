@@ -27,7 +27,6 @@ from signoff.protocol import (
     TextEnd,
     TextStart,
     ToolInputAvailable,
-    ToolInputStart,
 )
 
 CONFIRMATION = "adk_request_confirmation"
@@ -122,11 +121,10 @@ class AdkTranslator(stream.Translator):
             return []
         call_id, tool = call.id or "", call.name or ""
         self.calls[call_id] = ToolCall(call_id, tool, args)
-        self.visible.add(call_id)
         chunks = self.open_step()
         return [
             *chunks,
-            ToolInputStart(tool_call_id=call_id, tool_name=tool),
+            self.announce(call_id, tool),
             ToolInputAvailable(tool_call_id=call_id, tool_name=tool, input=args),
         ]
 

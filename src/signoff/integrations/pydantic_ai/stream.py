@@ -44,7 +44,6 @@ from signoff.protocol import (
     TextStart,
     ToolInputAvailable,
     ToolInputDelta,
-    ToolInputStart,
 )
 
 
@@ -115,8 +114,7 @@ class AgentTranslator(stream.Translator):
             return opening + ([ReasoningDelta(id=part_id, delta=part.content)] if part.content else [])
         if isinstance(part, ToolCallPart):
             self.tool_ids[event.index] = part.tool_call_id
-            self.visible.add(part.tool_call_id)
-            return [ToolInputStart(tool_call_id=part.tool_call_id, tool_name=part.tool_name)]
+            return [self.announce(part.tool_call_id, part.tool_name)]
         return []
 
     def _delta(self, event: PartDeltaEvent) -> list[Chunk]:

@@ -1,0 +1,276 @@
+"""A framework added as nothing but its own parts (issue 32): a toy agent, a scripted model that pays when
+asked, served by the real server through the chat driver.
+
+All the toy supplies is what `docs/architecture.md` says a framework supplies: a history codec, a run made
+from the continuation input, a translator, and a tool hook that calls `gated_call`. The server, the
+machine, the ledger's chat state, the trust checks and the single-use claim are the driver's; this test
+shows they hold for a framework written in one file, by a person approving a payment and another asking
+again with the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from signoff.core.approval import Approval, State
+from signoff.core.call import ToolCall
+from signoff.core.policy import Policy
+from signoff.gate import Gate, Pending, Refused
+from signoff.integrations.chat import Begun, BrowserToolInfo
+from signoff.integrations.driver import Calls, Outcome
+from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
+from signoff.integrations.machine import Action
+from signoff.integrations.state import ChatState
+from signoff.integrations.stream import Translator
+from signoff.integrations.turn import Turn
+from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
+from signoff.ledger import MemoryLedger
+from signoff.ledger.records import Entries, StoredChat
+from signoff.protocol import (
+    ChatRequest,
+    Chunk,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolInputAvailable,
+    ToolOutputAvailable,
+    ToolOutputDenied,
+)
+from signoff.server.app import Settings, create_app
+from tests.chats import AUTH, TOKEN, answer, chunks, said, user
+from tests.servers import in_loop
+
+POLICY = Policy.from_dict({"tools": {"process_payment": [{"action": "ask", "description": "Pay {amount}"}]}})
+
+
+# -- the toy framework: its agent, its history, its events ---------------------------------------------
+
+
+@dataclass
+class ToyAgent:
+    """A scripted model: "pay N to NAME" makes one `process_payment` call; its result, or its refusal, is
+    said back. `signoff_framework` is how the server finds the toy's part of a chat."""
+
+    paid: list[tuple[int, str]] = field(default_factory=list)
+
+    def signoff_framework(self, gate: Gate) -> Toy:
+        return Toy(self, gate)
+
+
+@dataclass
+class ToyHistory:
+    messages: list[dict[str, Any]]
+    stored: int = 0
+
+
+@dataclass(frozen=True)
+class Said:
+    text: str
+
+
+@dataclass(frozen=True)
+class Called:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Returned:
+    call_id: str
+    result: Any
+    refused: bool = False
+
+
+class Toy:
+    """The toy's part of a chat: its history codec (a JSON message per entry) and its runs."""
+
+    browser_tools: tuple[BrowserToolInfo, ...] = ()
+    cannot_regenerate = "the toy can't regenerate a reply"
+    keeps_history = True
+
+    def __init__(self, agent: ToyAgent, gate: Gate) -> None:
+        self.agent, self.gate = agent, gate
+
+    async def read(
+        self, chat_id: str, stored: StoredChat | None, state: ChatState, *, begun: bool
+    ) -> ToyHistory:
+        return ToyHistory(json.loads(bytes(state.history)), len(stored.entries) if stored else 0)
+
+    def calls(self, history: ToyHistory) -> Calls:
+        returned = {m["id"] for m in history.messages if m["kind"] == "result"}
+        return Calls(
+            {m["id"]: m["tool"] for m in history.messages if m["kind"] == "call" and m["id"] not in returned}
+        )
+
+    def made(self, history: ToyHistory) -> Collection[str]:
+        return {m["id"] for m in history.messages if m["kind"] == "call"}
+
+    def messages(
+        self, history: ToyHistory, state: ChatState, approvals: list[Approval], tasks: Any
+    ) -> list[UIMessage]:
+        by_call = {a.call.call_id: a for a in approvals}
+        results: dict[str, PartOutcome] = {
+            m["id"]: ("output-denied", {}) if m["refused"] else ("output-available", {"output": m["result"]})
+            for m in history.messages
+            if m["kind"] == "result"
+        }
+        transcript = Transcript()
+        for m in history.messages:
+            if m["kind"] == "user":
+                transcript.user([{"type": "text", "text": m["text"]}])
+            elif m["kind"] == "call":
+                call = ToolCall(m["id"], m["tool"], m["args"])
+                transcript.step([tool_part(call, results.get(m["id"]), by_call, state.approvals)])
+            elif m["kind"] == "text":
+                transcript.step([{"type": "text", "text": m["text"], "state": "done"}])
+        return transcript.done(state.assistant_id)
+
+    def entries(self, history: ToyHistory) -> tuple[Entries, ToyHistory]:
+        added = [json.dumps(m).encode() for m in history.messages[history.stored :]]
+        return Entries(history.stored, added), ToyHistory(history.messages, len(history.messages))
+
+    def copy(self, history: ToyHistory) -> ToyHistory:
+        return ToyHistory(list(history.messages), history.stored)
+
+    async def start(self, chat_id: str, begun: Begun, history: ToyHistory, request: ChatRequest) -> ToyRun:
+        if begun.action in (Action.CONTINUE, Action.EXPIRE):
+            return ToyRun(self, chat_id, history.messages, again=list(self.calls(history).open))
+        assert request.user_message is not None
+        return ToyRun(self, chat_id, history.messages, prompt=request.user_message.text)
+
+
+@dataclass
+class ToyRun:
+    toy: Toy
+    chat_id: str
+    messages: list[dict[str, Any]]
+    prompt: str | None = None
+    again: list[str] = field(default_factory=list)
+
+    def translator(self, turn: Turn, message_id: str, continued: list[str], signing_key: bytes) -> Translator:
+        return ToyTranslator(turn, message_id, continued, signing_key=signing_key)
+
+    async def run(self, emit: Callable[[Any], None]) -> None:
+        """The model's step, and each call through `gated_call`, the toy's whole tool hook."""
+        calls = {m["id"]: m for m in self.messages if m["kind"] == "call"}
+        todo = [ToolCall(c, calls[c]["tool"], calls[c]["args"]) for c in self.again]
+        if self.prompt is not None:
+            self.messages.append({"kind": "user", "text": self.prompt})
+            if found := re.fullmatch(r"pay (\d+) to (\w+)", self.prompt):
+                args = {"amount": int(found[1]), "recipient": found[2]}
+                call = ToolCall(f"call-{len(self.messages)}", "process_payment", args)
+                self.messages.append({"kind": "call", "id": call.call_id, "tool": call.tool, "args": args})
+                emit(Called(call))
+                todo.append(call)
+        for call in todo:
+
+            async def pay(args: dict[str, Any]) -> str:
+                self.toy.agent.paid.append((args["amount"], args["recipient"]))
+                return f"paid {args['amount']} to {args['recipient']}"
+
+            gated = GatedCall(call, pay)
+            match await gated_call(self.toy.gate, gated, chat_id=self.chat_id, wait="deferred"):
+                case Pending():
+                    return  # the run ends with the call open: the person answers in the next request
+                case Ran(value):
+                    self._said(emit, Returned(call.call_id, value), f"Done: {value}.")
+                case Refused() as refusal:
+                    self._said(emit, Returned(call.call_id, refusal.reason, True), "Not paid.")
+                case Rejected(reason):
+                    self._said(emit, Returned(call.call_id, reason, True), f"Not paid: {reason}.")
+
+    def _said(self, emit: Callable[[Any], None], returned: Returned, text: str) -> None:
+        result = {
+            "kind": "result",
+            "id": returned.call_id,
+            "result": returned.result,
+            "refused": returned.refused,
+        }
+        self.messages += [result, {"kind": "text", "text": text}]
+        emit(returned)
+        emit(Said(text))
+
+    def parked(self, history: Sequence[object]) -> None:
+        return None
+
+    async def end(self, translator: Translator, history: ToyHistory) -> Outcome[ToyHistory]:
+        return Outcome(ToyHistory(self.messages, history.stored))
+
+
+class ToyTranslator(Translator):
+    def translate(self, item: Any) -> list[Chunk]:
+        match item:
+            case Called(call):
+                name, args = call.tool, call.args
+                return [
+                    *self.open_step(),
+                    self.announce(call.call_id, name),
+                    ToolInputAvailable(tool_call_id=call.call_id, tool_name=name, input=args),
+                ]
+            case Returned(call_id, result, refused):
+                self.responding = False
+                if refused:
+                    return [ToolOutputDenied(tool_call_id=call_id)]
+                return [ToolOutputAvailable(tool_call_id=call_id, output=result)]
+            case Said(text):
+                return [*self.open_step(), TextStart(id="t"), TextDelta(id="t", delta=text), TextEnd(id="t")]
+        return []
+
+
+# -- the toy served ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[httpx.AsyncClient, ToyAgent, MemoryLedger]]:
+    agent, ledger = ToyAgent(), MemoryLedger()
+    await ledger.start()
+    app = create_app(agent, ledger, Settings(token=TOKEN, anonymous=True), policy=POLICY)
+    async with in_loop(app) as host, httpx.AsyncClient(base_url=f"http://{host}", timeout=20) as client:
+        yield client, agent, ledger
+    await ledger.close()
+
+
+async def test_a_toy_framework_asks_runs_once_and_reloads_through_the_driver(
+    served: tuple[httpx.AsyncClient, ToyAgent, MemoryLedger],
+) -> None:
+    client, agent, ledger = served
+    first = user("toy", "pay 30 to Alice")
+    asked = chunks((await client.post("/api/chat", json=first)).text)
+    assert [c["type"] for c in asked if c["type"].startswith("tool-")] == [
+        "tool-input-start", "tool-input-available", "tool-approval-request",
+    ]  # fmt: skip
+    assert agent.paid == []
+    approved = answer(first, asked, [(True, "ok")])
+    reply = await client.post("/api/chat", json=approved)
+    assert said(reply.text) == "Done: paid 30 to Alice." and agent.paid == [(30, "Alice")]
+    [approval] = await ledger.approvals.query(chat_id="toy")
+    assert approval.state is State.CONSUMED
+
+    again = await client.post("/api/chat", json=approved)  # the same answer, replayed
+    assert again.status_code == 409 and agent.paid == [(30, "Alice")]
+
+    view = (await client.get("/api/chat/toy")).json()
+    parts = [p for m in view["messages"] for p in m["parts"]]
+    assert [p["state"] for p in parts if p["type"] == "tool-process_payment"] == ["output-available"]
+    assert [p["text"] for p in parts if p["type"] == "text"] == ["pay 30 to Alice", "Done: paid 30 to Alice."]
+
+
+async def test_a_toy_framework_gets_the_machines_refusals_and_the_chats_owner(
+    served: tuple[httpx.AsyncClient, ToyAgent, MemoryLedger],
+) -> None:
+    client, agent, _ = served
+    first = user("toy2", "pay 5 to Bob")
+    asked = chunks((await client.post("/api/chat", json=first)).text)
+    regenerate = {**first, "trigger": "regenerate-message"}
+    refused = await client.post("/api/chat", json=regenerate)
+    assert refused.status_code == 409 and "can't regenerate" in refused.text
+    denied = await client.post("/api/chat", json=answer(first, asked, [(False, "no")]))
+    assert said(denied.text) == "Not paid." and agent.paid == []
+    stranger = await client.post("/api/chat", json=user("toy2", "pay 9 to Eve"), headers=AUTH)
+    assert stranger.status_code == 404 and agent.paid == []
