@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import msgspec
 
@@ -101,6 +101,20 @@ class Pending(msgspec.Struct, frozen=True):
 
 Outcome = Allowed | Denied | Expired | Cancelled | Pending
 
+
+class AskOptions(TypedDict, total=False):
+    """How a call is asked about, where its rule asks a person (see `Gate.authorize`)."""
+
+    wait: Wait
+    """`blocking` (the default) waits for the decision; `deferred` returns `Pending` at once."""
+    approvers: Sequence[Approver] | None
+    """The approvers to race for this call instead of the gate's own."""
+    on_pending: Callable[[Approval], Awaitable[None] | None] | None
+    requester: str
+    schema: dict[str, Any] | None
+    describe: str | None
+
+
 _REFUSALS: dict[State, type[Denied] | type[Expired] | type[Cancelled]] = {
     State.DENIED: Denied,
     State.EXPIRED: Expired,
@@ -127,19 +141,10 @@ class Gate:
         self.tasks = Tasks(ledger)
         """Runs the bodies of the long-running calls this gate allows."""
 
-    async def authorize(
-        self,
-        call: ToolCall,
-        *,
-        chat_id: str,
-        wait: Wait = "blocking",
-        approvers: Sequence[Approver] | None = None,
-        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
-        requester: str = "",
-        schema: dict[str, Any] | None = None,
-        describe: str | None = None,
-    ) -> Outcome:
-        """`requester` is the principal on whose behalf the call is made (a chat's owner): the approval
+    async def authorize(self, call: ToolCall, *, chat_id: str, **asking: Unpack[AskOptions]) -> Outcome:
+        """Rule on `call` in `chat_id`, asking a person where the policy says so (see `AskOptions`).
+
+        `requester` is the principal on whose behalf the call is made (a chat's owner): the approval
         records it, and its rule may let it decide or not (four eyes). `schema` is the tool's JSON Schema
         for its arguments: an edit must fit it. `describe` words the call for the person deciding, when
         the caller knows it better than the policy (a toolset that phrases its own calls).
@@ -147,6 +152,7 @@ class Gate:
         `on_pending` hears of the approval before any wait starts, so a transport can show the
         question while the caller blocks on the answer; if it returns an awaitable, the wait starts once
         that is done (a chat saves itself as waiting, so another worker can resume it if this one dies)."""
+        requester, on_pending = asking.get("requester", ""), asking.get("on_pending")
         ruling = self.policy.evaluate(call)
         if ruling.action == "allow":
             via: Literal["policy", "mode"] = "mode" if ruling.rule.startswith("mode:") else "policy"
@@ -161,14 +167,14 @@ class Gate:
             approval = await self.ledger.approvals.open(
                 call,
                 chat_id=chat_id,
-                description=describe or ruling.description,
+                description=asking.get("describe") or ruling.description,
                 rule=ruling.rule,
                 deadline=ruling.deadline,
                 on_timeout=ruling.on_timeout,
                 actor=self.actor,
                 requester=requester,
                 authority=ruling.authority,
-                schema=schema,
+                schema=asking.get("schema"),
             )
         elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
             await self._refuse_mismatch(approval, call)
@@ -177,7 +183,8 @@ class Gate:
             heard = on_pending(approval)
             if heard is not None:
                 await heard
-        if approval.state is State.PENDING and wait == "blocking":
+        if approval.state is State.PENDING and asking.get("wait", "blocking") == "blocking":
+            approvers = asking.get("approvers")
             chosen = self.approvers if approvers is None else approvers
             if chosen or approval.deadline is not None or ruling.on_abandon == "cancel":
                 approval = await self._block(approval, ruling, chosen)
@@ -191,19 +198,14 @@ class Gate:
         fn: Callable[..., T | Awaitable[T]],
         *,
         chat_id: str,
-        wait: Wait = "blocking",
-        approvers: Sequence[Approver] | None = None,
-        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
-        requester: str = "",
-        schema: dict[str, Any] | None = None,
-        describe: str | None = None,
+        **asking: Unpack[AskOptions],
     ) -> T | Refused | Pending:
         """Authorize, take the single-use claim, and call `fn(**args)` exactly once.
 
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
-        deferred run should end and be resumed later with the same call. `describe`: see `authorize`.
+        deferred run should end and be resumed later with the same call.
         """
-        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema, describe)
+        outcome = await self._claim(call, chat_id, asking)
         if not isinstance(outcome, Allowed):
             return outcome
         if inspect.iscoroutinefunction(fn):
@@ -220,17 +222,13 @@ class Gate:
         fn: Callable[..., Awaitable[Any]],
         *,
         chat_id: str,
-        wait: Wait = "blocking",
-        approvers: Sequence[Approver] | None = None,
-        on_pending: Callable[[Approval], Awaitable[None] | None] | None = None,
         interruptible: bool = True,
-        requester: str = "",
-        schema: dict[str, Any] | None = None,
+        **asking: Unpack[AskOptions],
     ) -> Task | Refused | Pending:
         """`run` for a long-running call: once allowed and claimed, `fn(**args)` runs in the background
         as a task (see `signoff.tasks`), and the task comes back at once, pending. A refused call never
         has a task."""
-        outcome = await self._claim(call, chat_id, wait, approvers, on_pending, requester, schema)
+        outcome = await self._claim(call, chat_id, asking)
         if not isinstance(outcome, Allowed):
             return outcome
         allowed = outcome.call
@@ -238,22 +236,9 @@ class Gate:
             allowed, lambda: fn(**allowed.args), chat_id=chat_id, interruptible=interruptible
         )
 
-    async def _claim(
-        self,
-        call: ToolCall,
-        chat_id: str,
-        wait: Wait,
-        approvers: Sequence[Approver] | None,
-        on_pending: Callable[[Approval], Awaitable[None] | None] | None,
-        requester: str,
-        schema: dict[str, Any] | None,
-        describe: str | None = None,
-    ) -> Outcome:
+    async def _claim(self, call: ToolCall, chat_id: str, asking: AskOptions) -> Outcome:
         """Authorize, and take the single-use claim of an approval that allowed the call."""
-        outcome = await self.authorize(
-            call, chat_id=chat_id, wait=wait, approvers=approvers, on_pending=on_pending,
-            requester=requester, schema=schema, describe=describe,
-        )  # fmt: skip
+        outcome = await self.authorize(call, chat_id=chat_id, **asking)
         if isinstance(outcome, Allowed) and outcome.approval_id is not None:
             await self.ledger.approvals.consume(outcome.approval_id, outcome.call, actor=self.actor)
         return outcome

@@ -128,31 +128,14 @@ class AuditEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     @property
     def event(self) -> AuditEvent:
-        return AuditEvent(
-            at=self.at,
-            actor=self.actor,
-            action=self.action,
-            subject=self.subject,
-            before=self.before,
-            after=self.after,
-            detail=self.detail,
-        )
+        return AuditEvent(**{name: getattr(self, name) for name in AuditEvent.__struct_fields__})
 
 
 def _body(seq: int, event: AuditEvent, prev: str) -> bytes:
     """The entry's canonical JSON. Only `detail` is free-form; the other fields have fixed types and are
     encoded as they are, which keeps hashing off the hot path of every decision."""
-    body = {
-        "seq": seq,
-        "at": event.at,
-        "actor": event.actor,
-        "action": event.action,
-        "subject": event.subject,
-        "before": event.before,
-        "after": event.after,
-        "detail": normalize(event.detail),
-        "prev": prev,
-    }
+    body = msgspec.structs.asdict(event)
+    body.update(seq=seq, detail=normalize(event.detail), prev=prev)
     return msgspec.json.encode(body, order="sorted")
 
 
@@ -165,18 +148,8 @@ GENESIS_HEAD: Head = (0, GENESIS)
 def chain(event: AuditEvent, head: Head, key: AuditKey) -> AuditEntry:
     """The entry that follows `head` for `event`, its hash made with `key`."""
     seq, prev = head[0] + 1, head[1]
-    return AuditEntry(
-        seq=seq,
-        at=event.at,
-        actor=event.actor,
-        action=event.action,
-        subject=event.subject,
-        before=event.before,
-        after=event.after,
-        detail=event.detail,
-        prev=prev,
-        hash=key.mac(_body(seq, event, prev)),
-    )
+    fields = msgspec.structs.asdict(event)
+    return AuditEntry(**fields, seq=seq, prev=prev, hash=key.mac(_body(seq, event, prev)))
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):

@@ -83,19 +83,22 @@ def text(value: Any) -> str | None:
 def approver_list(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise Invalid(f'must be a list such as ["role:finance", "alice", "requester"], not {value!r}')
-    try:
-        return check_approvers(value)
-    except InvalidPrincipal as exc:
-        raise Invalid(str(exc)) from None
+    return _entries(value, check_approvers, 'such as ["role:finance", "alice", "requester"]')
 
 
 def role_list(value: Any) -> tuple[str, ...]:
+    return _entries(value, check_role_entries, 'of roles such as ["role:ops"]')
+
+
+def _entries(
+    value: Any, check: Callable[[Sequence[object]], tuple[str, ...]], example: str
+) -> tuple[str, ...]:
+    """A list of principal entries, each checked by `check`: a string alone is refused, since a rule that
+    named `"finance"` where it meant `["role:finance"]` would admit nobody it meant to."""
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise Invalid(f'must be a list of roles such as ["role:ops"], not {value!r}')
+        raise Invalid(f"must be a list {example}, not {value!r}")
     try:
-        return check_role_entries(value)
+        return check(value)
     except InvalidPrincipal as exc:
         raise Invalid(str(exc)) from None
 

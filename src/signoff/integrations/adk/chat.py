@@ -102,10 +102,7 @@ class Adk:
     def messages(
         self, history: Session, state: ChatState, approvals: list[Approval], tasks: Any
     ) -> list[UIMessage]:
-        return ui_messages(
-            history.events, assistant_id=state.assistant_id, approvals=approvals, asking=state.approvals,
-            tasks=tasks,
-        )  # fmt: skip
+        return ui_messages(history.events, state, approvals, tasks)
 
     def entries(self, history: Session) -> tuple[None, Session]:
         return None, history  # the session service keeps the history

@@ -16,6 +16,7 @@ from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.plugin import outcome
 from signoff.integrations.adk.stream import CONFIRMATION
+from signoff.integrations.state import ChatState
 from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
 
 
@@ -78,12 +79,7 @@ def _results(events: Sequence[Event]) -> dict[str, PartOutcome]:
 
 
 def ui_messages(
-    events: Sequence[Event],
-    *,
-    assistant_id: str | None,
-    approvals: Iterable[Approval],
-    asking: Mapping[str, str],
-    tasks: Mapping[str, object] = {},
+    events: Sequence[Event], state: ChatState, approvals: Iterable[Approval], tasks: Mapping[str, object] = {}
 ) -> list[UIMessage]:
     """`tasks` holds the status of each long-running call whose news the model has not had: the page
     shows how far the task got, not the pending result the session holds."""
@@ -103,7 +99,7 @@ def ui_messages(
                 step.append({"type": "text", "text": part.text, "state": "done"})
             elif (call := part.function_call) is not None and call.name != CONFIRMATION and call.id:
                 made = ToolCall(call.id, call.name or "", dict(call.args or {}))
-                step.append(tool_part(made, results.get(call.id), by_call, asking))
+                step.append(tool_part(made, results.get(call.id), by_call, state.approvals))
         if step:
             transcript.step(step)
-    return transcript.done(assistant_id)
+    return transcript.done(state.assistant_id)

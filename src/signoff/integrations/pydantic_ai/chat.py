@@ -103,10 +103,7 @@ class PydanticAI:
     def messages(
         self, history: History, state: ChatState, approvals: list[Approval], tasks: Any
     ) -> list[UIMessage]:
-        return ui_messages(
-            history.messages, assistant_id=state.assistant_id, approvals=approvals, asking=state.approvals,
-            tasks=tasks,
-        )  # fmt: skip
+        return ui_messages(history.messages, state, approvals, tasks)
 
     def entries(self, history: History) -> tuple[Entries, History]:
         entries = Entries(history.stored, history.dumped[history.stored :])

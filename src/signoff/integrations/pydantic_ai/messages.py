@@ -25,6 +25,7 @@ from pydantic_core import to_jsonable_python
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.pydantic_ai.toolset import refused
+from signoff.integrations.state import ChatState
 from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
 
 
@@ -42,16 +43,14 @@ def outcome(result: ToolReturnPart | RetryPromptPart) -> PartOutcome:
 
 def ui_messages(
     history: list[ModelMessage],
-    *,
-    assistant_id: str | None,
+    state: ChatState,
     approvals: Iterable[Approval],
-    asking: Mapping[str, str],
     tasks: Mapping[str, object] = {},
 ) -> list[UIMessage]:
-    """`asking` maps the calls waiting on a person to their approval ids, and `assistant_id` is the id the
-    last assistant message streamed under (a continuation streams into it, so the page must hold it by
-    that id). `tasks` holds the status of each long-running call the run ended on. Any other call with no
-    result yet waits on the browser."""
+    """The chat's history as the page shows it: `state` says which calls wait on a person (its
+    `approvals`) and the id the last assistant message streamed under (a continuation streams into it, so
+    the page must hold it by that id). `tasks` holds the status of each long-running call the run ended
+    on. Any other call with no result yet waits on the browser."""
     results = {
         part.tool_call_id: part
         for message in history
@@ -59,7 +58,7 @@ def ui_messages(
         for part in message.parts
         if isinstance(part, ToolReturnPart | RetryPromptPart)
     }
-    parts = _Parts(results, {a.call.call_id: a for a in approvals}, asking, tasks)
+    parts = _Parts(results, {a.call.call_id: a for a in approvals}, state.approvals, tasks)
     transcript = Transcript()
     for message in history:
         if isinstance(message, ModelRequest):
@@ -67,7 +66,7 @@ def ui_messages(
                 transcript.user([{"type": "text", "text": t} for p in prompts for t in _texts(p)])
         elif step := [ui for part in message.parts if (ui := parts.of(part)) is not None]:
             transcript.step(step)
-    return transcript.done(assistant_id)
+    return transcript.done(state.assistant_id)
 
 
 def _texts(prompt: UserPromptPart) -> list[str]:

@@ -180,19 +180,19 @@ class LongRunningToolset(WrapperToolset[AgentDepsT]):
 
 
 @dataclass
-class SignoffToolset(WrapperToolset[AgentDepsT]):
+class SignoffToolset(BrowserToolset[AgentDepsT]):
     """Wrap any toolset so the gate rules on each call; browser tools run in the browser of the turn, and
     long-running tools are marked, with `check_task` beside them (what `BrowserToolset` and
     `LongRunningToolset` do alone).
 
     One wrapper, not the three stacked: pydantic-ai copies every wrapper of a run's toolset at each run
-    and step, and the copies of two more showed in every request's profile.
+    and step, and the copies of two more showed in every request's profile. It is a `BrowserToolset`,
+    whose own `call_tool` runs a call once the gate allowed it.
 
     Outside a signoff server the chat id and wait mode come from here; inside one, the request's turn
     supplies them.
     """
 
-    gate: Gate = field(kw_only=True)
     chat_id: str = field(default="default", kw_only=True)
     wait: Wait = field(default="blocking", kw_only=True)
 
@@ -200,7 +200,7 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         self._long_running: set[str] = set()
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
-        tools = _long_running_marked(_browser_made_callable(await super().get_tools(ctx)), self)
+        tools = _long_running_marked(await super().get_tools(ctx), self)
         self._long_running = {name for name, tool in tools.items() if _marked_long_running(tool)}
         return tools
 
@@ -210,6 +210,7 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         if is_check_task(tool):  # signoff's own read: not gated
             return await _check_task(self.gate, self.chat_id, tool_args)
         call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
+        allowed = super().call_tool  # in the browser for a browser tool, else by the wrapped toolset
 
         async def run(args: dict[str, Any]) -> Any:
             if args != call.args:
@@ -217,8 +218,8 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
                     edited = tool.args_validator.validate_python(args)
                 except ValidationError as exc:
                     return {"status": "error", "message": f"the edited arguments do not fit {name}: {exc}"}
-                return await self._run(name, edited, ctx, tool)
-            return await self._run(name, tool_args, ctx, tool)
+                return await allowed(name, edited, ctx, tool)
+            return await allowed(name, tool_args, ctx, tool)
 
         source = _source(tool)
         gated = GatedCall(
@@ -240,14 +241,6 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
                 return {"status": "error", "message": reason}
             case Task() as task:
                 return self._started(task, ctx)
-
-    async def _run(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
-    ) -> Any:
-        """The allowed call: in the browser for a browser tool, else by the wrapped toolset."""
-        if _is_browser(tool):
-            return await _run_in_browser(self.gate, name, tool_args, ctx)
-        return await super().call_tool(name, tool_args, ctx, tool)
 
     def _started(self, task: Task, ctx: RunContext[AgentDepsT]) -> Any:
         """The first result of a long-running call is its pending status. When every call of the step is
