@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
 
 from signoff.core.approval import State
 from signoff.core.decision import Decision
@@ -20,7 +20,7 @@ from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
 from signoff.integrations.driver import Histories
 from signoff.integrations.pydantic_ai import chat as pydantic_chat
-from signoff.integrations.pydantic_ai.chat import AgentChat, History, saved
+from signoff.integrations.pydantic_ai.chat import MESSAGES, AgentChat, History
 from signoff.integrations.pydantic_ai.messages import open_calls
 from signoff.integrations.state import ChatState, state_of
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger
@@ -28,6 +28,10 @@ from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ToolApprovalRequest, ToolInputAvailable, parse_chat_request
 
 ME = Principal(id="browser:me", via="session")
+
+
+def last_step(history: History) -> bytes:
+    return history.since(lambda message: isinstance(message, ModelResponse))
 
 
 async def load_state(ledger: Ledger, chat_id: str) -> tuple[StoredChat | None, ChatState]:
@@ -92,9 +96,9 @@ async def test_a_chat_saved_here_is_not_read_again_and_waits_on_what_its_record_
         stored, state = await load_state(ledger, "c1")
         kept = here.histories.at("c1", stored)
         call = next(c for c in asked if isinstance(c, ToolInputAvailable))
-        assert kept is not None and len(kept.history.last_step()) < len(bytes(state.history)) / 3
+        assert kept is not None and len(last_step(kept.history)) < len(bytes(state.history)) / 3
         assert (
-            open_calls(kept.history.last_step())
+            open_calls(last_step(kept.history))
             == open_calls(bytes(state.history))
             == {call.tool_call_id: "process_payment"}
         )
@@ -114,7 +118,7 @@ async def test_a_worker_reads_a_chat_anew_once_another_saved_it() -> None:
         stored, state = await load_state(ledger, "c1")
         assert here.histories.at("c1", stored) is None  # its copy is of an older version
         read = (await here.load("c1")).history
-        assert saved(read) == bytes(state.history) and len(read.messages) == 8
+        assert read.json() == bytes(state.history) and len(read.messages) == 8
 
 
 async def test_a_save_writes_only_the_messages_it_adds_and_an_older_chat_moves_its_history_out() -> None:
@@ -176,7 +180,7 @@ async def test_a_parked_reply_keeps_the_history_it_began_from_as_the_entries() -
         stored, state = await load_state(ledger, "c1")
         assert stored is not None and "parked" not in json.loads(stored.state)
         assert list(stored.entries[: len(began)]) == began and len(stored.entries) == len(began) + 4
-        assert saved((await here.load("c1")).history) == bytes(state.history)
+        assert (await here.load("c1")).history.json() == bytes(state.history)
 
 
 async def test_a_chat_dropped_here_while_its_record_is_read_is_read_whole(tmp_path: Path) -> None:
@@ -191,7 +195,7 @@ async def test_a_chat_dropped_here_while_its_record_is_read_is_read_whole(tmp_pa
 
         async def load_chat(chat_id: str, *, held: int | None = None) -> StoredChat | None:
             found = await read(chat_id, held=held)
-            here.histories.keep("other", 1, History([]), ChatState())  # meanwhile: pushed out
+            here.histories.keep("other", 1, History(MESSAGES, []), ChatState())  # meanwhile: pushed out
             return found
 
         with mock.patch.object(ledger.chats, "load", load_chat):

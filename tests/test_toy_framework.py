@@ -26,6 +26,7 @@ from signoff.gate import Gate, Pending, Refused
 from signoff.integrations.chat import Begun, BrowserToolInfo
 from signoff.integrations.driver import Calls, Outcome
 from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
+from signoff.integrations.history import History, JsonMessages
 from signoff.integrations.machine import Action
 from signoff.integrations.state import ChatState
 from signoff.integrations.stream import Translator
@@ -64,10 +65,10 @@ class ToyAgent:
         return Toy(self, gate)
 
 
-@dataclass
-class ToyHistory:
-    messages: list[dict[str, Any]]
-    stored: int = 0
+TOY = JsonMessages[dict[str, Any]](
+    parse=json.loads, dump=lambda messages: json.dumps(list(messages)).encode()
+)
+ToyHistory = History[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class Toy:
     async def read(
         self, chat_id: str, stored: StoredChat | None, state: ChatState, *, begun: bool
     ) -> ToyHistory:
-        return ToyHistory(json.loads(bytes(state.history)), len(stored.entries) if stored else 0)
+        return TOY.read(stored, state)
 
     def calls(self, history: ToyHistory) -> Calls:
         returned = {m["id"] for m in history.messages if m["kind"] == "result"}
@@ -132,11 +133,10 @@ class Toy:
         return transcript.done(state.assistant_id)
 
     def entries(self, history: ToyHistory) -> tuple[Entries, ToyHistory]:
-        added = [json.dumps(m).encode() for m in history.messages[history.stored :]]
-        return Entries(history.stored, added), ToyHistory(history.messages, len(history.messages))
+        return history.entries()
 
     def copy(self, history: ToyHistory) -> ToyHistory:
-        return ToyHistory(list(history.messages), history.stored)
+        return history.copy()
 
     async def start(self, chat_id: str, begun: Begun, history: ToyHistory, request: ChatRequest) -> ToyRun:
         if begun.action in (Action.CONTINUE, Action.EXPIRE):
@@ -200,7 +200,7 @@ class ToyRun:
         return None
 
     async def end(self, translator: Translator, history: ToyHistory) -> Outcome[ToyHistory]:
-        return Outcome(ToyHistory(self.messages, history.stored))
+        return Outcome(history.after(self.messages))
 
 
 class ToyTranslator(Translator):

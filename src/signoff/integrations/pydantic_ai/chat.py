@@ -12,7 +12,6 @@ from collections.abc import AsyncIterable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolFailed
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.messages import (
@@ -32,6 +31,8 @@ from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate
 from signoff.integrations.chat import Begun
 from signoff.integrations.driver import Calls, ChatDriver, Outcome
+from signoff.integrations.history import History as JsonHistory
+from signoff.integrations.history import JsonMessages
 from signoff.integrations.machine import Action
 from signoff.integrations.pydantic_ai.browser import browser_tools
 from signoff.integrations.pydantic_ai.messages import open_calls, ui_messages
@@ -45,31 +46,14 @@ from signoff.integrations.ui import UIMessage
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
+MESSAGES = JsonMessages[ModelMessage](
+    parse=lambda raw: ModelMessagesTypeAdapter.validate_json(raw),
+    dump=lambda messages: ModelMessagesTypeAdapter.dump_json(list(messages)),
+)
+"""pydantic-ai's history as JSON (the adapter is read when called, so a test may watch it parse)."""
 
-@dataclass(slots=True)
-class History:
-    """A chat's history: each message's own JSON as saved, and the messages, parsed on first use."""
 
-    dumped: list[bytes]
-    stored: int = 0
-    """How many of its first messages the ledger holds as the chat's entries, byte for byte."""
-    parsed: list[ModelMessage] | None = None
-
-    @property
-    def messages(self) -> list[ModelMessage]:
-        if self.parsed is None:
-            self.parsed = ModelMessagesTypeAdapter.validate_json(saved(self))
-        return self.parsed
-
-    def last_step(self) -> bytes:
-        """The history from its last model response on, as JSON (all that `open_calls` reads); the whole
-        history while it is not parsed."""
-        if (messages := self.parsed) is None:
-            return saved(self)
-        last = next(
-            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)), 0
-        )
-        return saved(History(self.dumped[last:]))
+History = JsonHistory[ModelMessage]
 
 
 class PydanticAI:
@@ -85,17 +69,11 @@ class PydanticAI:
     async def read(
         self, chat_id: str, stored: StoredChat | None, state: ChatState, *, begun: bool
     ) -> History:
-        """The history as stored, each message's JSON cut from it without parsing it."""
-        dumped = [bytes(piece) for piece in _split(bytes(state.history))]
-        held = 0  # a parked history, or one saved before entries, may start with the entries or not
-        for entry, stored_entry in zip(dumped, stored.entries if stored else (), strict=False):
-            if entry != stored_entry:
-                break
-            held += 1
-        return History(dumped, held)
+        return MESSAGES.read(stored, state)
 
     def calls(self, history: History) -> Calls:
-        return Calls(open_calls(history.last_step()))
+        """The calls of the last step with no result: read from its JSON, never parsing the history."""
+        return Calls(open_calls(history.since(lambda m: isinstance(m, ModelResponse))))
 
     def made(self, history: History) -> Collection[str]:
         return {p.tool_call_id for m in history.messages for p in m.parts if isinstance(p, ToolCallPart)}
@@ -106,12 +84,10 @@ class PydanticAI:
         return ui_messages(history.messages, state, approvals, tasks)
 
     def entries(self, history: History) -> tuple[Entries, History]:
-        entries = Entries(history.stored, history.dumped[history.stored :])
-        return entries, History(history.dumped, len(history.dumped), history.parsed)
+        return history.entries()
 
     def copy(self, history: History) -> History:
-        parsed = None if history.parsed is None else list(history.parsed)
-        return History(history.dumped, history.stored, parsed)
+        return history.copy()
 
     async def start(self, chat_id: str, begun: Begun, history: History, request: ChatRequest) -> AgentRun:
         state, messages = begun.state, history.messages
@@ -184,7 +160,7 @@ class AgentRun:
         if isinstance(output, DeferredToolRequests):
             started = {c for c, m in output.metadata.items() if TASK in m}
             browser_open = any(c.tool_call_id not in started for c in output.calls)  # the browser's to run
-        return Outcome(dump(history, result.all_messages()), browser_open)
+        return Outcome(history.after(result.all_messages()), browser_open)
 
 
 class AgentChat(ChatDriver[History]):
@@ -203,27 +179,6 @@ class AgentChat(ChatDriver[History]):
         super().__init__(framework, gate, signing_key=signing_key, browser_timeout=browser_timeout)
 
 
-def dump(before: History, messages: list[ModelMessage]) -> History:
-    """`messages` with each one's JSON: the messages the run kept from `before` (the very objects, a prefix
-    of them: a run appends, a regenerated reply drops the end first) keep the JSON they were saved as, and
-    the others are dumped together, in one call, and cut apart; `saved` joins them into what dumping the
-    whole list gives."""
-    kept, known = 0, min(len(before.dumped), len(messages))
-    while kept < known and messages[kept] is before.messages[kept]:
-        kept += 1
-    rest = messages[kept:]
-    new = [bytes(raw) for raw in _split(ModelMessagesTypeAdapter.dump_json(rest))] if rest else []
-    return History([*before.dumped[:kept], *new], min(kept, before.stored), messages)
-
-
-_split = msgspec.json.Decoder(list[msgspec.Raw]).decode
-"""A JSON array's elements, each as its own JSON, without parsing them."""
-
-
-def saved(history: History) -> bytes:
-    return b"[" + b",".join(history.dumped) + b"]"
-
-
 def _result(output: ToolOutput) -> Any:
     """A browser tool's output as pydantic-ai's result for the deferred call: an error the model sees as
     a failed call, not as a value."""
@@ -240,4 +195,4 @@ def _before_last_prompt(history: list[ModelMessage]) -> tuple[list[ModelMessage]
     raise OutOfTurn("trigger", "there is no earlier user message to regenerate a reply to")
 
 
-__all__ = ["AgentChat", "History"]
+__all__ = ["MESSAGES", "AgentChat", "History"]
