@@ -1,0 +1,294 @@
+"""What every command that serves takes (`signoff demo`, `signoff serve`): the server's own options, and
+the start of a server from them.
+
+The options a server's edge, its identities and its audit need are the same for every such command, so
+they are declared once, as `Serving`, and `@with_serving` adds them to a command's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
+
+import msgspec
+import typer
+
+from signoff.cli.common import LedgerOption, audit_key, err, fail, out
+from signoff.core.errors import LedgerUnavailable, SignoffError
+from signoff.ledger import MemoryLedger, open_ledger
+from signoff.server.edge import BODY_TIMEOUT
+from signoff.server.run import HEAD_TIMEOUT
+
+if TYPE_CHECKING:
+    from signoff.cli.worker import Served
+
+HostOption = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
+PortOption = Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).")]
+WaitOption = Annotated[
+    str,
+    typer.Option("--wait", help="How tools wait for a person, unless a request says: deferred or blocking."),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="A model string: openai:gpt-5.2 for pydantic-ai, gemini-2.5-flash for ADK (needs its key).",
+    ),
+]
+KeepaliveOption = Annotated[
+    float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.")
+]
+BrowserTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--browser-timeout",
+        min=0.1,
+        help="Seconds the page has to return a browser tool's result before the model is told it failed.",
+    ),
+]
+TaskSilenceOption = Annotated[
+    float,
+    typer.Option(
+        "--task-silence",
+        min=0.5,
+        help="Seconds without a heartbeat after which a long-running task's worker is taken for dead, and"
+        " the task failed.",
+    ),
+]
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Worker processes on the one port. More than one needs a ledger they share:"
+        " sqlite://, postgresql:// or redis://.",
+    ),
+]
+AllowOriginOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-origin",
+        help="Another site whose pages may use this server (CORS and the live socket), such as"
+        " https://app.example.com; repeat for more. Closed by default.",
+    ),
+]
+AllowedHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="Another name this server is reached by (Host), such as signoff.example.com or *.example.com;"
+        " repeat for more. Besides them: the --host address, localhost, 127.0.0.1 and [::1]; any other"
+        " Host is a 400.",
+    ),
+]
+OidcIssuerOption = Annotated[
+    str | None, typer.Option("--oidc-issuer", help="Trust JWT bearer tokens from this issuer (iss).")
+]
+OidcAudienceOption = Annotated[
+    str | None, typer.Option("--oidc-audience", help="The audience (aud) those tokens must name.")
+]
+OidcJwksOption = Annotated[
+    str | None, typer.Option("--oidc-jwks", help="The issuer's keys: a JWKS file or http(s) URL.")
+]
+CheckpointsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--audit-checkpoints",
+        help="A file outside the database to append a signed audit checkpoint to, every"
+        " --audit-checkpoint-every seconds (when the audit grew): `audit verify --checkpoint` reads it.",
+    ),
+]
+CheckpointEveryOption = Annotated[
+    float, typer.Option("--audit-checkpoint-every", min=1.0, help="Seconds between audit checkpoints.")
+]
+HeadTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--head-timeout", min=0.1, help="Seconds a request's head may take to arrive (slow clients)."
+    ),
+]
+BodyTimeoutOption = Annotated[
+    float, typer.Option("--body-timeout", min=0.1, help="Seconds a request's body may take to arrive.")
+]
+MaxSocketsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-sockets",
+        min=1,
+        help="Live sockets one principal may hold open (per worker); one address may hold four times as"
+        " many. A socket over either is closed with 1013.",
+    ),
+]
+SocketIdleOption = Annotated[
+    float,
+    typer.Option(
+        "--socket-idle",
+        min=0.1,
+        help="Seconds after which a live socket with no frame from its client, and no turn of its own"
+        " running, is closed.",
+    ),
+]
+OidcRolesOption = Annotated[
+    str,
+    typer.Option("--oidc-roles-claim", help="The claim holding a token's roles; dotted for a nested one."),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """The options every command that serves takes, after its own."""
+
+    host: HostOption = "127.0.0.1"
+    port: PortOption = 8000
+    ledger: LedgerOption = None
+    wait: WaitOption = "deferred"
+    model: ModelOption = None
+    keepalive: KeepaliveOption = 15.0
+    browser_timeout: BrowserTimeoutOption = 120.0
+    task_silence: TaskSilenceOption = 15.0
+    workers: WorkersOption = 1
+    allow_origin: AllowOriginOption = None
+    allowed_host: AllowedHostOption = None
+    oidc_issuer: OidcIssuerOption = None
+    oidc_audience: OidcAudienceOption = None
+    oidc_jwks: OidcJwksOption = None
+    oidc_roles_claim: OidcRolesOption = "roles"
+    audit_checkpoints: CheckpointsOption = None
+    audit_checkpoint_every: CheckpointEveryOption = 60.0
+    head_timeout: HeadTimeoutOption = HEAD_TIMEOUT
+    body_timeout: BodyTimeoutOption = BODY_TIMEOUT
+    max_sockets: MaxSocketsOption = 64
+    socket_idle: SocketIdleOption = 600.0
+
+    def start(self, name: str, **what: Any) -> None:
+        """Serve as the command `name` until stopped; `what` is what only that command sets."""
+        _run(name, self.served(**what), self.host, self.port, self.workers)
+
+    def served(self, **what: Any) -> Served:
+        """These options as the server's settings, with `what`."""
+        import os
+
+        from signoff.cli.worker import Served
+        from signoff.server.auth import new_admin_token
+
+        if self.wait not in ("deferred", "blocking"):
+            raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
+        return Served(
+            ledger=self.ledger,
+            token=os.environ.get("SIGNOFF_API_TOKEN") or new_admin_token(),
+            wait=self.wait,  # type: ignore[arg-type]
+            keepalive=self.keepalive,
+            browser_timeout=self.browser_timeout,
+            model=self.model,
+            task_silence=self.task_silence,
+            allow_origins=tuple(self.allow_origin or ()),
+            allowed_hosts=_hosts(self.host, self.allowed_host),
+            oidc=_oidc(self.oidc_issuer, self.oidc_audience, self.oidc_jwks, self.oidc_roles_claim),
+            audit_checkpoints=self.audit_checkpoints,
+            checkpoint_every=self.audit_checkpoint_every,
+            head_timeout=self.head_timeout,
+            body_timeout=self.body_timeout,
+            max_sockets=self.max_sockets,
+            socket_idle=self.socket_idle,
+            **what,
+        )
+
+
+def with_serving(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with `Serving`'s options after its own, handed to it as one `serving` argument.
+
+    Typer reads a command's options from its signature, and has no way to share a set of them between
+    commands; this gives the command a signature with both, which Typer reads like any other."""
+    hints = get_type_hints(Serving, include_extras=True)
+    shared = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+        for f in dataclasses.fields(Serving)
+    ]
+    own = inspect.signature(command, eval_str=True)
+    signature = own.replace(
+        parameters=[*(p for p in own.parameters.values() if p.name != "serving"), *shared]
+    )
+
+    @functools.wraps(command)
+    def run(**given: Any) -> None:
+        options = Serving(**{p.name: given.pop(p.name) for p in shared})
+        command(**given, serving=options)
+
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    return run
+
+
+def _hosts(bind: str, given: list[str] | None) -> tuple[str, ...]:
+    """The names `Host` may give: the bind address (bracketed when it is IPv6, as `Host` writes it), the
+    local names, and `--allowed-host`, whose patterns Starlette's own check judges."""
+    from starlette.applications import Starlette
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    from signoff.server.edge import LOCAL_HOSTS
+
+    named = (f"[{bind}]" if ":" in bind else bind, *LOCAL_HOSTS, *(given or ()))
+    try:
+        TrustedHostMiddleware(Starlette(), allowed_hosts=named)
+    except AssertionError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--allowed-host") from None
+    return tuple(dict.fromkeys(named))
+
+
+def _oidc(issuer: str | None, audience: str | None, jwks: str | None, roles_claim: str) -> Any:
+    from signoff.server.oidc import OidcSettings
+
+    given = {"--oidc-issuer": issuer, "--oidc-audience": audience, "--oidc-jwks": jwks}
+    if not any(given.values()):
+        return None
+    if missing := [name for name, value in given.items() if not value]:
+        raise typer.BadParameter(f"OIDC also needs {', '.join(missing)}", param_hint=missing[0])
+    return OidcSettings(
+        issuer=issuer or "", audience=audience or "", jwks=jwks or "", roles_claim=roles_claim
+    )
+
+
+def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
+    import os
+
+    from signoff.cli.worker import ENV
+    from signoff.ledger.keyfile import ENV_VAR as KEY_FILE
+    from signoff.server import run as server
+
+    try:
+        key = audit_key()
+    except SignoffError as exc:
+        fail(str(exc))
+    os.environ[KEY_FILE] = str(key.path)  # the workers prove with the same key
+
+    def ready(url: str) -> None:
+        out.print(f"signoff {name}: {url}", highlight=False, soft_wrap=True)
+        out.print(f"approvals inbox: {url}/approvals", highlight=False, soft_wrap=True)
+        out.print(f"approvals API token: {served.token}", highlight=False, soft_wrap=True)
+        out.print(f"audit key: {key.path}", highlight=False, soft_wrap=True)
+        out.print("Ctrl-C to stop", highlight=False)
+
+    async def run() -> None:
+        async with open_ledger(served.ledger, keyring=key.keyring) as opened:
+            if workers == 1:
+                await server.serve(served.app(opened), host, port, ready, head_timeout=served.head_timeout)
+            elif isinstance(opened, MemoryLedger):
+                raise LedgerUnavailable("--workers needs a ledger they can share, not memory://")
+            else:
+                served.build()  # a bad --agent or --policy fails here, once, not in every worker
+
+    try:
+        asyncio.run(run())
+        if workers > 1:
+            os.environ[ENV] = msgspec.json.encode(served).decode()
+            server.serve_workers(
+                "signoff.cli.worker:app", host, port, workers, ready, head_timeout=served.head_timeout
+            )
+    except (SignoffError, OSError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        err.print("stopped: pending approvals stay in the ledger")
