@@ -24,7 +24,7 @@ from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Pending, Refused
 from signoff.integrations.chat import Begun, BrowserToolInfo
-from signoff.integrations.driver import Calls, Outcome
+from signoff.integrations.driver import Calls, Ended
 from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
 from signoff.integrations.history import History, JsonMessages
 from signoff.integrations.machine import Action
@@ -199,8 +199,8 @@ class ToyRun:
     def parked(self, history: Sequence[object]) -> None:
         return None
 
-    async def end(self, translator: Translator, history: ToyHistory) -> Outcome[ToyHistory]:
-        return Outcome(history.after(self.messages))
+    async def end(self, translator: Translator, history: ToyHistory) -> Ended[ToyHistory]:
+        return Ended(history.after(self.messages))
 
 
 class ToyTranslator(Translator):

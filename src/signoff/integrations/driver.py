@@ -51,7 +51,7 @@ class Calls:
 
 
 @dataclass(frozen=True)
-class Outcome(Generic[H]):
+class Ended(Generic[H]):
     """How a run left the chat: its history, whether calls now wait on the browser, and the count of
     events the framework's own session holds (where it keeps one)."""
 
@@ -74,7 +74,7 @@ class Run(Protocol[H]):
         """The history (as JSON) to save while a blocking call waits on a person, where the framework can
         resume a run from it (see `ChatState.parked`); None where it can't."""
 
-    async def end(self, translator: Translator, history: H) -> Outcome[H] | None:
+    async def end(self, translator: Translator, history: H) -> Ended[H] | None:
         """How the run left the chat, from `history` as it began (and as the ledger holds it now); None
         when it was interrupted and the chat stays as last saved."""
 
@@ -314,8 +314,8 @@ class DrivenReply(Generic[H]):
         push(Start(message_id=self.message_id))
         try:
             await drive(self.framework_run.run, translator, relay)
-            if (outcome := await self.framework_run.end(translator, self.history)) is not None:
-                await self._save(outcome)
+            if (ended := await self.framework_run.end(translator, self.history)) is not None:
+                await self._save(ended)
         except SignoffError as exc:
             push(Error(error_text=str(exc)))
         except Exception as exc:  # a model or tool failure ends this reply, not the server
@@ -332,14 +332,14 @@ class DrivenReply(Generic[H]):
         async with self._saving:  # the chat's entries stay the history the reply began from
             self.history = await self._store(ChatState(assistant_id=self.begun.assistant_id, parked=state))
 
-    async def _save(self, outcome: Outcome[H]) -> None:
+    async def _save(self, ended: Ended[H]) -> None:
         before = self.begun.acknowledged
         acknowledged = {**before, **(self.acknowledgments.results if self.acknowledgments else {})}
-        state = ChatState(assistant_id=self.message_id, acknowledged=acknowledged, events=outcome.events)
-        if outcome.browser_open:
+        state = ChatState(assistant_id=self.message_id, acknowledged=acknowledged, events=ended.events)
+        if ended.browser_open:
             self.browser_due = self.driver.gate.ledger.chats.clock() + self.driver.browser_timeout
         async with self._saving:
-            self.history = outcome.history
+            self.history = ended.history
             history = await self._store(state)
         if self.driver.framework.keeps_history:
             self.driver.histories.keep(self.chat_id, self.stored.version, history, state)
@@ -382,4 +382,4 @@ class DrivenReply(Generic[H]):
         return set(self.translator.visible) if self.translator else set(self.continued)
 
 
-__all__ = ["ChatDriver", "DrivenReply", "Framework", "Histories", "Outcome", "Run"]
+__all__ = ["ChatDriver", "DrivenReply", "Framework", "Histories", "Ended", "Run"]

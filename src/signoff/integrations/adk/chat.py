@@ -41,7 +41,7 @@ from signoff.integrations.adk.messages import SessionCalls, open_in, ui_messages
 from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import Begun, BrowserToolInfo
-from signoff.integrations.driver import Calls, ChatDriver, Outcome
+from signoff.integrations.driver import Calls, ChatDriver, Ended
 from signoff.integrations.state import ChatState, task_news, withdraw
 from signoff.integrations.stream import Translator
 from signoff.integrations.trust import OutOfTurn
@@ -193,14 +193,14 @@ class AdkRun:
     def parked(self, history: Sequence[object]) -> None:
         """ADK can't resume a run from a history: a blocking reply saves nothing while it waits."""
 
-    async def end(self, translator: Translator, history: Session) -> Outcome[Session] | None:
+    async def end(self, translator: Translator, history: Session) -> Ended[Session] | None:
         assert isinstance(translator, AdkTranslator)
         if not translator.ended:  # interrupted mid-wait: ADK cannot pick a blocked call up again
             asked = ChatState(approvals=translator.asking)
             await withdraw(self.framework.gate.ledger, asked, self.owner, INTERRUPTED)
             return None
         events = len(await self.framework._events(self.chat_id))
-        return Outcome(history, bool(translator.open_calls), events)
+        return Ended(history, bool(translator.open_calls), events)
 
 
 class AdkChat(ChatDriver[Session]):

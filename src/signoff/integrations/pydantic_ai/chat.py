@@ -30,7 +30,7 @@ from signoff.core.approval import Approval
 from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate
 from signoff.integrations.chat import Begun
-from signoff.integrations.driver import Calls, ChatDriver, Outcome
+from signoff.integrations.driver import Calls, ChatDriver, Ended
 from signoff.integrations.history import History as JsonHistory
 from signoff.integrations.history import JsonMessages
 from signoff.integrations.machine import Action
@@ -151,7 +151,7 @@ class AgentRun:
         asked = [m for m in history if isinstance(m, ModelRequest | ModelResponse)]
         return ModelMessagesTypeAdapter.dump_json(asked)
 
-    async def end(self, translator: Translator, history: History) -> Outcome[History] | None:
+    async def end(self, translator: Translator, history: History) -> Ended[History] | None:
         assert isinstance(translator, AgentTranslator)
         if (result := translator.result) is None:  # interrupted: the chat stays as it was saved
             return None
@@ -160,7 +160,7 @@ class AgentRun:
         if isinstance(output, DeferredToolRequests):
             started = {c for c, m in output.metadata.items() if TASK in m}
             browser_open = any(c.tool_call_id not in started for c in output.calls)  # the browser's to run
-        return Outcome(history.after(result.all_messages()), browser_open)
+        return Ended(history.after(result.all_messages()), browser_open)
 
 
 class AgentChat(ChatDriver[History]):
