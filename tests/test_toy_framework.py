@@ -236,12 +236,17 @@ async def served() -> AsyncIterator[tuple[httpx.AsyncClient, ToyAgent, MemoryLed
     await ledger.close()
 
 
+async def ask(client: httpx.AsyncClient, chat: str, text: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A first message of a new chat, and the chunks of its reply."""
+    first = user(chat, text)
+    return first, chunks((await client.post("/api/chat", json=first)).text)
+
+
 async def test_a_toy_framework_asks_runs_once_and_reloads_through_the_driver(
     served: tuple[httpx.AsyncClient, ToyAgent, MemoryLedger],
 ) -> None:
     client, agent, ledger = served
-    first = user("toy", "pay 30 to Alice")
-    asked = chunks((await client.post("/api/chat", json=first)).text)
+    first, asked = await ask(client, "toy", "pay 30 to Alice")
     assert [c["type"] for c in asked if c["type"].startswith("tool-")] == [
         "tool-input-start", "tool-input-available", "tool-approval-request",
     ]  # fmt: skip
@@ -265,8 +270,7 @@ async def test_a_toy_framework_gets_the_machines_refusals_and_the_chats_owner(
     served: tuple[httpx.AsyncClient, ToyAgent, MemoryLedger],
 ) -> None:
     client, agent, _ = served
-    first = user("toy2", "pay 5 to Bob")
-    asked = chunks((await client.post("/api/chat", json=first)).text)
+    first, asked = await ask(client, "toy2", "pay 5 to Bob")
     regenerate = {**first, "trigger": "regenerate-message"}
     refused = await client.post("/api/chat", json=regenerate)
     assert refused.status_code == 409 and "can't regenerate" in refused.text
