@@ -33,7 +33,7 @@ from signoff.integrations.stream import Translator
 from signoff.integrations.turn import Turn
 from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
 from signoff.ledger import MemoryLedger
-from signoff.ledger.records import Entries, StoredChat
+from signoff.ledger.records import StoredChat
 from signoff.protocol import (
     ChatRequest,
     Chunk,
@@ -131,12 +131,6 @@ class Toy:
             elif m["kind"] == "text":
                 transcript.step([{"type": "text", "text": m["text"], "state": "done"}])
         return transcript.done(state.assistant_id)
-
-    def entries(self, history: ToyHistory) -> tuple[Entries, ToyHistory]:
-        return history.entries()
-
-    def copy(self, history: ToyHistory) -> ToyHistory:
-        return history.copy()
 
     async def start(self, chat_id: str, begun: Begun, history: ToyHistory, request: ChatRequest) -> ToyRun:
         if begun.action in (Action.CONTINUE, Action.EXPIRE):

@@ -4,7 +4,7 @@ The driver owns everything a chat does around its framework's run: it loads the 
 version this worker saved, so a long chat's next request here reads and parses nothing), classifies what
 the chat waits on, checks and records the request and carries out the machine's action (`begin`), runs
 the reply, and saves the chat with its version check. A framework supplies only what is its own, as a
-`Framework`: its history codec (read, open calls, UI messages, entries), the run its continuation input
+`Framework`: its history codec (read, open calls, UI messages), the run its continuation input
 makes (`Framework.start`), and, through that run, its event translator. Its tool hook (a capability, a
 plugin) is installed when the framework's agent is wrapped, and calls `gated_call`.
 """
@@ -15,7 +15,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -34,7 +34,19 @@ from signoff.ledger.base import Ledger
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
 
-H = TypeVar("H")
+
+class StoredHistory(Protocol):
+    """A framework's history as the driver holds it: it knows how a save writes it."""
+
+    def entries(self) -> tuple[Entries | None, Self]:
+        """What a save writes of the history as the chat's entries (None: they stay as they are), and the
+        history as the ledger holds it after."""
+
+    def copy(self) -> Self:
+        """A kept history as a new request's own (a run may change what it is given)."""
+
+
+H = TypeVar("H", bound=StoredHistory)
 """A framework's history as the driver holds it between its codec's calls."""
 
 
@@ -106,13 +118,6 @@ class Framework(Protocol[H]):
         self, history: H, state: ChatState, approvals: list[Approval], tasks: Any
     ) -> list[UIMessage]:
         """The history as AI SDK UI messages (see `integrations.ui`)."""
-
-    def entries(self, history: H) -> tuple[Entries | None, H]:
-        """What a save writes of the history as the chat's entries (None: they stay as they are), and the
-        history as the ledger holds it after."""
-
-    def copy(self, history: H) -> H:
-        """A kept history as a new request's own (a run may change what it is given)."""
 
     async def start(self, chat_id: str, begun: Begun, history: H, request: ChatRequest) -> Run[H]:
         """The run the request's continuation input makes, for the action `begun` carries."""
@@ -206,7 +211,7 @@ class ChatDriver(Generic[H]):
             state = state_of(stored, begun=begun)
             history = await framework.read(chat_id, stored, state, begun=begun)
         else:  # kept as its last save left it, which is also how its reply began and ended
-            state, history = msgspec.structs.replace(kept.state), framework.copy(kept.history)
+            state, history = msgspec.structs.replace(kept.state), kept.history.copy()
         calls = framework.calls(history)
         found = await classify(ledger, chat_id, calls.open, self.browser_names)
         state.approvals, state.browser_calls, state.tasks = found
@@ -347,7 +352,7 @@ class DrivenReply(Generic[H]):
     async def _store(self, state: ChatState) -> H:
         """Save `state` with the reply's history as the chat's entries, writing only the entries the ledger
         lacks; the history as the ledger now holds it."""
-        entries, history = self.driver.framework.entries(self.history)
+        entries, history = self.history.entries()
         self.stored = await self.driver.gate.ledger.chats.save(
             self.chat_id, encode_state(state), version=self.stored.version, entries=entries
         )

@@ -115,6 +115,13 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
     return Ran(result)
 
 
+async def task_status(gate: Gate, task_id: str, *, chat_id: str) -> dict[str, Any]:
+    """What signoff's own `check_task` tool answers: the task's status and progress, or its result, for
+    the turn's chat (`chat_id` outside a server). It only reads, so it is never gated."""
+    turn = current_turn.get()
+    return await gate.tasks.check(task_id, turn.chat_id if turn else chat_id)
+
+
 def _refusal(result: Pending | Refused | Rejected) -> str:
     match result:
         case Refused():

@@ -54,6 +54,8 @@ class Translator:
         self.signing_key = signing_key
         self.visible = set(visible)
         """The calls of the message being streamed: its own and those of an earlier request it continues."""
+        self.continued = frozenset(self.visible)
+        """The calls of the earlier request this reply continues."""
         self.asked: dict[str, Approval] = {}
         """The calls this reply asked a person about, each with its approval as asked (to ask again at a
         later pause while it waits)."""
@@ -173,6 +175,17 @@ class Translator:
     def translate(self, item: Any) -> list[Chunk]:
         """The chunks of one of the framework's own events."""
         raise NotImplementedError
+
+    def handover(self, calls: Iterable[ToolCall]) -> list[Chunk]:
+        """Of the browser calls the run ends with open, those a person approved: the client still holds
+        them as asked or answered, so their input is said to be available again, which moves them to the
+        state where the page runs them."""
+        approved = self.asked.keys() | self.continued
+        return [
+            ToolInputAvailable(tool_call_id=c.call_id, tool_name=c.tool, input=c.args)
+            for c in calls
+            if c.call_id in approved and c.call_id not in self.tasks
+        ]
 
     def announce(self, call_id: str, tool: str) -> ToolInputStart:
         """A call of the streamed message starts: the gate's news of it (its question, its hand-over to

@@ -62,6 +62,12 @@ class Session:
     events: list[Event]
     calls: SessionCalls
 
+    def entries(self) -> tuple[None, Session]:
+        return None, self  # the session service keeps the history
+
+    def copy(self) -> Session:
+        return self
+
 
 class Adk:
     """ADK's part of a chat (a `integrations.driver.Framework`), over the user's own session service."""
@@ -103,12 +109,6 @@ class Adk:
         self, history: Session, state: ChatState, approvals: list[Approval], tasks: Any
     ) -> list[UIMessage]:
         return ui_messages(history.events, state, approvals, tasks)
-
-    def entries(self, history: Session) -> tuple[None, Session]:
-        return None, history  # the session service keeps the history
-
-    def copy(self, history: Session) -> Session:
-        return history
 
     async def start(self, chat_id: str, begun: Begun, history: Session, request: ChatRequest) -> AdkRun:
         """ADK's own terms for the input: a continuation answers ADK's questions and the browser's calls

@@ -37,7 +37,7 @@ from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
+from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call, task_status
 from signoff.integrations.turn import Withheld, current_turn, in_browser
 from signoff.integrations.ui import PartOutcome
 from signoff.tasks import is_long_running, long_running
@@ -159,9 +159,7 @@ class SignoffPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         if isinstance(tool, FunctionTool) and tool.func is check_task:  # signoff's own read: not gated
-            turn = current_turn.get()
-            chat_id = turn.chat_id if turn else self.chat_id
-            return await self.gate.tasks.check(str(tool_args.get("task_id", "")), chat_id)
+            return await task_status(self.gate, str(tool_args.get("task_id", "")), chat_id=self.chat_id)
         call = ToolCall(tool_context.function_call_id or "", tool.name, to_jsonable_python(tool_args))
 
         async def run(args: dict[str, Any]) -> Any:

@@ -47,8 +47,6 @@ class AdkTranslator(stream.Translator):
         signing_key: bytes = b"",
     ) -> None:
         super().__init__(turn, message_id, continued, signing_key=signing_key)
-        self.continued = continued
-        """The calls of the earlier request this reply continues."""
         self.browser_tools = browser_tools
         self.calls = dict(continued)
         self.confirmations: dict[str, str] = {}
@@ -143,12 +141,7 @@ class AdkTranslator(stream.Translator):
 
     def _end(self) -> list[Chunk]:
         self.ended = True
-        approved = self.asked.keys() | self.continued.keys()
-        handover = [
-            ToolInputAvailable(tool_call_id=c.call_id, tool_name=c.tool, input=c.args)
-            for c in self.open_calls.values()
-            if c.call_id in approved
-        ]
+        handover = self.handover(self.open_calls.values())
         waiting = bool(self.asking or self.open_calls)
         metadata = {"usage": self.usage} if self.usage else None
         finish = Finish(finish_reason="tool-calls" if waiting else "stop", message_metadata=metadata)

@@ -43,7 +43,7 @@ from signoff.integrations.stream import Translator
 from signoff.integrations.trust import OutOfTurn
 from signoff.integrations.turn import Turn
 from signoff.integrations.ui import UIMessage
-from signoff.ledger.records import Entries, StoredChat
+from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
 MESSAGES = JsonMessages[ModelMessage](
@@ -82,12 +82,6 @@ class PydanticAI:
         self, history: History, state: ChatState, approvals: list[Approval], tasks: Any
     ) -> list[UIMessage]:
         return ui_messages(history.messages, state, approvals, tasks)
-
-    def entries(self, history: History) -> tuple[Entries, History]:
-        return history.entries()
-
-    def copy(self, history: History) -> History:
-        return history.copy()
 
     async def start(self, chat_id: str, begun: Begun, history: History, request: ChatRequest) -> AgentRun:
         state, messages = begun.state, history.messages

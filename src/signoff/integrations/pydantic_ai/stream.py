@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 
+from signoff.core.call import ToolCall
 from signoff.integrations import stream
 from signoff.integrations.pydantic_ai.messages import outcome
 from signoff.integrations.stream import output
@@ -52,7 +53,6 @@ class AgentTranslator(stream.Translator):
         self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
     ) -> None:
         super().__init__(turn, message_id, visible, signing_key=signing_key)
-        self.continued = set(visible)
         self.part_ids: dict[int, str] = {}
         self.tool_ids: dict[int, str] = {}
         self.count = 0
@@ -76,18 +76,9 @@ class AgentTranslator(stream.Translator):
                 output = item.result.output
                 if not isinstance(output, DeferredToolRequests):
                     return [*self.close_step(), Finish(finish_reason="stop")]
-                return [*self._handed_over(output), *self.close_step(), Finish(finish_reason="tool-calls")]
+                left = (ToolCall(c.tool_call_id, c.tool_name, c.args_as_dict()) for c in output.calls)
+                return [*self.handover(left), *self.close_step(), Finish(finish_reason="tool-calls")]
         return []
-
-    def _handed_over(self, output: DeferredToolRequests) -> list[Chunk]:
-        """Browser calls that were approved: the client still holds them as asked or answered, so say
-        again that their input is available, which moves them to the state where the page runs them."""
-        approved = self.asked.keys() | self.continued
-        return [
-            ToolInputAvailable(tool_call_id=c.tool_call_id, tool_name=c.tool_name, input=c.args_as_dict())
-            for c in output.calls
-            if c.tool_call_id in approved and c.tool_call_id not in self.tasks
-        ]
 
     def open_step(self) -> list[Chunk]:
         opened = super().open_step()

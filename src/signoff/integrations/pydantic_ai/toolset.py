@@ -25,8 +25,8 @@ from typing_extensions import TypedDict
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
-from signoff.integrations.turn import current_turn, in_browser
+from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call, task_status
+from signoff.integrations.turn import in_browser
 from signoff.tasks import is_long_running
 
 _BROWSER = "signoff_browser"
@@ -134,13 +134,6 @@ def is_check_task(tool: ToolsetTool[Any]) -> bool:
     return tool.tool_def is CHECK_TASK
 
 
-async def _check_task(gate: Gate, chat_id: str, tool_args: dict[str, Any]) -> dict[str, Any]:
-    """The task's status and progress, or its result, for the turn's chat (`chat_id` outside a server).
-    pydantic-ai has validated the arguments against CHECK_TASK's schema."""
-    turn = current_turn.get()
-    return await gate.tasks.check(tool_args["task_id"], turn.chat_id if turn else chat_id)
-
-
 @dataclass
 class BrowserToolset(WrapperToolset[AgentDepsT]):
     """Browser tools (pydantic-ai's external tools) run in the browser of the turn; for a toolset used
@@ -175,7 +168,7 @@ class LongRunningToolset(WrapperToolset[AgentDepsT]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
         if is_check_task(tool):
-            return await _check_task(self.gate, self.chat_id, tool_args)
+            return await task_status(self.gate, tool_args["task_id"], chat_id=self.chat_id)
         return await super().call_tool(name, tool_args, ctx, tool)
 
 
@@ -208,7 +201,7 @@ class SignoffToolset(BrowserToolset[AgentDepsT]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> Any:
         if is_check_task(tool):  # signoff's own read: not gated
-            return await _check_task(self.gate, self.chat_id, tool_args)
+            return await task_status(self.gate, tool_args["task_id"], chat_id=self.chat_id)
         call = ToolCall(ctx.tool_call_id or "", name, to_jsonable_python(tool_args))
         allowed = super().call_tool  # in the browser for a browser tool, else by the wrapped toolset
 
