@@ -289,3 +289,15 @@ def test_what_others_wrote_prints_as_it_is(cli_env: dict[str, str]) -> None:
     assert "⚠M\u0430llory" in shown and "⟨U+202E⟩okanaH" in shown
     audit = signoff(cli_env, "audit", "list").stdout
     assert "evil⟨U+001B⟩[2J⟨U+200B⟩actor" in audit and "\x1b" not in audit
+
+
+def test_serving_commands_take_their_own_options_and_the_shared_ones(cli_env: dict[str, str]) -> None:
+    """`demo` and `serve` share their serving options (`cli/serving.py`), each keeps its own, and a help
+    text shows its brackets as written (Rich reads `[adk]` as markup unless it is escaped)."""
+    shared = ["--host", "--ledger", "--wait", "--workers", "--allowed-host", "--oidc-issuer", "--socket-idle"]
+    for command, own, not_own in (("demo", "--runtime", "--agent"), ("serve", "--agent", "--runtime")):
+        shown = signoff({**cli_env, "COLUMNS": "200"}, command, "--help")
+        assert shown.returncode == 0, shown.stderr
+        assert all(option in shown.stdout for option in [*shared, own]), shown.stdout
+        assert not_own not in shown.stdout
+    assert "signoff[adk]" in signoff({**cli_env, "COLUMNS": "200"}, "demo", "--help").stdout

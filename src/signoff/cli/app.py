@@ -66,7 +66,7 @@ def demo(
     runtime: Annotated[
         str,
         typer.Option(
-            "--runtime", help="The agent framework: pydantic-ai, or adk (Google ADK, needs signoff[adk])."
+            "--runtime", help="The agent framework: pydantic-ai, or adk (Google ADK, needs signoff\\[adk])."
         ),
     ] = "pydantic-ai",
     *,
