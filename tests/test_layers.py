@@ -28,7 +28,9 @@ LAYERS = {
     "demo": 5,
     "cli": 6,
 }
-LEDGER_PARTS = ("approvals", "tasks", "chats", "principals", "parts", "committer", "watcher", "base")
+LEDGER_PARTS = (
+    "approvals", "grants", "audit", "tasks", "chats", "principals", "parts", "committer", "watcher", "base",
+)  # fmt: skip
 """The ledger's rules and machinery, above its backends: they know a backend only by `ledger.stores`."""
 BACKENDS = ("memory", "sqlite", "postgres", "redis")
 MAX_LINES = 400
@@ -285,3 +287,14 @@ def test_no_import_circle_in_the_ledger_or_between_folders() -> None:
             f"the ledger's modules import one another round about: {sorted(circle)}"
         )
         assert len(folders) == 1, f"folders import one another round about: {sorted(circle)}"
+
+
+ADAPTERS = [PACKAGE / "integrations" / "pydantic_ai", PACKAGE / "integrations" / "adk"]
+
+
+@pytest.mark.parametrize("path", [p for folder in ADAPTERS for p in sorted(folder.glob("*.py"))], ids=str)
+def test_an_adapter_leaves_the_chats_record_to_the_driver(path: Path) -> None:
+    """Issue 32: the driver loads and saves a chat, its held version included; an adapter that read or
+    wrote the record itself would step around the version check and the history it keeps."""
+    source = path.read_text()
+    assert ".chats." not in source and "held=" not in source, path

@@ -24,7 +24,7 @@ from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Pending, Refused
 from signoff.integrations.chat import Begun, BrowserToolInfo
-from signoff.integrations.driver import Calls, Ended
+from signoff.integrations.driver import Calls, ChatDriver, Ended
 from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
 from signoff.integrations.history import History, JsonMessages
 from signoff.integrations.machine import Action
@@ -45,6 +45,7 @@ from signoff.protocol import (
     ToolOutputDenied,
 )
 from signoff.server.app import Settings, create_app
+from signoff.server.loading import AgentNotFound, chat_for, load_agent
 from tests.chats import AUTH, TOKEN, answer, chunks, said, user
 from tests.servers import in_loop
 
@@ -272,3 +273,17 @@ async def test_a_toy_framework_gets_the_machines_refusals_and_the_chats_owner(
     assert said(denied.text) == "Not paid." and agent.paid == []
     stranger = await client.post("/api/chat", json=user("toy2", "pay 9 to Eve"), headers=AUTH)
     assert stranger.status_code == 404 and agent.paid == []
+
+
+TOY_AGENT = ToyAgent()
+
+
+def test_the_cli_finds_a_toy_agent_and_serves_it_through_the_driver() -> None:
+    """`signoff serve --agent module:attribute` takes any agent with `signoff_framework(gate)`."""
+    agent = load_agent("tests.test_toy_framework:TOY_AGENT")
+    assert agent is TOY_AGENT
+    gate = Gate(MemoryLedger(), POLICY)
+    chat = chat_for(agent, gate, model=None, signing_key=b"k", browser_timeout=1.0)
+    assert isinstance(chat, ChatDriver) and isinstance(chat.framework, Toy) and chat.gate is gate
+    with pytest.raises(AgentNotFound, match="--model"):
+        chat_for(agent, gate, model="openai:gpt-5.2", signing_key=b"k", browser_timeout=1.0)
