@@ -6,11 +6,21 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+import traceback
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
+from signoff.demo.agent import demo_agent
+from signoff.demo.walkthrough import demo_policy
+from signoff.gate import Gate
+from signoff.integrations.pydantic_ai.chat import AgentChat
+from signoff.ledger import MemoryLedger
+from signoff.ledger.memory import MemoryBackend
 from tests.conftest import ROOT
+from tests.test_history import pay
 
 PACKAGE = ROOT / "src" / "signoff"
 PAGE = (ROOT / "docs" / "architecture.md").read_text()
@@ -101,3 +111,32 @@ def test_the_chat_path_to_the_durable_claim_is_at_most_twelve_hops_each_where_th
     for (_, _, arrived), (_, left, _) in itertools.pairwise(HOPS):
         arrived_file, left_file = re.findall(r"`([\w/]+\.py)`", arrived), re.findall(r"`([\w/]+\.py)`", left)
         assert not arrived_file or not left_file or arrived_file == left_file, (arrived, left)
+
+
+async def test_the_last_hops_are_the_stack_a_claim_is_taken_on() -> None:
+    """The hops from the framework's tool call to the durable claim, as the stack shows them when an approved
+    payment's claim is written: each file and function where the page says, in its order. (The earlier hops
+    cross tasks, the reply's and the run's, which a stack does not show; their names are checked above.)"""
+    stacks: list[traceback.StackSummary] = []
+    transact = MemoryBackend.transact
+
+    async def watched(self: MemoryBackend, *args: Any) -> Any:
+        stack = traceback.extract_stack()
+        if any(f.name == "consume" and f.filename.endswith("ledger/approvals.py") for f in stack):
+            stacks.append(stack)
+        return await transact(self, *args)
+
+    async with MemoryLedger() as ledger:
+        chat = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
+        with mock.patch.object(MemoryBackend, "transact", watched):
+            await pay(chat, 0)
+    [stack] = stacks
+    frames = [(f.filename.split("/src/signoff/")[-1], f.name) for f in stack]
+    first = next(i for i, (path, _) in enumerate(frames) if path.startswith("integrations/"))
+    assert "pydantic_ai" in frames[first - 1][0], frames[first - 1]  # hop 7's source: pydantic-ai's run
+    ours = frames[first : next(i for i, (path, _) in enumerate(frames) if path == "ledger/committer.py") + 1]
+    entered = [ours[0]] + [here for before, here in itertools.pairwise(ours) if here[0] != before[0]]
+    documented = HOPS[len(HOPS) - len(entered) :]
+    assert len(documented) == len(entered) >= 5
+    for (n, _, target), (path, function) in zip(documented, entered, strict=True):
+        assert f"`{path}`" in target and re.search(rf"[`.]{function}`", target), (n, target, path, function)
