@@ -110,6 +110,7 @@ async def test_names_that_read_alike_are_told_apart(site: Site, issuer: Issuer) 
         shown: dict[str, Any] = done.json()
         assert shown["tally"] == "2 of 2: alice, alice (oidc: intruder-42)"
         assert [v["who"] for v in shown["votes"]] == ["alice (finance)", "alice (oidc: intruder-42; finance)"]
+        assert [v["via"] for v in shown["votes"]] == ["token", "oidc"]
         assert shown["decision"]["who"] == "alice (oidc: intruder-42; finance)"
         assert (
             "alice (oidc: intruder-42; finance)" in said((await reply).text)

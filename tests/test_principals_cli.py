@@ -70,3 +70,30 @@ def test_a_revoked_token_is_refused_at_once_by_every_worker(shared: str, tmp_pat
             refused = httpx.get(f"{base}/api/approvals", headers=auth, timeout=10)
             assert refused.status_code == 401, refused.text
             assert refused.json()["error"]["message"] == "the token is unknown or revoked"
+
+
+def test_link_and_unlink_a_principals_identities(shared: str) -> None:
+    added(shared, "alice", "finance")
+    added(shared, "bob")
+    linked = signoff(
+        shared, "principals", "link", "alice", "--email", "alice@example.com", "--slack", "U0ALICE"
+    )
+    assert linked.returncode == 0 and "alice: email alice@example.com, slack U0ALICE" in linked.stdout
+    listed = signoff(shared, "principals", "list").stdout
+    assert "alice@example.com" in listed and "U0ALICE" in listed
+    taken = signoff(shared, "principals", "link", "bob", "--slack", "U0ALICE")
+    assert (
+        taken.returncode == 1
+        and "linked to alice already" in taken.stderr
+        and "Traceback" not in taken.stderr
+    )
+    bad = signoff(shared, "principals", "link", "bob", "--email", "bob")
+    assert bad.returncode == 1 and "not an email address" in bad.stderr
+    nothing = signoff(shared, "principals", "link", "bob")
+    assert nothing.returncode == 2 and "--email" in nothing.stderr
+    unlinked = signoff(shared, "principals", "unlink", "alice", "--slack")
+    assert unlinked.returncode == 0 and "alice: email alice@example.com" in unlinked.stdout
+    assert "U0ALICE" not in unlinked.stdout
+    both = signoff(shared, "principals", "unlink", "alice")
+    assert both.returncode == 0 and "alice: no linked identities" in both.stdout
+    assert "link" in signoff(shared, "audit", "list").stdout

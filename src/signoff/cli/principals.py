@@ -12,8 +12,11 @@ import typer
 from rich.table import Table
 
 from signoff.cli.common import LedgerOption, operator, out, shown, when, with_ledger
+from signoff.core.principal import Registered
 
-principals_app = typer.Typer(no_args_is_help=True, help="Add, list and revoke principals and their roles.")
+principals_app = typer.Typer(
+    no_args_is_help=True, help="Add, list and revoke principals, their roles and their linked identities."
+)
 
 RoleOption = Annotated[
     list[str] | None, typer.Option("--role", help="A role, such as finance; repeat for more.")
@@ -40,13 +43,15 @@ def principals_add(
 def principals_list(ledger: LedgerOption = None) -> None:
     """List principals, oldest first, revoked ones too."""
     found = with_ledger(ledger, lambda lg: lg.principals.all())
-    table = Table("name", "display", "roles", "added", "by", "revoked")
+    table = Table("name", "display", "roles", "email", "slack", "added", "by", "revoked")
     for p in found:
         revoked = f"{when(p.revoked_at)} by {shown(p.revoked_by)}" if p.revoked_at is not None else ""
         table.add_row(
             shown(p.id),
             shown(p.name),
             shown(", ".join(p.roles)),
+            shown(p.email),
+            shown(p.slack),
             when(p.created_at),
             shown(p.created_by),
             revoked,
@@ -66,3 +71,52 @@ def principals_roles(name: str, ledger: LedgerOption = None, role: RoleOption = 
     """Set a principal's roles (no --role takes every role away)."""
     record = with_ledger(ledger, lambda lg: lg.principals.assign_roles(name, role or [], operator().id))
     out.print(f"{shown(record.id)}: {shown(', '.join(record.roles)) or 'no roles'}", highlight=False)
+
+
+@principals_app.command("link")
+def principals_link(
+    name: str,
+    ledger: LedgerOption = None,
+    email: Annotated[
+        str | None, typer.Option("--email", help="The address its approval emails go to.")
+    ] = None,
+    slack: Annotated[
+        str | None, typer.Option("--slack", help="Its Slack user id (U…), whose clicks are its decisions.")
+    ] = None,
+) -> None:
+    """Link a principal's channel identities: an answer from them is this principal's decision."""
+    if email is None and slack is None:
+        raise typer.BadParameter("give --email, --slack or both", param_hint="--email")
+    record = with_ledger(
+        ledger, lambda lg: lg.principals.link(name, email=email, slack=slack, actor=operator().id)
+    )
+    out.print(f"{shown(record.id)}: {_identities(record)}", highlight=False)
+
+
+@principals_app.command("unlink")
+def principals_unlink(
+    name: str,
+    ledger: LedgerOption = None,
+    email: Annotated[bool, typer.Option("--email", help="Unlink its email address.")] = False,
+    slack: Annotated[bool, typer.Option("--slack", help="Unlink its Slack user.")] = False,
+) -> None:
+    """Unlink a principal's channel identities (both, unless --email or --slack says which)."""
+    both = not email and not slack
+    record = with_ledger(
+        ledger,
+        lambda lg: lg.principals.link(
+            name,
+            email="" if email or both else None,
+            slack="" if slack or both else None,
+            actor=operator().id,
+        ),
+    )
+    out.print(f"{shown(record.id)}: {_identities(record)}", highlight=False)
+
+
+def _identities(record: Registered) -> str:
+    linked = [
+        f"email {record.email}" if record.email else "",
+        f"slack {record.slack}" if record.slack else "",
+    ]
+    return shown(", ".join(filter(None, linked)) or "no linked identities")

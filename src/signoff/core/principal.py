@@ -178,6 +178,11 @@ def check_role_entries(entries: Sequence[object]) -> tuple[str, ...]:
 
 # -- principals registered with a personal token ------------------------------------------------------------
 
+Identity = Literal["email", "slack"]
+"""A kind of channel identity a registered principal may have linked."""
+_EMAIL = re.compile(r"[^@\s\x00-\x1f\x7f<>,;]+@[^@\s\x00-\x1f\x7f<>,;]+\.[^@\s\x00-\x1f\x7f<>,;.]+")
+_SLACK = re.compile(r"[UW][A-Z0-9]{2,31}")
+
 
 class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """A principal registered in the ledger with a personal token, of which only the hash is kept.
@@ -193,11 +198,19 @@ class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defau
     created_by: str
     revoked_at: float | None = None
     revoked_by: str = ""
+    email: str = ""
+    """The address the principal's approval emails go to, and whose answers are its decisions."""
+    slack: str = ""
+    """The Slack user id whose clicks are the principal's decisions."""
     mac: str = ""
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    def identity(self, kind: Identity) -> str:
+        """The principal's identity of that kind, as matched: an address in lower case."""
+        return self.email.casefold() if kind == "email" else self.slack
 
     @property
     def principal(self) -> Principal:
@@ -251,6 +264,36 @@ def assign_roles(
     detail = {"before": list(record.roles), "after": list(after.roles)}
     event = AuditEvent(at=now, actor=actor, action="roles", subject=_subject(record), detail=detail)
     return prove_principal(key, after), event
+
+
+def link(
+    record: Registered, *, email: str | None, slack: str | None, actor: str, now: float, key: AuditKey
+) -> tuple[Registered, AuditEvent]:
+    """Link the principal's channel identities (None leaves one as it is, "" takes it away): an answer
+    from the address or the Slack user is then this principal's decision, judged by its roles."""
+    changes: dict[str, str] = {}
+    if email is not None:
+        changes["email"] = check_email(email) if email else ""
+    if slack is not None:
+        changes["slack"] = check_slack(slack) if slack else ""
+    after = msgspec.structs.replace(record, **changes)
+    detail = {kind: value or None for kind, value in changes.items()}
+    event = AuditEvent(at=now, actor=actor, action="link", subject=_subject(record), detail=detail)
+    return prove_principal(key, after), event
+
+
+def check_email(address: str) -> str:
+    """An address to send to: one `@`, a dotted domain, nothing that could split a header."""
+    if len(address) > 254 or not _EMAIL.fullmatch(address):
+        raise InvalidPrincipal(f"not an email address: {address!r}")
+    return address
+
+
+def check_slack(user_id: str) -> str:
+    """A Slack user id, as Slack gives them: `U…` or `W…`, upper-case letters and digits."""
+    if not _SLACK.fullmatch(user_id):
+        raise InvalidPrincipal(f"not a Slack user id (U… or W…): {user_id!r}")
+    return user_id
 
 
 def _subject(record: Registered) -> str:

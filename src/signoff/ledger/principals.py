@@ -13,7 +13,15 @@ import msgspec
 
 from signoff.core.audit import AuditEvent
 from signoff.core.errors import InvalidPrincipal
-from signoff.core.principal import Principal, Registered, assign_roles, register, token_hash
+from signoff.core.principal import (
+    Identity,
+    Principal,
+    Registered,
+    assign_roles,
+    link,
+    register,
+    token_hash,
+)
 from signoff.core.principal import revoke as revoke_principal
 from signoff.core.proof import principal_holds
 from signoff.ledger.keys import PrincipalKey, found
@@ -99,6 +107,51 @@ class Principals(Part):
             ),
             proven=True,
         )
+
+    async def link(
+        self, principal_id: str, *, email: str | None = None, slack: str | None = None, actor: str
+    ) -> Registered:
+        """Link the principal's email address and Slack user id (see `core.principal.link`). An identity
+        another active principal holds is refused: an answer from it would be two principals'."""
+        given: tuple[tuple[Identity, str | None], ...] = (("email", email), ("slack", slack))
+        for kind, value in given:
+            if value and (holder := await self._holder(kind, value)) and holder.id != principal_id:
+                raise InvalidPrincipal(f"{kind} {value!r} is linked to {holder.id} already; unlink it there")
+        return await self._change(
+            principal_id,
+            lambda record: link(
+                record,
+                email=email,
+                slack=slack,
+                actor=actor,
+                now=self.clock(),
+                key=self._shared.keyring.current,
+            ),
+            proven=True,
+        )
+
+    async def identified(self, kind: Identity, value: str) -> Principal | None:
+        """The principal an email address or a Slack user id is linked to, with its roles as they are now:
+        None when it is linked to nobody active, and also when two principals hold it (written around
+        signoff, or two links that raced), audited: an answer from it is nobody's decision."""
+        holders = await self._holders(kind, value)
+        if len(holders) > 1:
+            why = f"{kind} {value!r} is linked to {', '.join(h.id for h in holders)}"
+            await self._shared.record("refuse", f"{kind}:{value}", "signoff:ledger", why=why)
+            return None
+        return holders[0].principal if holders else None
+
+    async def _holder(self, kind: Identity, value: str) -> Registered | None:
+        holders = await self._holders(kind, value)
+        return holders[0] if holders else None
+
+    async def _holders(self, kind: Identity, value: str) -> list[Registered]:
+        """The active principals, proven, that hold this identity. Principals are few, and read whole:
+        no index to keep in step on every backend."""
+        wanted = value.casefold() if kind == "email" else value
+        return [
+            r for r in await self._store.all() if r.active and self._holds(r) and r.identity(kind) == wanted
+        ]
 
     async def _change(
         self, principal_id: str, step: Callable[[Registered], tuple[Registered, AuditEvent]], *, proven: bool

@@ -113,6 +113,7 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
                 "name": v.decision.name or v.decision.by,
                 "who": who,
                 "verdict": v.decision.verdict,
+                "via": v.decision.via,
                 "at": v.at,
             }
             for v, who in zip(approval.votes, whos, strict=True)
