@@ -54,6 +54,7 @@ from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
+from signoff.server.watch import watch_routes
 
 log = logging.getLogger("signoff.server")
 
@@ -175,6 +176,7 @@ def create_app(
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
             Route("/api/openapi.json", _described(), methods=["GET"]),
+            *watch_routes(ledger),
             *pages,
             static,
         ],

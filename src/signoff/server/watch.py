@@ -1,0 +1,130 @@
+"""What operators watch: `/healthz`, `/readyz` and `/metrics`.
+
+`/healthz` says the process answers, and `/readyz` that its ledger does too: a load balancer or an
+orchestrator asks them without a credential, so they say nothing else. `/metrics` serves the Prometheus
+text format (`prometheus_client`) to the admin.
+
+The figures are a fold of the ledger's audit chain, which every worker shares: each worker serves the same
+totals, counted from the first approval the ledger ever opened, so a scrape that reaches any worker, or one
+just restarted, reads the same counters and never a reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+import logging
+from collections.abc import Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from signoff.core.approval import State
+from signoff.core.audit import AuditEntry
+from signoff.ledger.base import Ledger
+from signoff.server.auth import Forbidden, signed_in
+
+log = logging.getLogger("signoff.server")
+
+READY_WITHIN = 2.0
+"""Seconds the ledger has to answer a readiness check."""
+PAGE = 1000
+SETTLED = frozenset({State.APPROVED, State.DENIED, State.EXPIRED, State.CANCELLED})
+DECISION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0)
+"""Seconds from asking to a decision: a person answers in seconds at a desk, in hours by email."""
+
+
+class ApprovalFigures(Collector):
+    """The approvals' figures, folded from the audit chain as far as it has been read: a collector, as
+    for an exporter, since the ledger holds the truth and this process only reads it (so no `_created`
+    series says when this process started counting)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.opened = 0
+        self.decided: dict[str, int] = dict.fromkeys(sorted(SETTLED), 0)
+        self.waits = [0] * (len(DECISION_BUCKETS) + 1)
+        """How many decisions came within each bucket's bound (the last: beyond every bound)."""
+        self.waited = 0.0
+        self._after = 0
+        self._opened_at: dict[str, float] = {}
+        self._reading = asyncio.Lock()
+        self.registry.register(self)
+
+    async def catch_up(self) -> None:
+        """Fold the audit entries written since the last read, a page at a time."""
+        async with self._reading:
+            while page := await self.ledger.audit.entries(self._after, PAGE):
+                for entry in page:
+                    self._fold(entry)
+                self._after = page[-1].seq
+
+    def _fold(self, entry: AuditEntry) -> None:
+        if not entry.subject.startswith("apr_"):
+            return
+        if entry.action == "open":
+            self.opened += 1
+            self._opened_at[entry.subject] = entry.at
+        elif entry.before == State.PENDING and entry.after in SETTLED:
+            # a deadline that let the call run is no person's approval: it counts as expired
+            self.decided[State.EXPIRED if entry.action == "expire" else entry.after] += 1
+            if (opened := self._opened_at.pop(entry.subject, None)) is not None:
+                waited = max(0.0, entry.at - opened)
+                self.waits[bisect.bisect_left(DECISION_BUCKETS, waited)] += 1
+                self.waited += waited
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("signoff_approvals_opened", "Approvals opened.", value=self.opened)
+        decided = CounterMetricFamily(
+            "signoff_approvals_decided", "Approvals settled, by outcome.", labels=["outcome"]
+        )
+        for outcome, count in self.decided.items():
+            decided.add_metric([outcome], count)
+        yield decided
+        pending = self.opened - sum(self.decided.values())
+        yield GaugeMetricFamily("signoff_approvals_pending", "Approvals pending now.", value=pending)
+        bounds = [*(f"{bound:g}" for bound in DECISION_BUCKETS), "+Inf"]
+        buckets = list(zip(bounds, itertools.accumulate(self.waits), strict=True))
+        yield HistogramMetricFamily(
+            "signoff_approval_decision_seconds",
+            "Seconds from an approval's opening to its outcome.",
+            buckets=buckets,
+            sum_value=self.waited,
+        )
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def watch_routes(ledger: Ledger) -> list[Route]:
+    figures = ApprovalFigures(ledger)
+
+    async def alive(request: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    async def ready(request: Request) -> Response:
+        try:
+            async with asyncio.timeout(READY_WITHIN):
+                await ledger.audit.last_seq()
+        except Exception as exc:  # whatever it is, this worker can't serve: say so, and nothing more
+            log.warning("not ready: the ledger did not answer (%s)", exc)
+            return PlainTextResponse("not ready\n", status_code=503)
+        return PlainTextResponse("ready\n")
+
+    async def metrics(request: Request) -> Response:
+        if not signed_in(request).is_admin:
+            raise Forbidden(403, "only the admin reads the metrics")
+        await figures.catch_up()
+        return Response(figures.text(), media_type=CONTENT_TYPE_LATEST)
+
+    return [
+        Route("/healthz", alive, methods=["GET"]),
+        Route("/readyz", ready, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
