@@ -166,7 +166,6 @@ class Loaded(Generic[H]):
     stored: StoredChat | None
     state: ChatState
     history: H
-    calls: Calls
 
 
 class ChatDriver(Generic[H]):
@@ -224,7 +223,7 @@ class ChatDriver(Generic[H]):
                 {t.call.call_id: t.id for t in await ledger.tasks.query(chat_id=chat_id)} if made else {}
             )
             state.tasks = {c: t for c, t in started.items() if c in made and c not in calls.told}
-        return Loaded(stored, state, history, calls)
+        return Loaded(stored, state, history)
 
     async def view(self, chat_id: str, *, begun: bool = False) -> ChatView:
         """The chat as stored after its last reply, or, with `begun`, as the running reply began."""
