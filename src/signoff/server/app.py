@@ -54,7 +54,7 @@ from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
-from signoff.server.watch import watch_routes
+from signoff.server.watch import ApprovalFigures, watch_routes
 
 log = logging.getLogger("signoff.server")
 
@@ -135,6 +135,7 @@ def create_app(
     approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
     tasks = TasksAPI(gate.tasks, task_feed, owners, ping=settings.keepalive)
     live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
+    figures = ApprovalFigures(ledger)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -143,10 +144,12 @@ def create_app(
         loop = asyncio.get_running_loop()
         sweeper = loop.create_task(_sweep(ledger, replies, streams, live, settings))
         marker = loop.create_task(_checkpoints(ledger, settings)) if settings.audit_checkpoints else None
+        warming = loop.create_task(figures.warm())
         try:
             yield
         finally:
             sweeper.cancel()
+            warming.cancel()
             if marker is not None:
                 marker.cancel()
             await refusals.close()
@@ -176,7 +179,7 @@ def create_app(
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
             Route("/api/openapi.json", _described(), methods=["GET"]),
-            *watch_routes(ledger),
+            *watch_routes(ledger, figures),
             *pages,
             static,
         ],
