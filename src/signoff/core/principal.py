@@ -209,8 +209,8 @@ class Registered(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defau
         return self.revoked_at is None
 
     def identity(self, kind: Identity) -> str:
-        """The principal's identity of that kind, as matched: an address in lower case."""
-        return self.email.casefold() if kind == "email" else self.slack
+        """The principal's identity of that kind, as `matched` compares it."""
+        return matched(kind, self.email if kind == "email" else self.slack)
 
     @property
     def principal(self) -> Principal:
@@ -280,6 +280,12 @@ def link(
     detail = {kind: value or None for kind, value in changes.items()}
     event = AuditEvent(at=now, actor=actor, action="link", subject=_subject(record), detail=detail)
     return prove_principal(key, after), event
+
+
+def matched(kind: Identity, value: str) -> str:
+    """An identity as two are compared: an address in any case (mail systems treat it so), a Slack user
+    id exactly."""
+    return value.casefold() if kind == "email" else value
 
 
 def check_email(address: str) -> str:

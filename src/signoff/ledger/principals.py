@@ -19,6 +19,7 @@ from signoff.core.principal import (
     Registered,
     assign_roles,
     link,
+    matched,
     register,
     token_hash,
 )
@@ -113,10 +114,13 @@ class Principals(Part):
     ) -> Registered:
         """Link the principal's email address and Slack user id (see `core.principal.link`). An identity
         another active principal holds is refused: an answer from it would be two principals'."""
+        others = [r for r in await self._proven() if r.id != principal_id]
         given: tuple[tuple[Identity, str | None], ...] = (("email", email), ("slack", slack))
         for kind, value in given:
-            if value and (holder := await self._holder(kind, value)) and holder.id != principal_id:
-                raise InvalidPrincipal(f"{kind} {value!r} is linked to {holder.id} already; unlink it there")
+            if value and (holders := _holding(others, kind, value)):
+                raise InvalidPrincipal(
+                    f"{kind} {value!r} is linked to {holders[0].id} already; unlink it there"
+                )
         return await self._change(
             principal_id,
             lambda record: link(
@@ -134,24 +138,17 @@ class Principals(Part):
         """The principal an email address or a Slack user id is linked to, with its roles as they are now:
         None when it is linked to nobody active, and also when two principals hold it (written around
         signoff, or two links that raced), audited: an answer from it is nobody's decision."""
-        holders = await self._holders(kind, value)
+        holders = _holding(await self._proven(), kind, value)
         if len(holders) > 1:
             why = f"{kind} {value!r} is linked to {', '.join(h.id for h in holders)}"
             await self._shared.record("refuse", f"{kind}:{value}", "signoff:ledger", why=why)
             return None
         return holders[0].principal if holders else None
 
-    async def _holder(self, kind: Identity, value: str) -> Registered | None:
-        holders = await self._holders(kind, value)
-        return holders[0] if holders else None
-
-    async def _holders(self, kind: Identity, value: str) -> list[Registered]:
-        """The active principals, proven, that hold this identity. Principals are few, and read whole:
-        no index to keep in step on every backend."""
-        wanted = value.casefold() if kind == "email" else value
-        return [
-            r for r in await self._store.all() if r.active and self._holds(r) and r.identity(kind) == wanted
-        ]
+    async def _proven(self) -> list[Registered]:
+        """The active principals whose records prove themselves. Principals are few, and read whole: no
+        index of identities to keep in step on every backend."""
+        return [r for r in await self._store.all() if r.active and self._holds(r)]
 
     async def _change(
         self, principal_id: str, step: Callable[[Registered], tuple[Registered, AuditEvent]], *, proven: bool
@@ -169,3 +166,8 @@ class Principals(Part):
         stored = (await self._shared.committer.write(PrincipalKey(principal_id), change)).principal
         assert stored is not None
         return stored
+
+
+def _holding(records: list[Registered], kind: Identity, value: str) -> list[Registered]:
+    wanted = matched(kind, value)
+    return [r for r in records if r.identity(kind) == wanted]
