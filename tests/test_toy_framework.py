@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,7 +114,7 @@ class Toy:
         return {m["id"] for m in history.messages if m["kind"] == "call"}
 
     def messages(
-        self, history: ToyHistory, state: ChatState, approvals: list[Approval], tasks: Any
+        self, history: ToyHistory, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
     ) -> list[UIMessage]:
         by_call = {a.call.call_id: a for a in approvals}
         results: dict[str, PartOutcome] = {

@@ -115,9 +115,10 @@ class Framework(Protocol[H]):
         """The ids of every call the history holds (browser results are checked against them)."""
 
     def messages(
-        self, history: H, state: ChatState, approvals: list[Approval], tasks: Any
+        self, history: H, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
     ) -> list[UIMessage]:
-        """The history as AI SDK UI messages (see `integrations.ui`)."""
+        """The history as AI SDK UI messages (see `integrations.ui`); `tasks` holds the status of each
+        long-running call whose news the model has not had."""
 
     async def start(self, chat_id: str, begun: Begun, history: H, request: ChatRequest) -> Run[H]:
         """The run the request's continuation input makes, for the action `begun` carries."""
@@ -317,8 +318,8 @@ class DrivenReply(Generic[H]):
         )
         push(Start(message_id=self.message_id))
         try:
-            await drive(self.framework_run.run, translator, relay)
-            if (ended := await self.framework_run.end(translator, self.history)) is not None:
+            await drive(run.run, translator, relay)
+            if (ended := await run.end(translator, self.history)) is not None:
                 await self._save(ended)
         except SignoffError as exc:
             push(Error(error_text=str(exc)))

@@ -17,7 +17,7 @@ first, so the next user message finds the task's status or result in the history
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,7 +106,7 @@ class Adk:
         return history.calls.made.keys()
 
     def messages(
-        self, history: Session, state: ChatState, approvals: list[Approval], tasks: Any
+        self, history: Session, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
     ) -> list[UIMessage]:
         return ui_messages(history.events, state, approvals, tasks)
 

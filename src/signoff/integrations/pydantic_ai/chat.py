@@ -8,7 +8,7 @@ ledger, not from this flag.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Collection, Sequence
+from collections.abc import AsyncIterable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +79,7 @@ class PydanticAI:
         return {p.tool_call_id for m in history.messages for p in m.parts if isinstance(p, ToolCallPart)}
 
     def messages(
-        self, history: History, state: ChatState, approvals: list[Approval], tasks: Any
+        self, history: History, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
     ) -> list[UIMessage]:
         return ui_messages(history.messages, state, approvals, tasks)
 
@@ -89,9 +89,8 @@ class PydanticAI:
             approvals=dict.fromkeys(state.approvals, True),  # the gate, not this flag, rules on each call
             calls={call_id: _result(output) for call_id, output in begun.outputs.items()},
         )
-        results.calls.update(
-            await task_news(self.gate.ledger, state.tasks)
-        )  # how far each got, or its result
+        news = await task_news(self.gate.ledger, state.tasks)  # how far each task got, or its result
+        results.calls.update(news)
         if begun.expired is not None:
             results.calls = {call_id: ToolFailed(begun.expired) for call_id in state.browser_calls}
         run: dict[str, Any] = {"message_history": messages}
