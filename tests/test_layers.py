@@ -29,7 +29,8 @@ LAYERS = {
     "cli": 6,
 }
 LEDGER_PARTS = (
-    "approvals", "grants", "audit", "tasks", "chats", "principals", "parts", "committer", "watcher", "base",
+    "approvals", "grants", "audit", "tasks", "chats", "principals", "outbox", "parts", "committer", "watcher",
+    "base",
 )  # fmt: skip
 """The ledger's rules and machinery, above its backends: they know a backend only by `ledger.stores`."""
 BACKENDS = ("memory", "sqlite", "postgres", "redis")

@@ -10,7 +10,7 @@ from signoff.ledger.base import Ledger
 from signoff.ledger.parts import Part
 
 LIFECYCLE = {"start", "close", "upgrade"}
-PARTS = {"approvals", "grants", "audit", "tasks", "chats", "principals"}
+PARTS = {"approvals", "grants", "audit", "tasks", "chats", "principals", "outbox"}
 
 
 def public(names: object) -> set[str]:

@@ -175,6 +175,7 @@ class Gate:
                 requester=requester,
                 authority=ruling.authority,
                 schema=asking.get("schema"),
+                notify=ruling.notify,
             )
         elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
             await self._refuse_mismatch(approval, call)

@@ -132,6 +132,8 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     edited: dict[str, Any] | None = None
     schema: dict[str, Any] | None = None
     """The tool's JSON Schema for its arguments, when it declares one: an edit must fit it."""
+    notify: tuple[str, ...] = ()
+    """The channels its rule tells of its events (see `core.notice`)."""
     seal: str = ""
     """The ledger's MAC over who may decide what (see `core.proof`), made when it opens and when an edit
     changes it: a rule loosened in the table fails it, and nothing is decided or run under it."""
@@ -208,6 +210,7 @@ class Asking(TypedDict, total=False):
     requester: str
     authority: Authority | None
     schema: dict[str, Any] | None
+    notify: tuple[str, ...]
 
 
 def open_approval(
@@ -239,6 +242,7 @@ def open_approval(
         requester=requester,
         authority=authority or Authority(),
         schema=asking.get("schema"),
+        notify=asking.get("notify", ()),
     )
     approval = sealed(key, approval)
     detail: dict[str, object] = {

@@ -163,3 +163,7 @@ class TaskFinished(SignoffError):
 
 
 _ENDED = {"completed": "completed", "failed": "failed", "cancelled": "was cancelled"}
+
+
+class NoticeBusy(SignoffError):
+    """A worker is delivering the notice right now: it is its to settle."""

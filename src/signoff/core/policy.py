@@ -58,6 +58,7 @@ _RULE_KEYS: Final = (
     "quorum",
     "requester_may_approve",
     "remember_always",
+    "notify",
 )
 
 
@@ -75,6 +76,7 @@ def _checks(*, loaded: bool, allow_callable: bool) -> dict[str, Callable[[Any], 
         "quorum": rule_settings.quorum,
         "requester_may_approve": rule_settings.flag,
         "remember_always": rule_settings.role_list,
+        "notify": rule_settings.channel_list,
     }
 
 
@@ -99,6 +101,8 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     quorum: int = 1
     requester_may_approve: bool = True
     remember_always: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()
+    """The channels told of each of its approvals' events (`webhook:ops`), in the outbox's same write."""
 
     def __post_init__(self) -> None:
         # Rules are built in Python as well as loaded from TOML; the same checks keep both paths honest.
@@ -141,6 +145,7 @@ def rule(
     quorum: int = 1,
     requester_may_approve: bool = True,
     remember_always: Sequence[str] = (),
+    notify: Sequence[str] = (),
 ) -> Rule:
     """Build a `Rule`, compiling a condition string and parsing a duration such as `"30s"`.
 
@@ -167,6 +172,7 @@ def rule(
         quorum=quorum,
         requester_may_approve=requester_may_approve,
         remember_always=tuple(remember_always),
+        notify=tuple(notify),
     )
 
 
@@ -185,6 +191,7 @@ class Ruling(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     on_timeout: OnTimeout = "deny"
     on_abandon: OnAbandon = "keep"
     authority: Authority = msgspec.field(default_factory=Authority)
+    notify: tuple[str, ...] = ()
 
 
 class Policy:
@@ -303,6 +310,7 @@ class Policy:
             on_timeout=chosen.on_timeout,
             on_abandon=chosen.on_abandon,
             authority=chosen.authority,
+            notify=chosen.notify,
         )
 
     def _failed(self, call: ToolCall, chosen: Rule, label: str, why: str) -> Ruling:

@@ -90,6 +90,23 @@ def role_list(value: Any) -> tuple[str, ...]:
     return _entries(value, check_role_entries, 'of roles such as ["role:ops"]')
 
 
+CHANNEL_KINDS = ("webhook", "email", "slack")
+_CHANNEL = re.compile(r"(webhook|email|slack):[A-Za-z0-9_-]{1,64}")
+
+
+def channel_list(value: Any) -> tuple[str, ...]:
+    """Channels as `kind:name` (`webhook:ops`); whether each is configured is the server's to check, since
+    a policy loads without the channels file."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise Invalid(f'must be a list of channels such as ["webhook:ops"], not {value!r}')
+    for entry in value:
+        if not isinstance(entry, str) or not _CHANNEL.fullmatch(entry):
+            raise Invalid(f"{entry!r} is not a channel: expected webhook:NAME, email:NAME or slack:NAME")
+    if len(set(value)) != len(value):
+        raise Invalid(f"names a channel twice: {list(value)!r}")
+    return tuple(value)
+
+
 def _entries(
     value: Any, check: Callable[[Sequence[object]], tuple[str, ...]], example: str
 ) -> tuple[str, ...]:

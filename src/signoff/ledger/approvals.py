@@ -8,6 +8,7 @@ makes) all or nothing, and wakes this process's waiters when an approval leaves 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Unpack
 
 from signoff.core import approval as machine
@@ -24,6 +25,7 @@ from signoff.core.errors import (
     Unproven,
 )
 from signoff.core.grant import grant_for
+from signoff.core.notice import notices_for
 from signoff.core.policy import Policy
 from signoff.ledger.keys import ApprovalKey, AskedKey, found
 from signoff.ledger.parts import Part, Shared
@@ -48,7 +50,9 @@ class Approvals(Part):
         )  # fmt: skip
 
         def step(existing: Approval | None) -> Change:
-            return Change(approval=existing) if existing else Change(approval=approval, events=(event,))
+            if existing is not None:
+                return Change(approval=existing)
+            return _told(Change(approval=approval, events=(event,)))
 
         stored = (await self._shared.committer.write(AskedKey(chat_id, call.call_id), step)).approval
         assert stored is not None
@@ -171,10 +175,19 @@ class Approvals(Part):
             self._shared.watcher.watch()
 
     async def _apply(self, approval_id: str, step: Callable[[Approval], Change]) -> Approval:
-        approval = (await self._shared.committer.write(ApprovalKey(approval_id), step)).approval
+        write = self._shared.committer.write
+        approval = (await write(ApprovalKey(approval_id), lambda found: _told(step(found)))).approval
         assert approval is not None
         self._shared.notifier.notify(approval)
         return approval
+
+
+def _told(change: Change) -> Change:
+    """`change` with the notices its events make for the approval's channels, in the same write."""
+    approval = change.approval
+    if approval is None or not approval.notify:
+        return change
+    return replace(change, notices=notices_for(approval.notify, change.events))
 
 
 def _one(approval: Approval, event: AuditEvent) -> Change:

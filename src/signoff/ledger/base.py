@@ -17,6 +17,7 @@ from signoff.ledger.approvals import Approvals
 from signoff.ledger.audit import Audit
 from signoff.ledger.chats import Chats
 from signoff.ledger.grants import Grants
+from signoff.ledger.outbox import Outbox
 from signoff.ledger.parts import Shared
 from signoff.ledger.principals import Principals
 from signoff.ledger.records import Clock
@@ -38,6 +39,7 @@ class Ledger:
         self.tasks = Tasks(shared)
         self.chats = Chats(shared)
         self.principals = Principals(shared)
+        self.outbox = Outbox(shared)
 
     async def __aenter__(self) -> Self:
         await self.start()

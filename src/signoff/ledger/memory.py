@@ -15,6 +15,7 @@ import msgspec
 from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditEntry, AuditKey, Head, Keyring, chain
 from signoff.core.grant import Grant
+from signoff.core.notice import Delivery, Notice, claimable, claimed, soonest
 from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
 from signoff.ledger.base import Ledger
@@ -30,7 +31,7 @@ from signoff.ledger.records import (
     StoredChat,
     TaskQuery,
 )
-from signoff.ledger.stores import ApprovalStore, Backend, ChatStore, PrincipalStore, TaskStore
+from signoff.ledger.stores import ApprovalStore, Backend, ChatStore, OutboxStore, PrincipalStore, TaskStore
 
 
 class MemoryLedger(Ledger):
@@ -52,6 +53,7 @@ class MemoryBackend(Backend):
         self.started: dict[tuple[str, str], str] = {}
         self.task_seq = 0
         self.principal_records: dict[str, Registered] = {}
+        self.notices: dict[str, Notice] = {}
         self._records: dict[str, dict[str, Any]] = {
             "approval": self.approval_records,
             "grant": self.grant_records,
@@ -64,6 +66,7 @@ class MemoryBackend(Backend):
         self.tasks = _Tasks(self)
         self.chats = _Chats()
         self.principals = _Principals(self)
+        self.outbox = _Outbox(self)
 
     async def transact(self, keys: Sequence[Key], apply: Apply, key: AuditKey) -> list[Change]:
         """No await between the load and the store: atomic on the event loop. The entries are chained,
@@ -101,6 +104,7 @@ class MemoryBackend(Backend):
             change = dataclasses.replace(change, task=t)
         if (p := change.principal) is not None:
             self.principal_records[p.id] = p
+        self.notices.update((n.id, n) for n in change.notices)
         return change
 
     def _load(self, key: Key) -> Approval | Grant | Task | Registered | None:
@@ -248,3 +252,34 @@ class _Principals(PrincipalStore):
 
     async def all(self) -> list[Registered]:
         return list(self.db.principal_records.values())
+
+
+@dataclasses.dataclass
+class _Outbox(OutboxStore):
+    db: MemoryBackend
+
+    async def claim(self, channel: str, holder: str, now: float, until: float, limit: int) -> list[Notice]:
+        due = sorted((n for n in self.db.notices.values() if claimable(n, channel, now)), key=soonest)
+        taken = [claimed(n, holder, until) for n in due[:limit]]
+        self.db.notices.update((n.id, n) for n in taken)
+        return taken
+
+    async def settle(self, notice: Notice, holder: str) -> bool:
+        stored = self.db.notices.get(notice.id)
+        if stored is None or stored.holder != holder:
+            return False
+        self.db.notices[notice.id] = notice
+        return True
+
+    async def load(self, notice_id: str) -> Notice | None:
+        return self.db.notices.get(notice_id)
+
+    async def query(
+        self, *, state: Delivery | None, approval_id: str | None, limit: int | None
+    ) -> list[Notice]:
+        found = [
+            n
+            for n in self.db.notices.values()
+            if (state is None or n.state == state) and (approval_id is None or n.approval_id == approval_id)
+        ]
+        return found[:limit]

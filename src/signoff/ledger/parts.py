@@ -32,7 +32,8 @@ class Shared:
         self.notifier = Notifier()
         self.committer = Committer(backend, self.keyring)
         self.watcher = Watcher(backend, self.notifier)
-        self._holder = secrets.token_hex(8)
+        self.holder = secrets.token_hex(8)
+        """This process, as it holds leases and claims."""
 
     async def record(self, action: str, subject: str, actor: str, **detail: object) -> None:
         """Append an event that changes no state (a failed approver, a refused forgery, a grant used),
@@ -42,7 +43,7 @@ class Shared:
 
     async def lease(self, name: str) -> bool:
         """Whether this process holds the sweeper lease `name` now (taking or renewing it)."""
-        return await self.backend.lease(name, self._holder, self.clock(), self.sweep_lease)
+        return await self.backend.lease(name, self.holder, self.clock(), self.sweep_lease)
 
 
 class Part:

@@ -10,6 +10,7 @@ from typing import Any
 from signoff.core.approval import Approval
 from signoff.core.audit import AuditEvent
 from signoff.core.grant import Grant
+from signoff.core.notice import Notice
 from signoff.core.principal import Registered
 from signoff.core.task import Task, TaskState
 
@@ -19,14 +20,15 @@ TaskStep = Callable[[Task], tuple[Task, AuditEvent | None]]
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """What one atomic step writes: the new approval, grant, task or principal, and the audit events that
-    record it."""
+    """What one atomic step writes: the new approval, grant, task or principal, the audit events that
+    record it, and the notices its channels are to hear of it (the outbox's rows, in the same write)."""
 
     approval: Approval | None = None
     grant: Grant | None = None
     task: Task | None = None
     principal: Registered | None = None
     events: tuple[AuditEvent, ...] = ()
+    notices: tuple[Notice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import msgspec
 from signoff.core.approval import Approval
 from signoff.core.audit import AuditEntry, AuditKey, Head, chain
 from signoff.core.grant import Grant
+from signoff.core.notice import Delivery, Notice
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.records import Change, Progress, ReplyFrames, StoredChat, TaskQuery
@@ -104,6 +105,7 @@ def writes(
             " ON CONFLICT (id) DO UPDATE SET record = excluded.record"
         )
         statements.append((upsert, (p.id, p.token_hash, p.created_at, encode(p).decode())))
+    statements += [insert_notice(dialect, n) for n in change.notices]
     insert = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES ({_marks(mark, 10)})"
     for event in change.events:
         entry = chain(event, head, key)
@@ -313,3 +315,67 @@ def beat(dialect: Dialect, worker: str, now: float) -> list[Statement]:
 
 def _task_values(task: Task) -> tuple[object, ...]:
     return (encode(task).decode(), task.progress, task.message, task.updated_at, task.heartbeat, task.seq)
+
+
+# -- the outbox -------------------------------------------------------------------------------------------
+#
+# A notice is its columns alone: a claim and a settle write them in place, and nothing else is kept.
+
+NOTICE_COLUMNS = (
+    "id, approval_id, channel, type, created_at, state, attempts, next_at, last_error, delivered_at, holder,"
+    " lease_until"
+)
+
+
+def notice_from_row(row: Sequence[Any]) -> Notice:
+    return Notice(**dict(zip(NOTICE_COLUMNS.split(", "), row, strict=True)))
+
+
+def insert_notice(dialect: Dialect, notice: Notice) -> Statement:
+    values = tuple(getattr(notice, column) for column in NOTICE_COLUMNS.split(", "))
+    return f"INSERT INTO outbox ({NOTICE_COLUMNS}) VALUES ({_marks(dialect.mark, 12)})", values
+
+
+def claim_notices(
+    dialect: Dialect, channel: str, holder: str, now: float, until: float, limit: int, *, skip_locked: bool
+) -> Statement:
+    """Hold the channel's due notices nobody holds, soonest first, and return them as held; `skip_locked`
+    lets concurrent claimers on PostgreSQL pass over each other's rows instead of queueing on them."""
+    m = dialect.mark
+    due = (
+        f"SELECT id FROM outbox WHERE channel = {m} AND state = 'pending' AND next_at <= {m}"
+        f" AND lease_until <= {m} ORDER BY next_at, created_at LIMIT {m}"
+        + (" FOR UPDATE SKIP LOCKED" if skip_locked else "")
+    )
+    statement = (
+        f"UPDATE outbox SET holder = {m}, lease_until = {m}, attempts = attempts + 1"
+        f" WHERE id IN ({due}) RETURNING {NOTICE_COLUMNS}"
+    )
+    return statement, (holder, until, channel, now, now, limit)
+
+
+def settle_notice(dialect: Dialect, notice: Notice, holder: str) -> Statement:
+    m = dialect.mark
+    statement = (
+        f"UPDATE outbox SET state = {m}, attempts = {m}, next_at = {m}, last_error = {m}, delivered_at = {m},"
+        f" holder = {m}, lease_until = {m} WHERE id = {m} AND holder = {m}"
+    )
+    n = notice
+    return statement, (
+        n.state, n.attempts, n.next_at, n.last_error, n.delivered_at, n.holder, n.lease_until, n.id, holder
+    )  # fmt: skip
+
+
+def notices_query(
+    dialect: Dialect, *, state: Delivery | None, approval_id: str | None, limit: int | None
+) -> Statement:
+    where, params = _where_equal(dialect.mark, state=state, approval_id=approval_id)
+    statement = (
+        f"SELECT {NOTICE_COLUMNS} FROM outbox WHERE {where} ORDER BY created_at, {dialect.order}"
+        f" LIMIT {dialect.mark}"
+    )
+    return statement, (*params, dialect.unlimited if limit is None else limit)
+
+
+def notice_by_id(dialect: Dialect, notice_id: str) -> Statement:
+    return f"SELECT {NOTICE_COLUMNS} FROM outbox WHERE id = {dialect.mark}", (notice_id,)

@@ -18,6 +18,7 @@ from typing import ClassVar, TypedDict
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry, AuditKey
 from signoff.core.grant import Grant
+from signoff.core.notice import Delivery, Notice
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.keys import Apply, Key
@@ -127,6 +128,31 @@ class PrincipalStore(ABC):
         """Oldest first."""
 
 
+class OutboxStore(ABC):
+    """The notices channels are to hear of: written by `Backend.transact` with the events that make them,
+    claimed by a delivering worker under a lease, and settled by it. How a delivery went is not audited
+    (a give-up is, through the ledger), so the store writes it itself."""
+
+    @abstractmethod
+    async def claim(self, channel: str, holder: str, now: float, until: float, limit: int) -> list[Notice]:
+        """Up to `limit` of `channel`'s pending notices due by `now` that nobody holds, or whose holder's
+        lease ran out, soonest due first: held by `holder` until `until`, each attempt counted."""
+
+    @abstractmethod
+    async def settle(self, notice: Notice, holder: str) -> bool:
+        """Store `notice` as it now stands, if `holder` still holds it (a worker whose lease ran out and
+        was taken over settles nothing); whether it did."""
+
+    @abstractmethod
+    async def load(self, notice_id: str) -> Notice | None: ...
+
+    @abstractmethod
+    async def query(
+        self, *, state: Delivery | None, approval_id: str | None, limit: int | None
+    ) -> list[Notice]:
+        """Oldest first."""
+
+
 class PoolOptions(TypedDict, total=False):
     """How a ledger on a server reaches it, as its constructor takes them."""
 
@@ -166,6 +192,7 @@ class Backend(ABC):
     tasks: TaskStore
     chats: ChatStore
     principals: PrincipalStore
+    outbox: OutboxStore
 
     group_commit: ClassVar[bool] = True
     """Whether a process's writes queue up for one transaction (see `ledger.committer`): worth it where a

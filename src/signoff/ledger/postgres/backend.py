@@ -44,7 +44,13 @@ from signoff.ledger.keys import (
     Write,
 )
 from signoff.ledger.postgres.schema import lock_key, safe, upgrade
-from signoff.ledger.postgres.stores import PostgresApprovals, PostgresChats, PostgresPrincipals, PostgresTasks
+from signoff.ledger.postgres.stores import (
+    PostgresApprovals,
+    PostgresChats,
+    PostgresOutbox,
+    PostgresPrincipals,
+    PostgresTasks,
+)
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.rows import (
     AUDIT_HEAD,
@@ -70,6 +76,7 @@ class PostgresBackend(Backend):
         self.tasks = PostgresTasks(self)
         self.chats = PostgresChats(self)
         self.principals = PostgresPrincipals(self)
+        self.outbox = PostgresOutbox(self)
         self.lock_key = lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
         self.tasks_key = lock_key(f"signoff:{schema}:tasks")
         self.channel = "signoff_decided_" + hashlib.sha256(schema.encode()).hexdigest()[:16]

@@ -119,6 +119,25 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (chat_id, n)
     );
     """,
+    """
+    CREATE TABLE outbox (
+        id TEXT PRIMARY KEY,
+        approval_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        type TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        seq BIGSERIAL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at DOUBLE PRECISION NOT NULL,
+        last_error TEXT NOT NULL,
+        delivered_at DOUBLE PRECISION,
+        holder TEXT NOT NULL,
+        lease_until DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX outbox_due ON outbox (channel, state, next_at);
+    CREATE INDEX outbox_by_approval ON outbox (approval_id);
+    """,
 )
 """The schema, one migration per version: version N is the state after MIGRATIONS[N - 1]. Append only."""
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,12 +12,13 @@ import psycopg
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry
 from signoff.core.grant import Grant
+from signoff.core.notice import Delivery, Notice, soonest
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger import rows
 from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.rows import AUDIT_COLUMNS, POSTGRES, approval_record, grant_record, principal_record
-from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
+from signoff.ledger.stores import ApprovalStore, ChatStore, OutboxStore, PrincipalStore, TaskStore
 
 
 class Database(Protocol):
@@ -170,3 +171,27 @@ class PostgresPrincipals(PrincipalStore):
         return [
             principal_record(record) for (record,) in await self.db.select(f"{rows.PRINCIPALS} ORDER BY seq")
         ]
+
+
+@dataclass
+class PostgresOutbox(OutboxStore):
+    db: Database
+
+    async def claim(self, channel: str, holder: str, now: float, until: float, limit: int) -> list[Notice]:
+        statement, params = rows.claim_notices(POSTGRES, channel, holder, now, until, limit, skip_locked=True)
+        async with self.db.connection() as conn, conn.transaction():
+            found = await (await conn.execute(statement.encode(), params)).fetchall()
+        return sorted(map(rows.notice_from_row, found), key=soonest)
+
+    async def settle(self, notice: Notice, holder: str) -> bool:
+        return await self.db.execute([rows.settle_notice(POSTGRES, notice, holder)]) == 1
+
+    async def load(self, notice_id: str) -> Notice | None:
+        found = await self.db.select(*rows.notice_by_id(POSTGRES, notice_id))
+        return rows.notice_from_row(found[0]) if found else None
+
+    async def query(
+        self, *, state: Delivery | None, approval_id: str | None, limit: int | None
+    ) -> list[Notice]:
+        query = rows.notices_query(POSTGRES, state=state, approval_id=approval_id, limit=limit)
+        return [rows.notice_from_row(row) for row in await self.db.select(*query)]

@@ -83,7 +83,15 @@ from signoff.ledger.keys import (
 )
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.redis import scripts
-from signoff.ledger.redis.stores import RedisApprovals, RedisChats, RedisPrincipals, RedisTasks, task_of
+from signoff.ledger.redis.stores import (
+    RedisApprovals,
+    RedisChats,
+    RedisOutbox,
+    RedisPrincipals,
+    RedisTasks,
+    notice_fields,
+    task_of,
+)
 from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record
 from signoff.ledger.stores import Backend, Heard, Pool
 
@@ -110,6 +118,7 @@ class RedisBackend(Backend):
         self.tasks = RedisTasks(self)
         self.chats = RedisChats(self)
         self.principals = RedisPrincipals(self)
+        self.outbox = RedisOutbox(self)
         self._redis: aioredis.Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._head: Head = GENESIS_HEAD
@@ -144,7 +153,7 @@ class RedisBackend(Backend):
         self._scripts = {
             name.lower(): client.register_script(getattr(scripts, name))
             for name in ("COMMIT", "LOAD_CHAT", "SAVE_CHAT", "LEASE", "BEGIN_REPLY", "LOG_FRAMES",
-                         "FORGET_REPLIES", "REPORT_TASKS", "BEAT")
+                         "FORGET_REPLIES", "REPORT_TASKS", "BEAT", "CLAIM", "SETTLE")
         }  # fmt: skip
 
     async def _migrate(self, client: aioredis.Redis) -> int:
@@ -313,10 +322,15 @@ class RedisBackend(Backend):
             if (g := change.grant) is not None:
                 grants.append({"id": g.id, "record": encode(g).decode(), "tool": g.tool})
         events = [event for write in batch for event in write.change.events]
+        notices = [
+            {"id": n.id, "approval": n.approval_id, "channel": n.channel, "due": repr(n.next_at),
+             "fields": notice_fields(n)}
+            for write in batch for n in write.change.notices
+        ]  # fmt: skip
         payload = {
             "revs": list(revs.values()), "calls": calls, "approvals": approvals, "grants": grants,
             "tasks": tasks, "tcalls": tcalls, "tseqs": [list(pair) for pair in tseqs.items()],
-            "principals": principals,
+            "principals": principals, "notices": notices,
         }  # fmt: skip
         while True:
             entries, head = [], self._head

@@ -81,6 +81,13 @@ for _, r in ipairs(c.principals) do
     redis.call('ZADD', p .. ':principals', redis.call('INCR', p .. ':n'), r.id)
   end
 end
+for _, o in ipairs(c.notices) do
+  redis.call('HSET', p .. ':o:' .. o.id, unpack(o.fields))
+  local n = redis.call('INCR', p .. ':n')
+  redis.call('ZADD', p .. ':outbox', n, o.id)
+  redis.call('ZADD', p .. ':oa:' .. o.approval, n, o.id)
+  redis.call('ZADD', p .. ':odue:' .. o.channel, o.due, o.id)
+end
 for _, e in ipairs(c.entries) do redis.call('XADD', p .. ':audit', e[1] .. '-1', 'e', e[2]) end
 if #c.entries > 0 then redis.call('HSET', p .. ':head', 'seq', c.entries[#c.entries][1], 'hash', c.hash) end
 return {'ok', seqs}
@@ -89,6 +96,33 @@ return {'ok', seqs}
 `rev`, every task's change number and every new approval's or task's call (`stale`), and the audit head
 (`head`, with the real one). A task's times come as strings: Lua would print a number with 14 digits.
 Answers with the change number each task got."""
+
+CLAIM = """
+local p, holder, now, till = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
+local due = p .. ':odue:' .. ARGV[2]
+local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))
+for _, id in ipairs(ids) do
+  local key = p .. ':o:' .. id
+  redis.call('HSET', key, 'holder', holder, 'lease_until', till)
+  redis.call('HINCRBY', key, 'attempts', 1)
+  redis.call('ZADD', due, till, id)
+end
+return ids
+"""
+"""Hold the channel's notices due by now (a pending notice's score is when it may next be tried: its next
+attempt, or its holder's lease's end), each for one more attempt; their ids, soonest first."""
+
+SETTLE = """
+local p, id = ARGV[1], ARGV[3]
+local key = p .. ':o:' .. id
+if redis.call('HGET', key, 'holder') ~= ARGV[2] then return 0 end
+redis.call('HSET', key, unpack(ARGV, 6))
+local due = p .. ':odue:' .. redis.call('HGET', key, 'channel')
+if ARGV[4] == 'pending' then redis.call('ZADD', due, ARGV[5], id) else redis.call('ZREM', due, id) end
+return 1
+"""
+"""Store a notice's fields if the holder that claimed it still holds it; a pending one is due again at the
+score given, and any other leaves the channel's due notices."""
 
 SAVE_CHAT = """
 local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0

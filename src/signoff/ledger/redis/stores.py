@@ -13,11 +13,19 @@ from redis import asyncio as aioredis
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry
 from signoff.core.grant import Grant
+from signoff.core.notice import Delivery, Notice
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
-from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record, task_from_row
-from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
+from signoff.ledger.rows import (
+    NOTICE_COLUMNS,
+    TASK_COLUMNS,
+    approval_record,
+    grant_record,
+    principal_record,
+    task_from_row,
+)
+from signoff.ledger.stores import ApprovalStore, ChatStore, OutboxStore, PrincipalStore, TaskStore
 
 
 class Database(Protocol):
@@ -221,3 +229,63 @@ def task_of(row: Sequence[Any]) -> Task | None:
     if record is None:
         return None
     return task_from_row((record, int(progress), message.decode(), float(at), float(beat), int(seq)))
+
+
+_NOTICE = NOTICE_COLUMNS.split(", ")
+_NUMBERS = {"created_at": float, "attempts": int, "next_at": float, "lease_until": float}
+
+
+def notice_fields(notice: Notice) -> list[str]:
+    """A notice as its hash's fields and values, flat: times as `repr` (Lua would print 14 digits), and
+    no delivery time as ''."""
+    fields = []
+    for name in _NOTICE:
+        value = getattr(notice, name)
+        fields += [name, "" if value is None else repr(value) if isinstance(value, float) else str(value)]
+    return fields
+
+
+def notice_of(values: Sequence[bytes | None]) -> Notice | None:
+    if values[0] is None:
+        return None
+    found: dict[str, Any] = {}
+    for name, raw in zip(_NOTICE, values, strict=True):
+        text = (raw or b"").decode()
+        found[name] = _NUMBERS[name](text) if name in _NUMBERS else text
+    found["delivered_at"] = float(found["delivered_at"]) if found["delivered_at"] else None
+    return Notice(**found)
+
+
+@dataclass
+class RedisOutbox(OutboxStore):
+    db: Database
+
+    async def claim(self, channel: str, holder: str, now: float, until: float, limit: int) -> list[Notice]:
+        args = [self.db.prefix, channel, holder, repr(now), repr(until), limit]
+        ids = await self.db.script("claim", [], args)
+        return [n for n in await self._load([i.decode() for i in ids]) if n is not None]
+
+    async def settle(self, notice: Notice, holder: str) -> bool:
+        due = repr(max(notice.next_at, notice.lease_until))
+        args = [self.db.prefix, holder, notice.id, notice.state, due, *notice_fields(notice)]
+        return bool(await self.db.script("settle", [], args))
+
+    async def load(self, notice_id: str) -> Notice | None:
+        return (await self._load([notice_id]))[0]
+
+    async def query(
+        self, *, state: Delivery | None, approval_id: str | None, limit: int | None
+    ) -> list[Notice]:
+        index = self.db.key("outbox") if approval_id is None else self.db.key("oa", approval_id)
+        ids = await self.db.call(lambda r: r.zrange(index, 0, -1))
+        notices = await self._load([i.decode() for i in ids])
+        return [n for n in notices if n is not None and (state is None or n.state == state)][:limit]
+
+    async def _load(self, ids: Sequence[str]) -> list[Notice | None]:
+        async def fetch(redis: aioredis.Redis) -> list[Any]:
+            pipe = redis.pipeline(transaction=False)
+            for notice_id in ids:
+                pipe.hmget(self.db.key("o", notice_id), _NOTICE)
+            return list(await pipe.execute())
+
+        return [notice_of(values) for values in await self.db.call(fetch)]

@@ -48,7 +48,13 @@ from signoff.ledger.keys import Apply, ApprovalKey, AskedKey, GrantKey, Key, Pri
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.rows import AUDIT_HEAD, SQLITE, approval_record, grant_record, principal_record
 from signoff.ledger.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
-from signoff.ledger.sqlite.stores import SqliteApprovals, SqliteChats, SqlitePrincipals, SqliteTasks
+from signoff.ledger.sqlite.stores import (
+    SqliteApprovals,
+    SqliteChats,
+    SqliteOutbox,
+    SqlitePrincipals,
+    SqliteTasks,
+)
 from signoff.ledger.stores import Backend
 
 Synchronous = Literal["normal", "full"]
@@ -73,6 +79,7 @@ class SqliteBackend(Backend):
         self.tasks = SqliteTasks(self)
         self.chats = SqliteChats(self)
         self.principals = SqlitePrincipals(self)
+        self.outbox = SqliteOutbox(self)
         self._db: sqlite3.Connection | None = None
         self._checkpointer: sqlite3.Connection | None = None
         """A connection of the thread's own for checkpoints, so that operations go on inline meanwhile."""

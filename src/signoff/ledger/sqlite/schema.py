@@ -130,5 +130,23 @@ MIGRATIONS: tuple[str, ...] = (
     ) WHERE chat_id IN (SELECT chat_id FROM chat_chunks);
     DROP TABLE chat_chunks
     """,
+    """
+    CREATE TABLE outbox (
+        id TEXT PRIMARY KEY,
+        approval_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        type TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at REAL NOT NULL,
+        last_error TEXT NOT NULL,
+        delivered_at REAL,
+        holder TEXT NOT NULL,
+        lease_until REAL NOT NULL
+    );
+    CREATE INDEX outbox_due ON outbox (channel, state, next_at);
+    CREATE INDEX outbox_by_approval ON outbox (approval_id)
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,12 +12,13 @@ from typing import Any, Protocol, TypeVar
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEntry
 from signoff.core.grant import Grant
+from signoff.core.notice import Delivery, Notice, soonest
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger import rows
 from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.rows import AUDIT_COLUMNS, SQLITE, approval_record, grant_record, principal_record
-from signoff.ledger.stores import ApprovalStore, ChatStore, PrincipalStore, TaskStore
+from signoff.ledger.stores import ApprovalStore, ChatStore, OutboxStore, PrincipalStore, TaskStore
 
 T = TypeVar("T")
 
@@ -197,3 +198,29 @@ class SqlitePrincipals(PrincipalStore):
     async def all(self) -> list[Registered]:
         found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} ORDER BY created_at, rowid")
         return [principal_record(record) for (record,) in found]
+
+
+@dataclass
+class SqliteOutbox(OutboxStore):
+    db: Database
+
+    async def claim(self, channel: str, holder: str, now: float, until: float, limit: int) -> list[Notice]:
+        claim = rows.claim_notices(SQLITE, channel, holder, now, until, limit, skip_locked=False)
+        return sorted(map(rows.notice_from_row, await self.db.run(self._write, claim)), key=soonest)
+
+    def _write(self, statement: rows.Statement) -> list[Any]:
+        with self.db.transaction() as db:
+            return db.execute(*statement).fetchall()
+
+    async def settle(self, notice: Notice, holder: str) -> bool:
+        return await self.db.run(self.db.execute, [rows.settle_notice(SQLITE, notice, holder)]) == 1
+
+    async def load(self, notice_id: str) -> Notice | None:
+        found = await self.db.run(self.db.select, *rows.notice_by_id(SQLITE, notice_id))
+        return rows.notice_from_row(found[0]) if found else None
+
+    async def query(
+        self, *, state: Delivery | None, approval_id: str | None, limit: int | None
+    ) -> list[Notice]:
+        query = rows.notices_query(SQLITE, state=state, approval_id=approval_id, limit=limit)
+        return [rows.notice_from_row(row) for row in await self.db.run(self.db.select, *query)]
