@@ -11,7 +11,7 @@ import pytest
 
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
-from signoff.core.errors import NoticeBusy, NotFound, PolicyError
+from signoff.core.errors import NotFound, NoticeBusy, PolicyError
 from signoff.core.policy import Policy, rule
 from signoff.core.principal import Authority
 from signoff.ledger import Ledger

@@ -102,6 +102,14 @@ CheckpointsOption = Annotated[
         " --audit-checkpoint-every seconds (when the audit grew): `audit verify --checkpoint` reads it.",
     ),
 ]
+ChannelsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--channels",
+        help="A TOML file of channels (webhooks, email, Slack) that policy rules notify; secrets come from"
+        " the environment variables it names.",
+    ),
+]
 CheckpointEveryOption = Annotated[
     float, typer.Option("--audit-checkpoint-every", min=1.0, help="Seconds between audit checkpoints.")
 ]
@@ -163,6 +171,7 @@ class Serving:
     body_timeout: BodyTimeoutOption = BODY_TIMEOUT
     max_sockets: MaxSocketsOption = 64
     socket_idle: SocketIdleOption = 600.0
+    channels: ChannelsOption = None
 
     def start(self, name: str, **what: Any) -> None:
         """Serve as the command `name` until stopped; `what` is what only that command sets."""
@@ -194,6 +203,8 @@ class Serving:
             body_timeout=self.body_timeout,
             max_sockets=self.max_sockets,
             socket_idle=self.socket_idle,
+            channels=self.channels,
+            public_url=f"http://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}",
             **what,
         )
 
@@ -279,7 +290,7 @@ def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
             elif isinstance(opened, MemoryLedger):
                 raise LedgerUnavailable("--workers needs a ledger they can share, not memory://")
             else:
-                served.build()  # a bad --agent or --policy fails here, once, not in every worker
+                served.build()  # a bad --agent, --policy or --channels fails here, once, not in every worker
 
     try:
         asyncio.run(run())

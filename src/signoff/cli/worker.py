@@ -18,6 +18,7 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
+from signoff.channels.config import Channels, load_channels
 from signoff.core.policy import Policy
 from signoff.gate import Wait
 from signoff.ledger import Ledger, open_ledger
@@ -54,6 +55,9 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     body_timeout: float = BODY_TIMEOUT
     max_sockets: int = 64
     socket_idle: float = 600.0
+    channels: str | None = None
+    """The channels file, read by each worker with its own environment's secrets."""
+    public_url: str = ""
 
     @property
     def settings(self) -> Settings:
@@ -64,24 +68,30 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             allow_origins=self.allow_origins, allowed_hosts=self.allowed_hosts, oidc=self.oidc,
             audit_checkpoints=self.audit_checkpoints,
             checkpoint_every=self.checkpoint_every, body_timeout=self.body_timeout,
-            max_sockets=self.max_sockets, socket_idle=self.socket_idle,
+            max_sockets=self.max_sockets, socket_idle=self.socket_idle, public_url=self.public_url,
         )  # fmt: skip
 
-    def build(self) -> tuple[Any, Policy]:
-        """The agent and policy; raises `SignoffError` or `OSError` naming what could not be loaded."""
+    def build(self) -> tuple[Any, Policy, Channels | None]:
+        """The agent, policy and channels; raises `SignoffError` or `OSError` naming what could not be
+        loaded, or a rule that notifies a channel the file does not define."""
         if self.agent is None:
             from signoff.demo.runtime import demo_agent_for
             from signoff.demo.walkthrough import demo_policy
 
-            return demo_agent_for(self.runtime, model=self.model), demo_policy()
-        if self.policy is None:
-            return load_agent(self.agent), Policy()
-        return load_agent(self.agent), Policy.from_toml(Path(self.policy).read_text(), source=self.policy)
+            agent, policy = demo_agent_for(self.runtime, model=self.model), demo_policy()
+        elif self.policy is None:
+            agent, policy = load_agent(self.agent), Policy()
+        else:
+            agent = load_agent(self.agent)
+            policy = Policy.from_toml(Path(self.policy).read_text(), source=self.policy)
+        channels = None if self.channels is None else load_channels(self.channels, os.environ)
+        (channels or Channels()).check(policy)
+        return agent, policy, channels
 
     def app(self, ledger: Ledger) -> Starlette:
-        agent, policy = self.build()
+        agent, policy, channels = self.build()
         model = self.model if self.agent is not None else None  # the demo agent was built with it
-        return create_app(agent, ledger, self.settings, policy=policy, model=model)
+        return create_app(agent, ledger, self.settings, policy=policy, model=model, channels=channels)
 
 
 def app() -> Worker:

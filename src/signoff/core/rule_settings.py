@@ -90,8 +90,8 @@ def role_list(value: Any) -> tuple[str, ...]:
     return _entries(value, check_role_entries, 'of roles such as ["role:ops"]')
 
 
-CHANNEL_KINDS = ("webhook", "email", "slack")
-_CHANNEL = re.compile(r"(webhook|email|slack):[A-Za-z0-9_-]{1,64}")
+CHANNEL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CHANNEL: Final = re.compile(rf"(webhook|email|slack):{CHANNEL_NAME.pattern}")
 
 
 def channel_list(value: Any) -> tuple[str, ...]:

@@ -56,6 +56,8 @@ class Approvals(Part):
 
         stored = (await self._shared.committer.write(AskedKey(chat_id, call.call_id), step)).approval
         assert stored is not None
+        if stored.notify:
+            self._shared.told.set()
         if stored.digest != approval.digest or stored.call.tool != call.tool:
             raise CallMismatch(
                 f"call {call.call_id} in chat {chat_id} was already asked with other arguments"
@@ -178,6 +180,8 @@ class Approvals(Part):
         write = self._shared.committer.write
         approval = (await write(ApprovalKey(approval_id), lambda found: _told(step(found)))).approval
         assert approval is not None
+        if approval.notify:
+            self._shared.told.set()
         self._shared.notifier.notify(approval)
         return approval
 

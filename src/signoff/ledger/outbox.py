@@ -28,6 +28,8 @@ class Outbox(Part):
         super().__init__(shared)
         self._store = shared.backend.outbox
         self.holder = shared.holder
+        self.told = shared.told
+        """Set when this process writes notices; whoever waits on it clears it."""
 
     async def claim(self, channel: str, *, limit: int = 32, lease: float = LEASE) -> list[Notice]:
         """Notices of `channel` due now, held by this process for `lease` seconds, each an attempt."""

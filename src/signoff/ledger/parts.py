@@ -7,6 +7,7 @@ write through one committer and one audit chain, and each part's interface stays
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 
@@ -32,6 +33,8 @@ class Shared:
         self.notifier = Notifier()
         self.committer = Committer(backend, self.keyring)
         self.watcher = Watcher(backend, self.notifier)
+        self.told = asyncio.Event()
+        """Set when this process writes notices, so its outbox worker need not wait for its next look."""
         self.holder = secrets.token_hex(8)
         """This process, as it holds leases and claims."""
 

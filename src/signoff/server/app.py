@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic_ai.models import Model
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -25,12 +26,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from signoff.approvers.callback import Approver
+from signoff.channels.config import Channels
+from signoff.channels.delivery import Deliverer
+from signoff.channels.lines import lines_for
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.policy import Policy
+from signoff.core.views import principal_json
 from signoff.gate import Gate, Wait
 from signoff.ledger.base import Ledger
 from signoff.ledger.evidence import append_checkpoint
-from signoff.server.approvals import ApprovalsAPI, principal_json
+from signoff.server.approvals import ApprovalsAPI
 from signoff.server.auth import (
     Authenticator,
     Forbidden,
@@ -94,6 +99,8 @@ class Settings:
     """Seconds between a worker's heartbeats for the tasks it runs."""
     task_silence: float = 15.0
     """Seconds without a heartbeat after which a task's worker is taken for dead, and the task failed."""
+    public_url: str = "http://127.0.0.1:8000"
+    """Where people reach this server, for the links channels send (a channels file may say otherwise)."""
 
 
 def create_app(
@@ -105,11 +112,12 @@ def create_app(
     approvers: Sequence[Approver] = (),
     model: Model | str | None = None,
     authenticate: HostLogin | None = None,
+    channels: Channels | None = None,
 ) -> Starlette:
     """Serve `agent` (a pydantic-ai or a Google ADK agent) with every tool call gated, over an opened
     `ledger`. `authenticate` lets a host app that mounts this one decide who a request is from with its
     own login: it gets the request and returns a `Principal`, or None to fall back to signoff's own
-    credentials."""
+    credentials. `channels` are where the policy's rules announce approvals (see `signoff.channels`)."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     gate.tasks.heartbeat = settings.task_heartbeat
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
@@ -136,6 +144,9 @@ def create_app(
     tasks = TasksAPI(gate.tasks, task_feed, owners, ping=settings.keepalive)
     live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
     figures = ApprovalFigures(ledger)
+    client = httpx.AsyncClient(follow_redirects=False)
+    lines = lines_for(channels, client, settings.public_url) if channels else {}
+    outbox = Deliverer(ledger, lines, registry=figures.registry)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -145,9 +156,12 @@ def create_app(
         sweeper = loop.create_task(_sweep(ledger, replies, streams, live, settings))
         marker = loop.create_task(_checkpoints(ledger, settings)) if settings.audit_checkpoints else None
         warming = loop.create_task(figures.warm())
+        outbox.start()
         try:
             yield
         finally:
+            await outbox.stop()
+            await client.aclose()
             sweeper.cancel()
             warming.cancel()
             if marker is not None:
@@ -179,7 +193,7 @@ def create_app(
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
             Route("/api/openapi.json", _described(), methods=["GET"]),
-            *watch_routes(ledger, figures),
+            *watch_routes(ledger, figures, outbox),
             *pages,
             static,
         ],

@@ -34,6 +34,7 @@ from starlette.routing import BaseRoute, Route
 
 from signoff.core.errors import NotFound, SignoffError
 from signoff.core.principal import Principal
+from signoff.core.views import approval_json, may_see
 from signoff.gate import Wait
 from signoff.integrations.chat import Chat
 from signoff.integrations.state import owner_of
@@ -49,7 +50,7 @@ from signoff.protocol import (
     frame,
     parse_chat_request,
 )
-from signoff.server.approvals import approval_event, approval_json, event_response, may_see, refused
+from signoff.server.approvals import approval_event, event_response, refused
 from signoff.server.auth import principal_of
 from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import DECISION_BODY, error, json_response, read_body

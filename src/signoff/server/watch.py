@@ -1,8 +1,8 @@
 """What operators watch: `/healthz`, `/readyz` and `/metrics`.
 
-`/healthz` says the process answers, and `/readyz` that its ledger does too: a load balancer or an
-orchestrator asks them without a credential, so they say nothing else. `/metrics` serves the Prometheus
-text format (`prometheus_client`) to the admin.
+`/healthz` says the process answers, and `/readyz` that its ledger does too and its outbox worker runs: a
+load balancer or an orchestrator asks them without a credential, so they say nothing else. `/metrics`
+serves the Prometheus text format (`prometheus_client`) to the admin.
 
 The figures are a fold of the ledger's audit chain, which every worker shares: each worker serves the same
 totals, counted from the first approval the ledger ever opened, so a scrape that reaches any worker, or one
@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from signoff.channels.delivery import Deliverer
 from signoff.core.approval import State
 from signoff.core.audit import AuditEntry
 from signoff.ledger.base import Ledger
@@ -110,7 +111,7 @@ class ApprovalFigures(Collector):
         return generate_latest(self.registry)
 
 
-def watch_routes(ledger: Ledger, figures: ApprovalFigures) -> list[Route]:
+def watch_routes(ledger: Ledger, figures: ApprovalFigures, outbox: Deliverer) -> list[Route]:
     async def alive(request: Request) -> Response:
         return PlainTextResponse("ok\n")
 
@@ -120,6 +121,9 @@ def watch_routes(ledger: Ledger, figures: ApprovalFigures) -> list[Route]:
                 await ledger.audit.last_seq()
         except Exception as exc:  # whatever it is, this worker can't serve: say so, and nothing more
             log.warning("not ready: the ledger did not answer (%s)", exc)
+            return PlainTextResponse("not ready\n", status_code=503)
+        if not outbox.running:
+            log.warning("not ready: the outbox worker is not running")
             return PlainTextResponse("not ready\n", status_code=503)
         return PlainTextResponse("ready\n")
 

@@ -1,0 +1,22 @@
+"""Each configured channel as the outbox worker's line: its sender and its retry schedule."""
+
+from __future__ import annotations
+
+import httpx
+
+from signoff.channels.config import Channels, ChannelsError, WebhookChannel
+from signoff.channels.delivery import Line, Retries
+from signoff.channels.webhook import WebhookSender
+
+
+def lines_for(channels: Channels, client: httpx.AsyncClient, public_url: str) -> dict[str, Line]:
+    """`public_url` is where the server is reached, for links: the channels file's own, if it has one."""
+    base = channels.public_url or public_url.rstrip("/")
+    lines: dict[str, Line] = {}
+    for name, channel in channels.by_name.items():
+        if isinstance(channel, WebhookChannel):
+            retries = Retries(channel.retry_schedule, channel.give_up_after)
+            lines[name] = Line(WebhookSender(channel, client, f"{base}/inbox"), retries)
+        else:
+            raise ChannelsError(f"{name}: this signoff delivers to webhooks only so far")
+    return lines

@@ -1,0 +1,103 @@
+"""A webhook channel: each notice POSTed as Standard Webhooks 1.0 defines a delivery.
+
+The body is JSON: `{"type", "timestamp", "data": {"approval": <the REST API's approval JSON>, "links":
+{"inbox": URL}}}`, where `timestamp` is when the event happened and `data.approval` the approval as it
+stands when the attempt is made. The headers carry the notice's id (`webhook-id`, the same on every
+attempt: the receiver's idempotency key), the attempt's time (`webhook-timestamp`, which receivers check
+against a few minutes' tolerance, so a retry hours later still verifies) and the signature over both and
+the body, made with the `standardwebhooks` library that receivers verify with.
+
+What an answer means: any 2xx is delivered; 410 means the endpoint is gone; anything else (a redirect
+too, which is never followed, since it could point anywhere) is a failure to retry, after the
+`Retry-After` a 429 or 5xx carries if it carries one.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+import httpx
+import msgspec
+from standardwebhooks.webhooks import Webhook
+
+from signoff.channels.addresses import refused_target
+from signoff.channels.config import WebhookChannel
+from signoff.channels.delivery import Delivered, Failed, Outcome
+from signoff.core.approval import Approval
+from signoff.core.notice import Notice
+from signoff.core.views import approval_json
+
+TIMEOUT = 15.0
+"""Seconds an attempt may take, connecting and answering."""
+
+
+def event_body(notice: Notice, approval: Approval, inbox: str) -> bytes:
+    """The event as every channel that takes JSON reads it."""
+    return msgspec.json.encode(
+        {
+            "type": notice.type,
+            "timestamp": _iso(notice.created_at),
+            "data": {"approval": approval_json(approval), "links": {"inbox": inbox}},
+        }
+    )
+
+
+class WebhookSender:
+    def __init__(self, channel: WebhookChannel, client: httpx.AsyncClient, inbox: str) -> None:
+        self.channel = channel
+        self.client = client
+        self.inbox = inbox
+        self._signer = Webhook(channel.secret)
+
+    async def send(self, notice: Notice, approval: Approval, now: float) -> Outcome:
+        channel = self.channel
+        host = urlsplit(channel.url).hostname or ""
+        if not channel.allow_private and (why := await refused_target(host)):
+            return Failed(f"{host} {why}; not sent")
+        body = event_body(notice, approval, self.inbox)
+        stamp = int(now)
+        signature = self._signer.sign(notice.id, datetime.fromtimestamp(stamp, UTC), body.decode())
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "signoff",
+            "webhook-id": notice.id,
+            "webhook-timestamp": str(stamp),
+            "webhook-signature": signature,
+        }
+        try:
+            response = await self.client.post(channel.url, content=body, headers=headers, timeout=TIMEOUT)
+        except httpx.TimeoutException:
+            return Failed(f"no answer within {TIMEOUT:g} s")
+        except httpx.HTTPError as exc:
+            return Failed(f"cannot reach {host}: {exc}")
+        status = response.status_code
+        if 200 <= status < 300:
+            return Delivered()
+        if status == 410:
+            return Failed("HTTP 410 Gone: the endpoint is disabled", gone=True)
+        wanted = None
+        if status == 429 or status >= 500:
+            wanted = retry_after(response.headers.get("retry-after"), now)
+        return Failed(f"HTTP {status}", wanted)
+
+
+def retry_after(value: str | None, now: float) -> float | None:
+    """Seconds from now that a `Retry-After` header asks for (a number or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now)
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")

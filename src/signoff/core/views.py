@@ -1,0 +1,105 @@
+"""The approval as every channel shows it: the REST API, the page, webhooks' payloads and emails read the
+same JSON, so what one shows a person is what every other shows.
+
+Pure: a view is built from the core's records, and who sees it is the caller's to check (`may_see`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from signoff.core.approval import Approval, State
+from signoff.core.call import digest
+from signoff.core.principal import Principal, distinct
+
+
+def principal_json(principal: Principal) -> dict[str, Any]:
+    return {
+        "id": principal.id,
+        "name": principal.display,
+        "roles": list(principal.roles),
+        "via": principal.via,
+    }
+
+
+def may_see(principal: Principal, approval: Approval) -> bool:
+    """An admin sees everything; anyone else the approvals of its own chats and those it may decide."""
+    return (
+        principal.is_admin
+        or approval.requester == principal.id
+        or approval.authority.allows(principal, approval.requester)
+    )
+
+
+def may_decide(principal: Principal, approval: Approval) -> bool:
+    """Whether a decision from `principal` would count now: pending, allowed, and not approved before."""
+    return (
+        approval.state is State.PENDING
+        and approval.authority.allows(principal, approval.requester)
+        and all(v.decision.by != principal.id for v in approval.votes)
+    )
+
+
+def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[str, Any]:
+    """The approval as API clients see it: no nulls, and only what a person deciding needs. With a
+    `viewer`, `may_decide` says whether that principal's decision would count now."""
+    call = approval.call
+    out: dict[str, Any] = {
+        "id": approval.id,
+        "chat_id": approval.chat_id,
+        "state": str(approval.state),
+        "call": {"call_id": call.call_id, "tool": call.tool, "args": call.args},
+        "digest": approval.digest,
+        "description": approval.description,
+        "rule": approval.rule,
+        "created_at": approval.created_at,
+    }
+    if approval.deadline is not None:
+        out["deadline"] = approval.deadline
+    if approval.requester:
+        out["requester"] = approval.requester
+    authority = approval.authority
+    out["quorum"] = authority.quorum
+    if authority.approvers is not None:
+        out["approvers"] = list(authority.approvers)
+    if not authority.requester_may_approve:
+        out["requester_may_approve"] = False
+    out["awaiting"] = authority.awaited()
+    out["tally"] = approval.tally
+    if approval.votes:
+        whos = distinct([v.decision.principal for v in approval.votes], lambda p: p.described)
+        out["votes"] = [
+            {
+                "by": v.decision.by,
+                "name": v.decision.name or v.decision.by,
+                "who": who,
+                "verdict": v.decision.verdict,
+                "via": v.decision.via,
+                "at": v.at,
+            }
+            for v, who in zip(approval.votes, whos, strict=True)
+        ]
+    if approval.edited is not None:  # the call that runs is this one, so show its own digest too
+        out["edited"] = {"args": approval.edited, "digest": digest(approval.edited)}
+    if (d := approval.decision) is not None:
+        decision: dict[str, Any] = {
+            "verdict": d.verdict,
+            "by": d.by,
+            "name": d.name or d.by,
+            "who": approval.settled_by(owner="the chat's user"),
+            "via": d.via,
+            "reason": d.reason,
+            "remember": d.remember,
+        }
+        if d.args is not None:
+            decision["args"] = d.args
+            decision["digest"] = digest(d.args)
+        out["decision"] = decision
+    if approval.closed_by:
+        who = approval.settled_by(owner="the chat's user")
+        out["closed"] = {"by": approval.closed_by, "who": who, "reason": approval.closed_reason}
+    if approval.consumed_at is not None:
+        out["consumed_at"] = approval.consumed_at
+    if viewer is not None:
+        out["may_decide"] = may_decide(viewer, approval)
+    return out
