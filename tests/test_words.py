@@ -13,11 +13,11 @@ from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.policy import Policy
 from signoff.core.principal import Principal
+from signoff.core.views import approval_json
 from signoff.core.wording import WITHDRAWN
 from signoff.demo.script import sentence
 from signoff.gate import Gate, Refused
 from signoff.ledger import MemoryLedger
-from signoff.core.views import approval_json
 
 OWNER = "browser:3ffc9a1e"
 ALICE = Principal(id="oidc:alice-7f3a", name="alice", roles=("finance",), via="oidc")
