@@ -42,11 +42,13 @@ class Delivered:
 
 @dataclass(frozen=True)
 class Failed:
-    """The attempt failed: `retry_after` seconds is the receiver's own wish for the next one, and `gone`
-    that there will be none (the endpoint said 410)."""
+    """The attempt failed: `retry_after` seconds is the receiver's own wish for the next one, `final`
+    that no attempt at this notice can do better, and `gone` that no attempt at this channel can (the
+    endpoint said 410)."""
 
     error: str
     retry_after: float | None = None
+    final: bool = False
     gone: bool = False
 
 
@@ -185,7 +187,8 @@ class Deliverer:
                     "channel-disabled", notice.channel, "signoff:outbox", why=outcome.error
                 )
             retries, wanted = line.retries, outcome.retry_after
-            at = None if outcome.gone else retries.next_at(notice, now, wanted, self.jitter())
+            final = outcome.gone or outcome.final
+            at = None if final else retries.next_at(notice, now, wanted, self.jitter())
             if at is None:
                 await outbox.give_up(notice, _given_up(notice, outcome))
                 self._attempts.labels(notice.channel, "gave_up").inc()
@@ -201,7 +204,7 @@ class Deliverer:
         try:
             approval = await self.ledger.approvals.get(notice.approval_id)
         except NotFound:
-            return Failed("its approval is not in the ledger", gone=True)
+            return Failed("its approval is not in the ledger", final=True)
         try:
             return await line.sender.send(notice, approval, self.ledger.outbox.clock())
         except Exception as exc:  # a sender's bug must cost one attempt, not the worker
@@ -210,6 +213,6 @@ class Deliverer:
 
 
 def _given_up(notice: Notice, outcome: Failed) -> str:
-    if outcome.gone:
+    if outcome.gone or outcome.final:
         return outcome.error
     return f"gave up after {notice.attempts} attempts; the last: {outcome.error}"

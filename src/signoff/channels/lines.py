@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import httpx
 
-from signoff.channels.config import Channels, ChannelsError, WebhookChannel
+from signoff.channels.config import Channels, ChannelsError, EmailChannel, WebhookChannel
 from signoff.channels.delivery import Line, Retries
+from signoff.channels.email import EmailSender
 from signoff.channels.webhook import WebhookSender
+from signoff.ledger.base import Ledger
 
 
-def lines_for(channels: Channels, client: httpx.AsyncClient, public_url: str) -> dict[str, Line]:
+def lines_for(
+    channels: Channels, ledger: Ledger, client: httpx.AsyncClient, public_url: str
+) -> dict[str, Line]:
     """`public_url` is where the server is reached, for links: the channels file's own, if it has one."""
     base = channels.public_url or public_url.rstrip("/")
     lines: dict[str, Line] = {}
@@ -17,6 +21,8 @@ def lines_for(channels: Channels, client: httpx.AsyncClient, public_url: str) ->
         if isinstance(channel, WebhookChannel):
             retries = Retries(channel.retry_schedule, channel.give_up_after)
             lines[name] = Line(WebhookSender(channel, client, f"{base}/inbox"), retries)
+        elif isinstance(channel, EmailChannel):
+            lines[name] = Line(EmailSender(channel, ledger, base))
         else:
-            raise ChannelsError(f"{name}: this signoff delivers to webhooks only so far")
+            raise ChannelsError(f"{name}: this signoff delivers to webhooks and email only so far")
     return lines

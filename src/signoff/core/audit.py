@@ -82,6 +82,13 @@ class Keyring(msgspec.Struct, frozen=True):
     current: AuditKey
     older: tuple[AuditKey, ...] = ()
 
+    def derived(self, purpose: str) -> tuple[bytes, ...]:
+        """A secret for `purpose` from each key, the current key's first. What a server hands its clients
+        (session cookies, approval signatures, email links) is keyed so, never from the admin token, which
+        a person chooses; the audit keys are random, and every worker of a ledger reads the same key file."""
+        label = f"signoff {purpose}".encode()
+        return tuple(hmac.digest(key.secret, label, "sha256") for key in (self.current, *self.older))
+
     def verifies(self, body: bytes, mac: str) -> bool:
         """Whether `mac` is a MAC of `body` under one of these keys."""
         kid, _, _ = mac.partition(":")

@@ -6,11 +6,14 @@ Pure: a view is built from the core's records, and who sees it is the caller's t
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 from signoff.core.approval import Approval, State
 from signoff.core.call import digest
 from signoff.core.principal import Principal, distinct
+from signoff.core.visible import reveal
 
 
 def principal_json(principal: Principal) -> dict[str, Any]:
@@ -103,3 +106,24 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
     if viewer is not None:
         out["may_decide"] = may_decide(viewer, approval)
     return out
+
+
+def shown(approval: Approval) -> list[tuple[str, str]]:
+    """The approval as a message or a page puts it before a person, label by label: what the requester
+    wrote (the description, the arguments) with its hidden characters spelled out, as the inbox shows it."""
+    call = approval.approved_call
+    rows = [
+        ("Description", reveal(approval.description)),
+        ("Tool", reveal(call.tool)),
+        ("Arguments", reveal(json.dumps(call.args, indent=2, ensure_ascii=False, sort_keys=True))),
+        ("Asked by", reveal(approval.requester or "an agent")),
+        ("Waiting for", approval.awaited),
+        ("State", str(approval.state)),
+    ]
+    if approval.deadline is not None:
+        rows.append(
+            ("Deadline", datetime.fromtimestamp(approval.deadline, UTC).isoformat(timespec="seconds"))
+        )
+    if approval.decision is not None or approval.closed_by:
+        rows.append(("Settled by", approval.settled_by(owner="the requester")))
+    return rows

@@ -145,6 +145,10 @@ class Principals(Part):
             return None
         return holders[0].principal if holders else None
 
+    async def reachable(self, kind: Identity) -> list[Registered]:
+        """The active principals with an identity of that kind linked, proven: whom a channel may tell."""
+        return [r for r in await self._proven() if r.identity(kind)]
+
     async def _proven(self) -> list[Registered]:
         """The active principals whose records prove themselves. Principals are few, and read whole: no
         index of identities to keep in step on every backend."""

@@ -41,7 +41,6 @@ from signoff.server.auth import (
     Forbidden,
     HostLogin,
     client_of,
-    derived,
     principal_of,
     set_session,
     signed_in,
@@ -57,6 +56,7 @@ from signoff.server.openapi import openapi
 from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
+from signoff.server.review import EmailReview
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
 from signoff.server.watch import ApprovalFigures, watch_routes
@@ -123,7 +123,7 @@ def create_app(
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     task_feed = TaskFeed(ledger, interval=settings.feed_interval)
     streams = Streams(ledger)
-    signing_key = derived(ledger.audit.keyring, "approval signature")[0]
+    signing_key = ledger.audit.keyring.derived("approval signature")[0]
     agent_chat = chat_for(
         agent, gate, model=model, signing_key=signing_key, browser_timeout=settings.browser_timeout
     )
@@ -132,7 +132,7 @@ def create_app(
         ledger,
         refusals,
         settings.token,
-        derived(ledger.audit.keyring, "browser session"),
+        ledger.audit.keyring.derived("browser session"),
         sessions=settings.anonymous,
         oidc=Oidc(settings.oidc) if settings.oidc else None,
         host=authenticate,
@@ -145,7 +145,7 @@ def create_app(
     live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
     figures = ApprovalFigures(ledger)
     client = httpx.AsyncClient(follow_redirects=False)
-    lines = lines_for(channels, client, settings.public_url) if channels else {}
+    lines = lines_for(channels, ledger, client, settings.public_url) if channels else {}
     outbox = Deliverer(ledger, lines, registry=figures.registry)
 
     @contextlib.asynccontextmanager
@@ -194,6 +194,7 @@ def create_app(
             Route("/api/me", _me, methods=["GET"]),
             Route("/api/openapi.json", _described(), methods=["GET"]),
             *watch_routes(ledger, figures, outbox),
+            *EmailReview(ledger, gate.policy, refusals).routes(),
             *pages,
             static,
         ],

@@ -28,7 +28,6 @@ import msgspec
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
-from signoff.core.audit import Keyring
 from signoff.core.errors import SignoffError
 from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal
 from signoff.ledger.base import Ledger
@@ -126,14 +125,6 @@ class Authenticator:
         ):
             return None  # forged, another server's or a retired key's: the page hands out a new one
         return _browser(browser_id)
-
-
-def derived(keyring: Keyring, purpose: str) -> tuple[bytes, ...]:
-    """A secret for `purpose` from each audit key, the current key's first. What the server hands every
-    client (session cookies, approval signatures) is keyed so, never from the admin token, which a person
-    chooses; the audit keys are random, and every worker of a ledger reads the same key file."""
-    label = f"signoff {purpose}".encode()
-    return tuple(hmac.digest(key.secret, label, "sha256") for key in (keyring.current, *keyring.older))
 
 
 def _mac(key: bytes, browser_id: str) -> str:

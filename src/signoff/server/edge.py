@@ -11,7 +11,7 @@
   - `WS /api/live` takes only the server's own origin and `--allow-origin` ones: WebSockets have no CORS.
   - A POST must be `application/json` (else 415): that is what makes a cross-site POST need a CORS
     preflight, which this server answers only for `--allow-origin` origins. A "simple" `text/plain` POST
-    from any page gets no further.
+    from any page gets no further. The two form routes (`FORMS`) check their origin themselves.
   - A request with a foreign `Origin` is refused (403) unless it carries a bearer token, which a page can
     only send after that preflight. A request without `Origin` is not from a browser (curl, a script, the
     `ai` client in Node) and is judged by its credential alone.
@@ -93,10 +93,12 @@ class Origins:
         origin = conn.headers.get("origin")
         if origin is None:
             return False
-        return origin.rstrip("/") not in self.allowed and not _same(origin, conn.headers.get("host", ""))
+        return origin.rstrip("/") not in self.allowed and not same_origin(
+            origin, conn.headers.get("host", "")
+        )
 
 
-def _same(origin: str, host: str) -> bool:
+def same_origin(origin: str, host: str) -> bool:
     """Whether `origin` names the host the request was sent to. Only host and port are compared: a proxy
     that ends TLS hands the server plain HTTP for an https page."""
     try:
@@ -146,7 +148,7 @@ class Edge:
             await self._refuse_site(conn, "a request from another site without a bearer token")
             await error(403, "requests from another site need a bearer token")(scope, receive, send)
             return
-        if http and scope["method"] == "POST" and not _json(conn):
+        if http and scope["method"] == "POST" and not _json(conn) and not _form(conn):
             message = "send the body as application/json"
             await error(415, message, "content-type")(scope, receive, send)
             return
@@ -215,6 +217,17 @@ class _EdgeRefusal(Exception):
 
 class _Gone(Exception):
     """The client disconnected."""
+
+
+FORMS = ("/approvals/email/", "/api/channels/slack/interactions")
+"""The routes that take a form, not JSON: an email's review page posts its buttons as a plain HTML form, and
+Slack posts its interactions so. Each checks where its request comes from itself (a same-origin `Origin`
+and the page's nonce; Slack's signature)."""
+
+
+def _form(conn: HTTPConnection) -> bool:
+    kind = conn.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return kind == "application/x-www-form-urlencoded" and conn.url.path.startswith(FORMS)
 
 
 def _json(conn: HTTPConnection) -> bool:

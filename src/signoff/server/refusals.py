@@ -32,6 +32,8 @@ Kind = Literal[
     "cross-site",
     "foreign-host",
     "too-many-sockets",
+    "bad-link",
+    "bad-signature",
 ]
 """What was refused, in words an operator can count by; never anything the sender wrote."""
 MAX_KEYS = 1000

@@ -1,0 +1,108 @@
+"""An email channel: each approver the rule admits gets a message, with a link to review the approval.
+
+Who is told is decided when sending, with roles as they are then: every active principal with a linked
+address whose decision the approval's rule would count now (so the requester is left out under four eyes,
+and so is anyone who has voted). An event that asks for a decision (`requested`, `reminder`,
+`escalated`, `deadline_warning`) carries each one's own review link (see `channels.review`); an outcome
+(`decided`, `expired`, `cancelled`) only says what happened.
+
+The message is plain text and HTML, with no remote images. What the requester wrote (the description,
+the arguments) is shown as the page shows it, hidden characters spelled out (`core.visible`), and escaped
+in the HTML. Each message's `Message-ID` is made from the notice and the approver, so a retry that sends
+one again is the same message to every mail system that deduplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.utils import format_datetime
+from urllib.parse import urlsplit
+
+import aiosmtplib
+
+from signoff.channels.config import EmailChannel
+from signoff.channels.delivery import Delivered, Failed, Outcome
+from signoff.channels.review import LIFETIME, PURPOSE, Review, mint
+from signoff.core.approval import Approval
+from signoff.core.notice import Notice
+from signoff.core.principal import Registered
+from signoff.core.views import may_decide, shown
+from signoff.core.visible import reveal
+from signoff.ledger.base import Ledger
+
+TIMEOUT = 15.0
+ASKING = frozenset(
+    {"approval.requested", "approval.reminder", "approval.escalated", "approval.deadline_warning"}
+)
+SUBJECTS = {
+    "approval.requested": "Approval needed",
+    "approval.reminder": "Reminder: approval needed",
+    "approval.escalated": "Escalated: approval needed",
+    "approval.deadline_warning": "Deadline soon: approval needed",
+    "approval.decided": "Approval decided",
+    "approval.expired": "Approval expired",
+    "approval.cancelled": "Approval cancelled",
+}
+
+
+class EmailSender:
+    def __init__(self, channel: EmailChannel, ledger: Ledger, base_url: str) -> None:
+        self.channel = channel
+        self.ledger = ledger
+        self.base_url = base_url
+        self._keys = ledger.audit.keyring.derived(PURPOSE)
+
+    async def send(self, notice: Notice, approval: Approval, now: float) -> Outcome:
+        asking = notice.type in ASKING
+        people = [
+            r
+            for r in await self.ledger.principals.reachable("email")
+            if not asking or may_decide(r.principal, approval)
+        ]
+        if not people:
+            return Failed("no principal the rule admits has a linked email address", final=True)
+        messages = [self._message(notice, approval, person, now) for person in people]
+        parts = urlsplit(self.channel.smtp)
+        try:
+            async with aiosmtplib.SMTP(
+                hostname=parts.hostname,
+                port=parts.port,
+                use_tls=parts.scheme == "smtps",
+                start_tls=None,  # STARTTLS whenever the server offers it
+                username=self.channel.username,
+                password=self.channel.password,
+                timeout=TIMEOUT,
+            ) as smtp:
+                for message in messages:
+                    await smtp.send_message(message)
+        except (aiosmtplib.SMTPException, OSError) as exc:
+            return Failed(f"SMTP {parts.hostname}: {exc}")
+        return Delivered()
+
+    def _message(self, notice: Notice, approval: Approval, person: Registered, now: float) -> EmailMessage:
+        link = None
+        if notice.type in ASKING:
+            expires = min(approval.deadline or now + LIFETIME, now + LIFETIME)
+            review = Review(approval.id, person.id, approval.approved_digest, expires, notice.id)
+            link = f"{self.base_url}/approvals/email/{mint(self._keys, review)}"
+        details = shown(approval)
+        message = EmailMessage()
+        message["Subject"] = f"{SUBJECTS[notice.type]}: {reveal(approval.description)}"
+        message["From"] = self.channel.sender
+        message["To"] = person.email
+        message["Date"] = format_datetime(datetime.fromtimestamp(now, UTC))
+        key = hashlib.sha256(f"{notice.id}/{person.id}".encode()).hexdigest()[:24]
+        message["Message-ID"] = f"<{notice.id}.{key}@signoff>"
+        lines = [f"{label}: {value}" for label, value in details]
+        text = "\n".join(lines) + (f"\n\nReview and decide: {link}\n" if link else "\n")
+        message.set_content(text)
+        rows = "".join(
+            f"<tr><th align='left'>{html.escape(label)}</th><td><pre>{html.escape(value)}</pre></td></tr>"
+            for label, value in details
+        )
+        button = f"<p><a href='{html.escape(link)}'>Review and decide</a></p>" if link else ""
+        message.add_alternative(f"<html><body><table>{rows}</table>{button}</body></html>", subtype="html")
+        return message
