@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from signoff.channels.config import DEFAULT_RETRY_SCHEDULE, GIVE_UP_AFTER
@@ -37,7 +38,10 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.
 
 @dataclass(frozen=True)
 class Delivered:
-    """The channel took the notice."""
+    """The channel took the notice; `ref` is what the channel calls it, for a later notice to find (see
+    `Notice.ref`)."""
+
+    ref: str = ""
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,7 @@ class Deliverer:
             outcome = await self._attempt(notice, line)
             now = self.ledger.outbox.clock()
             if isinstance(outcome, Delivered):
-                if await outbox.delivered(notice):
+                if await outbox.delivered(msgspec.structs.replace(notice, ref=outcome.ref)):
                     self._latency.labels(notice.channel).observe(max(0.0, now - notice.created_at))
                 self._attempts.labels(notice.channel, "delivered").inc()
                 return

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import httpx
 
-from signoff.channels.config import Channels, ChannelsError, EmailChannel, WebhookChannel
+from signoff.channels.config import Channels, EmailChannel, WebhookChannel
 from signoff.channels.delivery import Line, Retries
 from signoff.channels.email import EmailSender
+from signoff.channels.slack import SlackSender
 from signoff.channels.webhook import WebhookSender
 from signoff.ledger.base import Ledger
 
@@ -24,5 +25,5 @@ def lines_for(
         elif isinstance(channel, EmailChannel):
             lines[name] = Line(EmailSender(channel, ledger, base))
         else:
-            raise ChannelsError(f"{name}: this signoff delivers to webhooks and email only so far")
+            lines[name] = Line(SlackSender(channel, ledger))
     return lines

@@ -65,6 +65,9 @@ class Notice(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     next_at: float = 0.0
     last_error: str = ""
     delivered_at: float | None = None
+    ref: str = ""
+    """What the channel calls what it delivered, where it has a name a later notice needs: a Slack
+    message's `ts`, which the approval's outcome edits."""
     holder: str = ""
     lease_until: float = 0.0
 

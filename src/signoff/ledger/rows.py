@@ -322,8 +322,8 @@ def _task_values(task: Task) -> tuple[object, ...]:
 # A notice is its columns alone: a claim and a settle write them in place, and nothing else is kept.
 
 NOTICE_COLUMNS = (
-    "id, approval_id, channel, type, created_at, state, attempts, next_at, last_error, delivered_at, holder,"
-    " lease_until"
+    "id, approval_id, channel, type, created_at, state, attempts, next_at, last_error, delivered_at, ref,"
+    " holder, lease_until"
 )
 
 
@@ -333,7 +333,7 @@ def notice_from_row(row: Sequence[Any]) -> Notice:
 
 def insert_notice(dialect: Dialect, notice: Notice) -> Statement:
     values = tuple(getattr(notice, column) for column in NOTICE_COLUMNS.split(", "))
-    return f"INSERT INTO outbox ({NOTICE_COLUMNS}) VALUES ({_marks(dialect.mark, 12)})", values
+    return f"INSERT INTO outbox ({NOTICE_COLUMNS}) VALUES ({_marks(dialect.mark, 13)})", values
 
 
 def claim_notices(
@@ -358,11 +358,12 @@ def settle_notice(dialect: Dialect, notice: Notice, holder: str) -> Statement:
     m = dialect.mark
     statement = (
         f"UPDATE outbox SET state = {m}, attempts = {m}, next_at = {m}, last_error = {m}, delivered_at = {m},"
-        f" holder = {m}, lease_until = {m} WHERE id = {m} AND holder = {m}"
+        f" ref = {m}, holder = {m}, lease_until = {m} WHERE id = {m} AND holder = {m}"
     )
     n = notice
     return statement, (
-        n.state, n.attempts, n.next_at, n.last_error, n.delivered_at, n.holder, n.lease_until, n.id, holder
+        n.state, n.attempts, n.next_at, n.last_error, n.delivered_at, n.ref, n.holder, n.lease_until, n.id,
+        holder
     )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from signoff.approvers.callback import Approver
-from signoff.channels.config import Channels
+from signoff.channels.config import Channels, SlackChannel
 from signoff.channels.delivery import Deliverer
 from signoff.channels.lines import lines_for
 from signoff.core.errors import LedgerUnavailable, SignoffError
@@ -57,6 +57,7 @@ from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
 from signoff.server.review import EmailReview
+from signoff.server.slack import SlackInteractions
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
 from signoff.server.watch import ApprovalFigures, watch_routes
@@ -147,6 +148,9 @@ def create_app(
     client = httpx.AsyncClient(follow_redirects=False)
     lines = lines_for(channels, ledger, client, settings.public_url) if channels else {}
     outbox = Deliverer(ledger, lines, registry=figures.registry)
+    slack_channels = [
+        c for c in (channels.by_name.values() if channels else ()) if isinstance(c, SlackChannel)
+    ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -195,6 +199,7 @@ def create_app(
             Route("/api/openapi.json", _described(), methods=["GET"]),
             *watch_routes(ledger, figures, outbox),
             *EmailReview(ledger, gate.policy, refusals).routes(),
+            *SlackInteractions(ledger, gate.policy, refusals, slack_channels).routes(),
             *pages,
             static,
         ],

@@ -132,6 +132,7 @@ MIGRATIONS: tuple[str, ...] = (
         next_at DOUBLE PRECISION NOT NULL,
         last_error TEXT NOT NULL,
         delivered_at DOUBLE PRECISION,
+        ref TEXT NOT NULL,
         holder TEXT NOT NULL,
         lease_until DOUBLE PRECISION NOT NULL
     );

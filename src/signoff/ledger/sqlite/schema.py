@@ -142,6 +142,7 @@ MIGRATIONS: tuple[str, ...] = (
         next_at REAL NOT NULL,
         last_error TEXT NOT NULL,
         delivered_at REAL,
+        ref TEXT NOT NULL,
         holder TEXT NOT NULL,
         lease_until REAL NOT NULL
     );
