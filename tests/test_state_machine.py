@@ -23,6 +23,7 @@ from signoff.core.errors import (
     InvalidDecision,
     SignoffError,
 )
+from signoff.core.opening import open_approval
 from signoff.core.policy import Ruling
 from tests.conftest import make_ledger
 
@@ -34,7 +35,7 @@ CALL = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "
 
 
 def fresh(deadline: float | None = 10.0, on_timeout: machine.OnTimeout = "deny") -> Approval:
-    approval, event = machine.open_approval(
+    approval, event = open_approval(
         CALL, chat_id="chat", description="Pay", rule="r", now=100.0, key=KEY, deadline=deadline,
         on_timeout=on_timeout,
     )  # fmt: skip

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from signoff.core.opening import open_approval
 from tests.conftest import SIGNOFF
 
 
@@ -67,14 +68,13 @@ async def test_terminal_approver_reads_answers_from_its_stream(answer: str, tmp_
     from rich.console import Console
 
     from signoff.approvers import TerminalApprover
-    from signoff.core import approval as machine
     from signoff.core.audit import AuditKey
     from signoff.core.call import ToolCall
 
     read, write = os.pipe()
     os.write(write, answer.encode())
     os.close(write)
-    approval, _ = machine.open_approval(
+    approval, _ = open_approval(
         ToolCall("c", "process_payment", {"amount": 5}), chat_id="chat", description="Pay 5", rule="r", now=0,
         key=AuditKey.generate(),
     )  # fmt: skip

@@ -176,6 +176,8 @@ class Gate:
                 authority=ruling.authority,
                 schema=asking.get("schema"),
                 notify=ruling.notify,
+                escalate_after=ruling.escalate_after,
+                followups=ruling.followups,
             )
         elif (approval.call.tool, approval.digest) != (call.tool, call.digest):
             await self._refuse_mismatch(approval, call)

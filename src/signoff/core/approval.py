@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import secrets
 from enum import StrEnum
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any, Literal
 
 import msgspec
 
-from signoff.core.audit import TIMEOUT_ACTOR, AuditEvent, AuditKey, Keyring
+from signoff.core.audit import TIMEOUT_ACTOR, AuditEvent, Keyring
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.edit import reruled
@@ -45,11 +45,13 @@ from signoff.core.errors import (
     NotAnApprover,
     Unproven,
 )
+from signoff.core.followup import FollowUp, Followups, advanced, due
 from signoff.core.policy import OnTimeout, Ruling
-from signoff.core.principal import Authority, distinct
+from signoff.core.principal import Authority, Principal, distinct
 from signoff.core.proof import prove_decision, seal_holds, sealed, unproven
 from signoff.core.wording import OWNER, WITHDRAWN
 
+FOLLOW_UP_ACTOR = "signoff:follow-up"
 Wait = Literal["blocking", "deferred"]
 """How a call waits for its approval: blocked where it was made, or its run ends and resumes later."""
 
@@ -73,6 +75,8 @@ class ApprovalEvent(StrEnum):
     ALLOW_ON_TIMEOUT = "allow-on-timeout"
     CANCEL = "cancel"
     CONSUME = "consume"
+    FOLLOW_UP = "follow-up"
+    """A reminder, an escalation or a deadline warning (see `core.followup`)."""
 
 
 APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
@@ -83,6 +87,7 @@ APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
         ApprovalEvent.EXPIRE: State.EXPIRED,
         ApprovalEvent.ALLOW_ON_TIMEOUT: State.APPROVED,
         ApprovalEvent.CANCEL: State.CANCELLED,
+        ApprovalEvent.FOLLOW_UP: State.PENDING,
     },
     State.APPROVED: {ApprovalEvent.CONSUME: State.CONSUMED},
 }
@@ -134,6 +139,9 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The tool's JSON Schema for its arguments, when it declares one: an edit must fit it."""
     notify: tuple[str, ...] = ()
     """The channels its rule tells of its events (see `core.notice`)."""
+    escalate_at: float | None = None
+    """When `authority.escalate_to` join the approvers: sealed (see `core.followup`)."""
+    followups: Followups | None = None
     seal: str = ""
     """The ledger's MAC over who may decide what (see `core.proof`), made when it opens and when an edit
     changes it: a rule loosened in the table fails it, and nothing is decided or run under it."""
@@ -166,10 +174,18 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         counted = f"{len(self.votes)} of {self.authority.quorum}"
         return f"{counted}: {names}" if names else counted
 
+    def admits(self, principal: Principal, at: float | None = None) -> bool:
+        """Whether `principal` may decide it at `at`: under its escalation from the sealed time on. With no
+        time, as it stands (escalated once the step was taken): what a page or a channel shows."""
+        escalated = self.escalate_at is not None and (
+            self.followups is not None and self.followups.escalated if at is None else at >= self.escalate_at
+        )
+        return self.authority.allows(principal, self.requester, escalated=escalated)
+
     @property
     def awaited(self) -> str:
         """Who it waits for, in words: `finance, 1 of 2: alice`."""
-        words = self.authority.awaited()
+        words = self.authority.awaited(escalated=bool(self.followups and self.followups.escalated))
         return f"{words}, {self.tally}" if self.authority.quorum > 1 else words
 
     @property
@@ -197,74 +213,6 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     def is_due(self, now: float) -> bool:
         return self.state is State.PENDING and self.deadline is not None and now >= self.deadline
-
-
-class Asking(TypedDict, total=False):
-    """How an approval is asked, beyond the call and its rule: a deadline and what it means, who asks
-    (`actor`) and for whom (`requester`, the chat's owner), who may decide (`authority`), and the tool's
-    JSON Schema an edit must fit."""
-
-    deadline: float | None
-    on_timeout: OnTimeout
-    actor: str
-    requester: str
-    authority: Authority | None
-    schema: dict[str, Any] | None
-    notify: tuple[str, ...]
-
-
-def open_approval(
-    call: ToolCall,
-    *,
-    chat_id: str,
-    description: str,
-    rule: str,
-    now: float,
-    key: AuditKey,
-    **asking: Unpack[Asking],
-) -> tuple[Approval, AuditEvent]:
-    """A pending approval, sealed with `key`, and the audit event that opens it."""
-    deadline, requester, authority = (
-        asking.get("deadline"),
-        asking.get("requester", ""),
-        asking.get("authority"),
-    )
-    approval = Approval(
-        id=new_approval_id(),
-        chat_id=chat_id,
-        call=call,
-        digest=call.digest,
-        description=description,
-        rule=rule,
-        created_at=now,
-        deadline=None if deadline is None else now + deadline,
-        on_timeout=asking.get("on_timeout", "deny"),
-        requester=requester,
-        authority=authority or Authority(),
-        schema=asking.get("schema"),
-        notify=asking.get("notify", ()),
-    )
-    approval = sealed(key, approval)
-    detail: dict[str, object] = {
-        "chat": chat_id,
-        "call": call.call_id,
-        "tool": call.tool,
-        "digest": approval.digest,
-        "rule": rule,
-    }
-    if requester:
-        detail["requester"] = requester
-    if authority is not None and authority != Authority():
-        detail["authority"] = msgspec.to_builtins(authority)
-    event = AuditEvent(
-        at=now,
-        actor=asking.get("actor", "signoff:gate"),
-        action="open",
-        subject=approval.id,
-        after=State.PENDING,
-        detail=detail,
-    )
-    return approval, event
 
 
 def _move(
@@ -312,7 +260,7 @@ def decide(
         return expire(approval, now, keyring)
     if not seal_holds(keyring, approval):
         raise Unproven(approval.id, "its authority is not the one it was sealed with")
-    if not approval.authority.allows(decision.principal, approval.requester):
+    if not approval.admits(decision.principal, now):
         raise NotAnApprover(approval, decision.by)
     if decision.verdict == "approve" and any(v.decision.by == decision.by for v in approval.votes):
         raise AlreadyVoted(approval, decision.by)
@@ -363,6 +311,22 @@ def consume(
         approval, ApprovalEvent.CONSUME, "consume", actor, now, {"digest": call.digest},
         consumed_at=now, consumed_by=actor,
     )  # fmt: skip
+
+
+def follow_up(approval: Approval, step: FollowUp, now: float) -> tuple[Approval, AuditEvent]:
+    """Take the follow-up `step`, which must be the one due now (see `core.followup`)."""
+    if approval.state is not State.PENDING:
+        raise AlreadyDecided(approval, step)
+    if step != due(approval.followups, created_at=approval.created_at, deadline=approval.deadline,
+                   escalate_at=approval.escalate_at, now=now):  # fmt: skip
+        raise IllegalTransition(
+            approval.id, approval.state, step, f"approval {approval.id}: no {step} is due"
+        )
+    detail: dict[str, object] = {"step": step}
+    if step == "escalate":
+        detail.update(joined=list(approval.authority.escalate_to), why="nobody decided in time")
+    after = advanced(approval.followups, step)
+    return _move(approval, ApprovalEvent.FOLLOW_UP, step, FOLLOW_UP_ACTOR, now, detail, followups=after)
 
 
 def cancel(approval: Approval, actor: str, reason: str, now: float) -> tuple[Approval, AuditEvent]:

@@ -4,7 +4,8 @@ The rules, in prose:
 - An approval's rule names its channels (`notify`), fixed when it opens. Each event of the approval that a
   person should hear of makes one notice per channel, in the same write as the event itself: a crash after
   the commit loses nothing, and nothing is told of an event that was not committed.
-- The events told are the opening, a decision, an expiry and a cancellation. A vote that leaves the quorum
+- The events told are the opening, a decision, an expiry, a cancellation, and each follow-up (a reminder,
+  an escalation, a deadline warning: see `core.followup`). A vote that leaves the quorum
   short and the single-use claim are not: the first changes nothing a channel announces, the second is the
   call running, which the approval's channels already heard was allowed.
 - A notice's id is its idempotency key for every attempt (a webhook's `webhook-id`): delivery is at least
@@ -45,6 +46,9 @@ TOLD: Final[dict[str, NoticeType]] = {
     "deny": "approval.decided",
     "expire": "approval.expired",
     "cancel": "approval.cancelled",
+    "remind": "approval.reminder",
+    "escalate": "approval.escalated",
+    "warn": "approval.deadline_warning",
 }
 """The audit action of each event a channel hears of, and the notice it makes. An approving vote is
 recorded as `approve` or `edit` whether or not it reaches the quorum, so `notices_for` also checks that

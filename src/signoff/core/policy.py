@@ -19,9 +19,11 @@ import msgspec
 from signoff.core import rule_settings
 from signoff.core.call import ToolCall
 from signoff.core.errors import PolicyError
-from signoff.core.expr import Condition, EvalError, ExprError
-from signoff.core.principal import REQUESTER, Authority
-from signoff.core.rule_settings import Predicate, parse_duration
+from signoff.core.expr import EvalError, ExprError
+from signoff.core.followup import Followups
+from signoff.core.principal import Authority
+from signoff.core.rule import RULE_KEYS, OnAbandon, OnTimeout, Rule, RuleAction, checks, rule
+from signoff.core.rule_settings import parse_duration
 from signoff.core.wording import describe_call, render_description
 
 __all__ = [
@@ -38,142 +40,8 @@ __all__ = [
     "rule",
 ]
 
-RuleAction = Literal["allow", "ask", "deny"]
 Mode = Literal["interactive", "approve_all", "strict"]
-OnTimeout = Literal["deny", "allow"]
-OnAbandon = Literal["keep", "cancel"]
-
-ACTIONS: Final[tuple[RuleAction, ...]] = ("allow", "ask", "deny")
 MODES: Final[tuple[Mode, ...]] = ("interactive", "approve_all", "strict")
-ON_TIMEOUT: Final[tuple[OnTimeout, ...]] = ("deny", "allow")
-ON_ABANDON: Final[tuple[OnAbandon, ...]] = ("keep", "cancel")
-_RULE_KEYS: Final = (
-    "action",
-    "when",
-    "deadline",
-    "on_timeout",
-    "on_abandon",
-    "description",
-    "approvers",
-    "quorum",
-    "requester_may_approve",
-    "remember_always",
-    "notify",
-)
-
-
-def _checks(*, loaded: bool, allow_callable: bool) -> dict[str, Callable[[Any], Any]]:
-    """The check of each rule setting, by key: as a loader reads it (a condition as text, a duration as
-    `'30s'`), or as a built `Rule` holds it (compiled, in seconds)."""
-    return {
-        "action": lambda v: rule_settings.one_of(v, ACTIONS),
-        "when": lambda v: rule_settings.condition(v, allow_text=loaded, allow_callable=allow_callable),
-        "deadline": rule_settings.deadline if loaded else rule_settings.seconds,
-        "on_timeout": lambda v: rule_settings.one_of(v, ON_TIMEOUT),
-        "on_abandon": lambda v: rule_settings.one_of(v, ON_ABANDON),
-        "description": rule_settings.text,
-        "approvers": rule_settings.approver_list,
-        "quorum": rule_settings.quorum,
-        "requester_may_approve": rule_settings.flag,
-        "remember_always": rule_settings.role_list,
-        "notify": rule_settings.channel_list,
-    }
-
-
-class Rule(msgspec.Struct, frozen=True, kw_only=True):
-    """One rule: `action` for calls whose arguments satisfy `when` (or for every call when `when` is None).
-
-    `deadline` (seconds) and `on_timeout` only matter for `ask`: an unanswered approval becomes `on_timeout`
-    when the deadline passes, and deny is the default so that silence never runs a tool. `on_abandon` says
-    what happens to a pending approval whose blocking waiter went away: kept (someone can still decide and
-    resume) or cancelled. `approvers`, `quorum` and `requester_may_approve` say who may decide an `ask`
-    (see `Authority`), and `remember_always` which roles may remember an approval for every chat. Build
-    rules with `rule()`, which compiles condition strings and parses durations.
-    """
-
-    action: RuleAction
-    when: Condition | Predicate | None = None
-    deadline: float | None = None
-    on_timeout: OnTimeout = "deny"
-    on_abandon: OnAbandon = "keep"
-    description: str | None = None
-    approvers: tuple[str, ...] | None = None
-    quorum: int = 1
-    requester_may_approve: bool = True
-    remember_always: tuple[str, ...] = ()
-    notify: tuple[str, ...] = ()
-    """The channels told of each of its approvals' events (`webhook:ops`), in the outbox's same write."""
-
-    def __post_init__(self) -> None:
-        # Rules are built in Python as well as loaded from TOML; the same checks keep both paths honest.
-        for name, check in _checks(loaded=False, allow_callable=True).items():
-            try:
-                msgspec.structs.force_setattr(self, name, check(getattr(self, name)))
-            except rule_settings.Invalid as exc:
-                raise PolicyError(f"{name}: {exc}") from None
-        if not self.requester_may_approve and self.approvers is not None and REQUESTER in self.approvers:
-            raise PolicyError("approvers: names the requester, whom requester_may_approve = false excludes")
-
-    @property
-    def authority(self) -> Authority:
-        return Authority(
-            approvers=self.approvers,
-            quorum=self.quorum,
-            requester_may_approve=self.requester_may_approve,
-            remember_always=self.remember_always,
-        )
-
-    @property
-    def condition_text(self) -> str | None:
-        """The condition as a person reads it: its source, or the name of the Python callable."""
-        if self.when is None:
-            return None
-        if isinstance(self.when, Condition):
-            return self.when.source
-        return getattr(self.when, "__qualname__", None) or repr(self.when)
-
-
-def rule(
-    action: RuleAction,
-    when: str | Condition | Predicate | None = None,
-    *,
-    deadline: float | str | None = None,
-    on_timeout: OnTimeout = "deny",
-    on_abandon: OnAbandon = "keep",
-    description: str | None = None,
-    approvers: Sequence[str] | None = None,
-    quorum: int = 1,
-    requester_may_approve: bool = True,
-    remember_always: Sequence[str] = (),
-    notify: Sequence[str] = (),
-) -> Rule:
-    """Build a `Rule`, compiling a condition string and parsing a duration such as `"30s"`.
-
-    Faults raise `PolicyError` (an `ExprError` for a bad condition) naming the argument, as a loader would.
-    """
-    try:
-        compiled = rule_settings.condition(when, allow_text=True, allow_callable=True)
-    except ExprError as exc:
-        raise ExprError(f"when: {exc.detail}", exc.column, exc.line) from None
-    except rule_settings.Invalid as exc:
-        raise PolicyError(f"when: {exc}") from None
-    try:
-        seconds = rule_settings.deadline(deadline)
-    except rule_settings.Invalid as exc:
-        raise PolicyError(f"deadline: {exc}") from None
-    return Rule(
-        action=action,
-        when=compiled,
-        deadline=seconds,
-        on_timeout=on_timeout,
-        on_abandon=on_abandon,
-        description=description,
-        approvers=None if approvers is None else tuple(approvers),
-        quorum=quorum,
-        requester_may_approve=requester_may_approve,
-        remember_always=tuple(remember_always),
-        notify=tuple(notify),
-    )
 
 
 class Ruling(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -192,6 +60,8 @@ class Ruling(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     on_abandon: OnAbandon = "keep"
     authority: Authority = msgspec.field(default_factory=Authority)
     notify: tuple[str, ...] = ()
+    escalate_after: float | None = None
+    followups: Followups | None = None
 
 
 class Policy:
@@ -311,6 +181,8 @@ class Policy:
             on_abandon=chosen.on_abandon,
             authority=chosen.authority,
             notify=chosen.notify,
+            escalate_after=chosen.escalate_after,
+            followups=chosen.followups,
         )
 
     def _failed(self, call: ToolCall, chosen: Rule, label: str, why: str) -> Ruling:
@@ -375,15 +247,15 @@ class Policy:
         if not isinstance(entry, Mapping):
             raise fail(path, f"must be a table, not {type(entry).__name__}")
         for key in entry:
-            if key not in _RULE_KEYS:
-                raise fail(f"{path}.{key}", f"unknown key (expected {', '.join(_RULE_KEYS)})")
+            if key not in RULE_KEYS:
+                raise fail(f"{path}.{key}", f"unknown key (expected {', '.join(RULE_KEYS)})")
         if "action" not in entry:
             raise fail(f"{path}.action", "is required")
-        checks = _checks(loaded=True, allow_callable=allow_callable)
+        checked = checks(loaded=True, allow_callable=allow_callable)
         values: dict[str, Any] = {}
         for key, value in entry.items():
             try:
-                values[key] = checks[key](value)
+                values[key] = checked[key](value)
             except ExprError as exc:
                 # Still an ExprError, so a caller can read the column; the message gains source and path.
                 raise ExprError(f"{fail(f'{path}.{key}', exc.detail)}", exc.column, exc.line) from None

@@ -102,12 +102,16 @@ class Authority(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     remember_always: tuple[str, ...] = ()
     """Roles (`role:ops`) whose holders may remember an approval for every chat (`always`), besides admins
     and the program's own approvers: such a grant answers for other principals' chats."""
+    escalate_to: tuple[str, ...] = ()
+    """Who joins the approvers once the approval escalates (see `core.followup`)."""
 
-    def allows(self, principal: Principal, requester: str) -> bool:
+    def allows(self, principal: Principal, requester: str, *, escalated: bool = False) -> bool:
         is_requester = bool(requester) and principal.id == requester
         if is_requester and not self.requester_may_approve:
             return False
         if principal.is_admin:
+            return True
+        if escalated and any(_names(entry, principal, is_requester) for entry in self.escalate_to):
             return True
         if self.approvers is None:
             return is_requester or principal.via == "code"
@@ -118,9 +122,10 @@ class Authority(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             return True
         return any(entry[len(ROLE) :] in principal.roles for entry in self.remember_always)
 
-    def awaited(self) -> str:
+    def awaited(self, *, escalated: bool = False) -> str:
         """Who is awaited, in words: `finance or alice`, `the requester or an admin`."""
-        named = [_word(entry) for entry in (self.approvers or (REQUESTER, ROLE + ADMIN))]
+        entries = (*(self.approvers or (REQUESTER, ROLE + ADMIN)), *(self.escalate_to if escalated else ()))
+        named = [_word(entry) for entry in entries]
         if not self.requester_may_approve:
             named = [word for word in named if word != "the requester"] or ["an admin"]
         return " or ".join(dict.fromkeys(named))

@@ -6,9 +6,9 @@ record that grants authority carries a MAC over exactly what it grants, and ever
 
 - **An approval's seal**, made when it opens and again when an edit changes what it asks: its id, chat and
   call, the digest of the call it lets run, its description, the rule that asked, who asked, who may decide
-  and how many (`Authority`), its deadline and what the deadline means. A rule loosened in the table, a
-  deadline moved, a description reworded, fails the seal, and a decision, a vote or the single-use claim on
-  it is refused (`Unproven`).
+  and how many (`Authority`), whom it escalates to and when, its deadline and what the deadline means. A
+  rule loosened in the table, a deadline moved, an escalation brought forward, a description reworded,
+  fails the seal, and a decision, a vote or the single-use claim on it is refused (`Unproven`).
 - **A decision's MAC**, one per vote: the approval's seal (so a vote counts only under the authority it was
   given under), the digest of the call it lets run, the verdict, and who decided with their roles. A deny
   moved among the votes is still a deny.
@@ -47,6 +47,8 @@ def authority_body(authority: Authority) -> dict[str, Any]:
     }
     if authority.remember_always:
         body["remember_always"] = list(authority.remember_always)
+    if authority.escalate_to:
+        body["escalate_to"] = list(authority.escalate_to)
     return body
 
 
@@ -54,9 +56,12 @@ def authority_body(authority: Authority) -> dict[str, Any]:
 
 
 def seal_body(approval: Approval) -> bytes:
+    """Named field by field, as `authority_body` is; when it escalates is sealed too, when it does."""
     call = approval.call
+    escalation = {} if approval.escalate_at is None else {"escalate_at": approval.escalate_at}
     return _encoded(
         {
+            **escalation,
             "approval": approval.id,
             "chat": approval.chat_id,
             "call": call.call_id,
@@ -154,7 +159,7 @@ def unproven(keyring: Keyring, approval: Approval) -> str | None:
             return f"the approval by {vote.decision.by} carries no valid proof"
         if not vote.decision.approved:
             return f"{vote.decision.by} denied it"
-        if not approval.authority.allows(vote.decision.principal, approval.requester):
+        if not approval.admits(vote.decision.principal, vote.at):
             return f"{vote.decision.by} may not decide it"
         counted.add(vote.decision.by)
     if decision.mac not in {vote.decision.mac for vote in approval.votes}:

@@ -120,6 +120,18 @@ def _entries(
         raise Invalid(str(exc)) from None
 
 
+def escalation_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list | tuple) and not value:
+        return ()
+    return approver_list(value) or ()
+
+
+def count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise Invalid(f"must be a whole number from 1 to 100, not {value!r}")
+    return value
+
+
 def quorum(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
         raise Invalid(f"must be a whole number of approvers from 1 to 100, not {value!r}")

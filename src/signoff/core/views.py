@@ -27,18 +27,14 @@ def principal_json(principal: Principal) -> dict[str, Any]:
 
 def may_see(principal: Principal, approval: Approval) -> bool:
     """An admin sees everything; anyone else the approvals of its own chats and those it may decide."""
-    return (
-        principal.is_admin
-        or approval.requester == principal.id
-        or approval.authority.allows(principal, approval.requester)
-    )
+    return principal.is_admin or approval.requester == principal.id or approval.admits(principal)
 
 
 def may_decide(principal: Principal, approval: Approval) -> bool:
     """Whether a decision from `principal` would count now: pending, allowed, and not approved before."""
     return (
         approval.state is State.PENDING
-        and approval.authority.allows(principal, approval.requester)
+        and approval.admits(principal)
         and all(v.decision.by != principal.id for v in approval.votes)
     )
 

@@ -204,7 +204,7 @@ async def _check(
             OutOfTurn, f"call {response.call_id} waits for a person's approval, not for an output"
         )
     if approval.state is State.PENDING:  # checked here too, so a refused one stops every response
-        if not approval.authority.allows(owner, approval.requester):
+        if not approval.admits(owner):
             raise await refuse(NotAllowed, f"{owner.id} may not decide it: it waits for {approval.awaited}")
         if response.approved and any(v.decision.by == owner.id for v in approval.votes):
             raise await refuse(OutOfTurn, f"{owner.id} approved it already: it waits for {approval.awaited}")

@@ -7,6 +7,7 @@ makes) all or nothing, and wakes this process's waiters when an approval leaves 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Unpack
@@ -21,11 +22,14 @@ from signoff.core.errors import (
     AlreadyVoted,
     CallMismatch,
     EditRefused,
+    IllegalTransition,
     NotAnApprover,
     Unproven,
 )
+from signoff.core.followup import FollowUp, due
 from signoff.core.grant import grant_for
 from signoff.core.notice import notices_for
+from signoff.core.opening import Asking, open_approval
 from signoff.core.policy import Policy
 from signoff.ledger.keys import ApprovalKey, AskedKey, found
 from signoff.ledger.parts import Part, Shared
@@ -38,13 +42,13 @@ class Approvals(Part):
         self._store = shared.backend.approvals
 
     async def open(
-        self, call: ToolCall, *, chat_id: str, description: str, rule: str, **asking: Unpack[machine.Asking]
+        self, call: ToolCall, *, chat_id: str, description: str, rule: str, **asking: Unpack[Asking]
     ) -> Approval:
         """Open a pending approval for `call`, asked by `requester` (the chat's owner), which `authority`
         says who may decide; an edit of it must fit the tool's `schema`. Opening the same chat and call id
         again returns the first one, as long as the arguments are the same: a retried request never asks
         twice."""
-        approval, event = machine.open_approval(
+        approval, event = open_approval(
             call, chat_id=chat_id, description=description, rule=rule, now=self.clock(),
             key=self._shared.keyring.current, **asking,
         )  # fmt: skip
@@ -155,6 +159,29 @@ class Approvals(Part):
             except AlreadyDecided:
                 continue
         return expired
+
+    async def follow_up_due(self) -> list[Approval]:
+        """Take every follow-up due now (a reminder, an escalation, a deadline warning: see
+        `core.followup`), each a step written with its notices. As with `expire_due`, every worker's
+        sweeper calls this and only the lease holder does the work; a step another took first is skipped."""
+        if not await self._shared.lease("follow-ups"):
+            return []
+        now, taken = self.clock(), []
+        for approval in await self._store.query(chat_id=None, state=State.PENDING, due_by=None, limit=None):
+            step = due(
+                approval.followups, created_at=approval.created_at, deadline=approval.deadline,
+                escalate_at=approval.escalate_at, now=now,
+            )  # fmt: skip
+            if step is None:
+                continue
+            try:
+                taken.append(await self._apply(approval.id, functools.partial(self._follow_up, step=step)))
+            except IllegalTransition:  # decided, or taken, meanwhile
+                continue
+        return taken
+
+    def _follow_up(self, approval: Approval, step: FollowUp) -> Change:
+        return _one(*machine.follow_up(approval, step, self.clock()))
 
     async def wait(self, approval_id: str) -> Approval:
         """Wait until the approval leaves `pending`. Bound it with `asyncio.timeout`.

@@ -279,6 +279,7 @@ async def _sweep(
     while True:
         try:
             await ledger.approvals.expire_due()
+            await ledger.approvals.follow_up_due()
             await ledger.tasks.abandon(settings.task_silence)
             await replies.sweep()
             await streams.forget_logs()

@@ -43,7 +43,7 @@ HEADERS = {
 STYLE = "body{font:16px system-ui;max-width:40em;margin:2em auto;padding:0 1em}pre{white-space:pre-wrap}"
 
 
-class Refused(Exception):
+class _Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         self.message = message
@@ -64,7 +64,7 @@ class EmailReview:
         token = request.path_params["token"]
         try:
             review, approval = await self._open(request, token)
-        except Refused as refused:
+        except _Refused as refused:
             return _page("This link cannot be used", f"<p>{html.escape(refused.message)}</p>", refused.status)
         return _page("Review an approval", _details(approval) + self._form(token, review, approval))
 
@@ -77,11 +77,11 @@ class EmailReview:
                 raise await self._refuse(review, "the form did not come from its review page", 403)
             choice, reason = form.get("decision", [""])[0], form.get("reason", [""])[0][:MAX_REASON]
             if choice not in ("approve", "deny"):
-                raise Refused(400, "choose Approve or Deny")
+                raise _Refused(400, "choose Approve or Deny")
             principal = await self._principal(review)
             decision = Decision.of(choice == "approve", principal, reason)
             after = await self.ledger.approvals.decide(approval.id, decision, policy=self.policy)
-        except Refused as refused:
+        except _Refused as refused:
             return _page("Nothing was decided", f"<p>{html.escape(refused.message)}</p>", refused.status)
         except AlreadyDecided as lost:
             await self.ledger.audit.record(
@@ -99,7 +99,7 @@ class EmailReview:
         if review is None:
             why = "an email review link that no key of this ledger made"
             self.refusals.note("refuse", "email-link", client_of(request), "bad-link", why, request.url.path)
-            raise Refused(404, "This link is not one of this server's.")
+            raise _Refused(404, "This link is not one of this server's.")
         try:
             approval = await self.ledger.approvals.get(review.approval)
         except NotFound:
@@ -120,11 +120,11 @@ class EmailReview:
         known = registered.principal
         return Principal(id=known.id, name=known.name, roles=known.roles, via="email")
 
-    async def _refuse(self, review: Review, why: str, status: int) -> Refused:
+    async def _refuse(self, review: Review, why: str, status: int) -> _Refused:
         await self.ledger.audit.record(
             "refuse", review.approval, review.principal, why=why, via="email", notice=review.notice
         )
-        return Refused(status, f"Nothing was decided: {why}.")
+        return _Refused(status, f"Nothing was decided: {why}.")
 
     def _same_site(self, request: Request) -> bool:
         host = request.headers.get("host", "")
