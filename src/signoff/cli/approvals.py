@@ -19,6 +19,8 @@ from signoff.core.approval import State
 from signoff.core.decision import Decision, Remember
 from signoff.core.errors import SignoffError
 from signoff.core.policy import Policy
+from signoff.core.views import notice_json
+from signoff.ledger.base import Ledger
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List, show and decide approvals.")
 grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered approvals.")
@@ -44,8 +46,14 @@ def approvals_list(
 
 @approvals_app.command("show")
 def approvals_show(approval_id: str, ledger: LedgerOption = None) -> None:
-    """Show one approval in full, as JSON."""
-    print_record(msgspec.to_builtins(with_ledger(ledger, lambda lg: lg.approvals.get(approval_id))))
+    """Show one approval in full, as JSON, with where it was announced (`notices`)."""
+
+    async def read(lg: Ledger) -> dict[str, Any]:
+        record = msgspec.to_builtins(await lg.approvals.get(approval_id))
+        record["notices"] = [notice_json(n) for n in await lg.outbox.query(approval_id=approval_id)]
+        return dict(record)
+
+    print_record(with_ledger(ledger, read))
 
 
 def _decide(url: str | None, approval_id: str, decision: Decision, policy: Policy | None = None) -> None:

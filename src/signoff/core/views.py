@@ -12,6 +12,7 @@ from typing import Any
 
 from signoff.core.approval import Approval, State
 from signoff.core.call import digest
+from signoff.core.notice import Notice
 from signoff.core.principal import Principal, distinct
 from signoff.core.visible import reveal
 
@@ -123,3 +124,20 @@ def shown(approval: Approval) -> list[tuple[str, str]]:
     if approval.decision is not None or approval.closed_by:
         rows.append(("Settled by", approval.settled_by(owner="the requester")))
     return rows
+
+
+def notice_json(notice: Notice) -> dict[str, Any]:
+    """Where an approval was announced, and how that delivery stands."""
+    out: dict[str, Any] = {
+        "id": notice.id,
+        "channel": notice.channel,
+        "type": notice.type,
+        "state": notice.state,
+        "attempts": notice.attempts,
+        "created_at": notice.created_at,
+    }
+    if notice.delivered_at is not None:
+        out["delivered_at"] = notice.delivered_at
+    if notice.last_error:
+        out["last_error"] = notice.last_error
+    return out

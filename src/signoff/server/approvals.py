@@ -32,7 +32,7 @@ from signoff.core.errors import (
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy
 from signoff.core.principal import Principal
-from signoff.core.views import approval_json, may_see
+from signoff.core.views import approval_json, may_see, notice_json
 from signoff.ledger.base import Ledger
 from signoff.server.auth import signed_in
 from signoff.server.feed import ApprovalFeed
@@ -126,7 +126,10 @@ class ApprovalsAPI:
 
     async def get(self, request: Request) -> Response:
         viewer = signed_in(request)
-        return json_response(approval_json(await self._visible(viewer, request.path_params["id"]), viewer))
+        approval = await self._visible(viewer, request.path_params["id"])
+        shown = approval_json(approval, viewer)
+        shown["notices"] = [notice_json(n) for n in await self.ledger.outbox.query(approval_id=approval.id)]
+        return json_response(shown)
 
     async def _visible(self, viewer: Principal, approval_id: str) -> Approval:
         """The approval if `viewer` may see it; to anyone else it is as unknown as a missing one."""

@@ -56,15 +56,23 @@ class ApprovalFigures(Collector):
         self._after = 0
         self._opened_at: dict[str, float] = {}
         self._reading = asyncio.Lock()
+        self.notices: dict[tuple[str, str], int] = {}
+        """Notices by channel and state, pending or failed, as last read."""
         self.registry.register(self)
 
     async def catch_up(self) -> None:
-        """Fold the audit entries written since the last read, a page at a time."""
+        """Fold the audit entries written since the last read, a page at a time, and count the outbox's
+        notices that wait or failed, by channel (delivered ones are the delivering workers' to count)."""
         async with self._reading:
             while page := await self.ledger.audit.entries(self._after, PAGE):
                 for entry in page:
                     self._fold(entry)
                 self._after = page[-1].seq
+            notices: dict[tuple[str, str], int] = {}
+            for state in ("pending", "failed"):
+                for notice in await self.ledger.outbox.query(state=state):
+                    notices[notice.channel, state] = notices.get((notice.channel, state), 0) + 1
+            self.notices = notices
 
     def _fold(self, entry: AuditEntry) -> None:
         if not entry.subject.startswith("apr_"):
@@ -98,6 +106,12 @@ class ApprovalFigures(Collector):
             buckets=buckets,
             sum_value=self.waited,
         )
+        notices = GaugeMetricFamily(
+            "signoff_outbox_notices", "Notices waiting or failed, by channel.", labels=["channel", "state"]
+        )
+        for (channel, state), count in sorted(self.notices.items()):
+            notices.add_metric([channel, state], count)
+        yield notices
 
     async def warm(self) -> None:
         """Fold the chain as it is at startup, so that the first scrape of a long-lived ledger (a second
