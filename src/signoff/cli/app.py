@@ -71,6 +71,13 @@ def demo(
             "--runtime", help="The agent framework: pydantic-ai, or adk (Google ADK, needs signoff\\[adk])."
         ),
     ] = "pydantic-ai",
+    mailbox: Annotated[
+        bool,
+        typer.Option(
+            "--mailbox",
+            help="Send the payment rules' approval emails to a local SMTP server, and show them at /mailbox.",
+        ),
+    ] = False,
     *,
     serving: Serving,
 ) -> None:
@@ -84,7 +91,16 @@ def demo(
         raise typer.BadParameter(
             "the ADK demo keeps its sessions in memory: one worker", param_hint="--workers"
         )
-    serving.start("demo", runtime=runtime, anonymous=True)
+    if not mailbox:
+        serving.start("demo", runtime=runtime, anonymous=True)
+        return
+    from signoff.demo.mailbox import Mailbox
+
+    sink = Mailbox.start()
+    try:
+        serving.start("demo", runtime=runtime, anonymous=True, mailbox=sink.directory, smtp_port=sink.port)
+    finally:
+        sink.stop()
 
 
 @app.command("serve")

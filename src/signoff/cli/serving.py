@@ -174,8 +174,10 @@ class Serving:
     channels: ChannelsOption = None
 
     def start(self, name: str, **what: Any) -> None:
-        """Serve as the command `name` until stopped; `what` is what only that command sets."""
-        _run(name, self.served(**what), self.host, self.port, self.workers)
+        """Serve as the command `name` until stopped; `what` is what only that command sets. Port 0 is a
+        free port chosen now, so that the links channels send name the port the server listens on."""
+        chosen = self if self.port else dataclasses.replace(self, port=_free_port(self.host))
+        _run(name, chosen.served(**what), chosen.host, chosen.port, chosen.workers)
 
     def served(self, **what: Any) -> Served:
         """These options as the server's settings, with `what`."""
@@ -204,7 +206,7 @@ class Serving:
             max_sockets=self.max_sockets,
             socket_idle=self.socket_idle,
             channels=self.channels,
-            public_url=f"http://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}",
+            public_url=_public_url(self.host, self.port),
             **what,
         )
 
@@ -263,6 +265,21 @@ def _oidc(issuer: str | None, audience: str | None, jwks: str | None, roles_clai
     )
 
 
+def _public_url(host: str, port: int) -> str:
+    """Where links reach this server, as far as its options say (a channels file's `public_url` says
+    better): the bind address, or this machine's loopback for a wildcard one."""
+    name = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
+    return f"http://{name}:{port}"
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
     import os
 
@@ -279,12 +296,18 @@ def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
     def ready(url: str) -> None:
         out.print(f"signoff {name}: {url}", highlight=False, soft_wrap=True)
         out.print(f"approvals inbox: {url}/approvals", highlight=False, soft_wrap=True)
+        if served.mailbox:
+            out.print(f"mailbox: {url}/mailbox", highlight=False, soft_wrap=True)
         out.print(f"approvals API token: {served.token}", highlight=False, soft_wrap=True)
         out.print(f"audit key: {key.path}", highlight=False, soft_wrap=True)
         out.print("Ctrl-C to stop", highlight=False)
 
     async def run() -> None:
         async with open_ledger(served.ledger, keyring=key.keyring) as opened:
+            if served.mailbox:
+                from signoff.demo.mailbox import register_approvers
+
+                await register_approvers(opened)
             if workers == 1:
                 await server.serve(served.app(opened), host, port, ready, head_timeout=served.head_timeout)
             elif isinstance(opened, MemoryLedger):

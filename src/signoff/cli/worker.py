@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from signoff.channels.config import Channels, load_channels
 from signoff.core.policy import Policy
+from signoff.demo import mailbox
 from signoff.gate import Wait
 from signoff.ledger import Ledger, open_ledger
 from signoff.server.app import Settings, create_app
@@ -58,6 +59,9 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     channels: str | None = None
     """The channels file, read by each worker with its own environment's secrets."""
     public_url: str = ""
+    mailbox: str | None = None
+    """The demo's maildir (`--mailbox`), and the port of the SMTP server that fills it."""
+    smtp_port: int = 0
 
     @property
     def settings(self) -> Settings:
@@ -78,20 +82,28 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             from signoff.demo.runtime import demo_agent_for
             from signoff.demo.walkthrough import demo_policy
 
-            agent, policy = demo_agent_for(self.runtime, model=self.model), demo_policy()
+            notify = (mailbox.CHANNEL,) if self.mailbox else ()
+            agent, policy = demo_agent_for(self.runtime, model=self.model), demo_policy(notify)
         elif self.policy is None:
             agent, policy = load_agent(self.agent), Policy()
         else:
             agent = load_agent(self.agent)
             policy = Policy.from_toml(Path(self.policy).read_text(), source=self.policy)
         channels = None if self.channels is None else load_channels(self.channels, os.environ)
+        if self.mailbox:
+            given = channels or Channels()
+            sink = mailbox.channels(self.smtp_port).by_name
+            channels = Channels({**given.by_name, **sink}, given.public_url)
         (channels or Channels()).check(policy)
         return agent, policy, channels
 
     def app(self, ledger: Ledger) -> Starlette:
         agent, policy, channels = self.build()
         model = self.model if self.agent is not None else None  # the demo agent was built with it
-        return create_app(agent, ledger, self.settings, policy=policy, model=model, channels=channels)
+        routes = [mailbox.mailbox_route(self.mailbox)] if self.mailbox else []
+        return create_app(
+            agent, ledger, self.settings, policy=policy, model=model, channels=channels, routes=routes
+        )
 
 
 def app() -> Worker:

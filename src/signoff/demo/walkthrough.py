@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from importlib import resources
 
+import msgspec
 from rich.console import Console
 
 from signoff.approvers import Approver, TerminalApprover
@@ -25,9 +26,17 @@ from signoff.ledger.url import ledger_url
 SCRIPT = ("weather in Tokyo", "pay 50 USD to Hanako")
 
 
-def demo_policy() -> Policy:
+def demo_policy(notify: tuple[str, ...] = ()) -> Policy:
+    """The demo's policy; with `notify`, its payment rules tell those channels (`--mailbox`'s email)."""
     text = resources.files("signoff.demo").joinpath("policy.toml").read_text()
-    return Policy.from_toml(text, source="signoff/demo/policy.toml")
+    policy = Policy.from_toml(text, source="signoff/demo/policy.toml")
+    if not notify:
+        return policy
+    rules = dict(policy.rules)
+    rules["process_payment"] = tuple(
+        msgspec.structs.replace(r, notify=notify) for r in rules["process_payment"]
+    )
+    return Policy(rules, policy.mode)
 
 
 def announcer(console: Console, url: str) -> Approver:

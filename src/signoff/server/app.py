@@ -22,7 +22,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from signoff.approvers.callback import Approver
@@ -114,11 +114,13 @@ def create_app(
     model: Model | str | None = None,
     authenticate: HostLogin | None = None,
     channels: Channels | None = None,
+    routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """Serve `agent` (a pydantic-ai or a Google ADK agent) with every tool call gated, over an opened
     `ledger`. `authenticate` lets a host app that mounts this one decide who a request is from with its
     own login: it gets the request and returns a `Principal`, or None to fall back to signoff's own
-    credentials. `channels` are where the policy's rules announce approvals (see `signoff.channels`)."""
+    credentials. `channels` are where the policy's rules announce approvals (see `signoff.channels`), and
+    `routes` more that the host serves beside signoff's (the demo's `/mailbox`)."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     gate.tasks.heartbeat = settings.task_heartbeat
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
@@ -201,6 +203,7 @@ def create_app(
             *EmailReview(ledger, gate.policy, refusals).routes(),
             *SlackInteractions(ledger, gate.policy, refusals, slack_channels).routes(),
             *pages,
+            *routes,
             static,
         ],
         lifespan=lifespan,
