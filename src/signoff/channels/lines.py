@@ -21,7 +21,7 @@ def lines_for(
     for name, channel in channels.by_name.items():
         if isinstance(channel, WebhookChannel):
             retries = Retries(channel.retry_schedule, channel.give_up_after)
-            lines[name] = Line(WebhookSender(channel, client, f"{base}/inbox"), retries)
+            lines[name] = Line(WebhookSender(channel, client, f"{base}/approvals"), retries)
         elif isinstance(channel, EmailChannel):
             lines[name] = Line(EmailSender(channel, ledger, base))
         else:
