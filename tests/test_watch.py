@@ -118,3 +118,59 @@ async def test_an_expiry_counts_as_expired_whatever_its_deadline_let_happen(tmp_
         assert shown['signoff_approvals_decided_total{outcome="denied"}'] == 0
         assert shown['signoff_approvals_decided_total{outcome="approved"}'] == 0
         assert shown["signoff_approvals_pending"] == 0
+
+
+def test_metrics_port_serves_every_workers_figures_without_a_credential(tmp_path: Path) -> None:
+    """`--metrics-port` with two workers: both bind it, and whichever answers serves the ledger's figures
+    without a credential; the main port's /metrics stays the admin's. A port taken by another program
+    refuses to start, in one line."""
+    import socket
+    import subprocess
+    import time
+
+    from tests.conftest import SIGNOFF
+    from tests.servers import signoff_server
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "myagent.py").write_text("from pydantic_ai import Agent\nagent = Agent('test')\n")
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    args = [
+        "serve",
+        "--agent",
+        "myagent:agent",
+        "--ledger",
+        url,
+        "--workers",
+        "2",
+        "--metrics-port",
+        str(port),
+    ]
+    with signoff_server(tmp_path, args, "tok", env={"PYTHONPATH": str(tmp_path)}, timeout=30) as (base, _):
+        deadline = time.monotonic() + 20
+        while True:  # the workers bind it as each starts, after the parent says it listens
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "nothing listens on --metrics-port"
+                time.sleep(0.1)
+        seen = [httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10) for _ in range(6)]
+        assert {r.status_code for r in seen} == {200}
+        assert all(figures(r.text)["signoff_approvals_opened_total"] == 0 for r in seen)
+        assert httpx.get(f"{base}/metrics", timeout=10).status_code == 401
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        result = subprocess.run(
+            [SIGNOFF, "serve", "--agent", "myagent:agent", "--ledger", url, "--metrics-port", str(busy),
+             "--port", "0"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+        )  # fmt: skip
+    assert result.returncode != 0
+    assert f"--metrics-port {busy}: cannot listen on 127.0.0.1" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr

@@ -102,6 +102,16 @@ CheckpointsOption = Annotated[
         " --audit-checkpoint-every seconds (when the audit grew): `audit verify --checkpoint` reads it.",
     ),
 ]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=1,
+        max=65535,
+        help="Serve GET /metrics on this port too, on --host, with no credential (for a Prometheus on an"
+        " internal network); on the main port it is the admin's.",
+    ),
+]
 ChannelsOption = Annotated[
     str | None,
     typer.Option(
@@ -172,6 +182,7 @@ class Serving:
     max_sockets: MaxSocketsOption = 64
     socket_idle: SocketIdleOption = 600.0
     channels: ChannelsOption = None
+    metrics_port: MetricsPortOption = None
 
     def start(self, name: str, **what: Any) -> None:
         """Serve as the command `name` until stopped; `what` is what only that command sets. Port 0 is a
@@ -206,6 +217,8 @@ class Serving:
             max_sockets=self.max_sockets,
             socket_idle=self.socket_idle,
             channels=self.channels,
+            metrics_port=self.metrics_port,
+            metrics_host=self.host,
             public_url=_public_url(self.host, self.port),
             **what,
         )
@@ -316,6 +329,10 @@ def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
                 served.build()  # a bad --agent, --policy or --channels fails here, once, not in every worker
 
     try:
+        if served.metrics_port is not None:  # taken by another program: say so now, not in each worker
+            from signoff.server.watch import metrics_listener
+
+            metrics_listener(served.metrics_host, served.metrics_port).close()
         asyncio.run(run())
         if workers > 1:
             os.environ[ENV] = msgspec.json.encode(served).decode()

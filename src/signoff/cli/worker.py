@@ -59,6 +59,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     channels: str | None = None
     """The channels file, read by each worker with its own environment's secrets."""
     public_url: str = ""
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     mailbox: str | None = None
     """The demo's maildir (`--mailbox`), and the port of the SMTP server that fills it."""
     smtp_port: int = 0
@@ -73,6 +75,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             audit_checkpoints=self.audit_checkpoints,
             checkpoint_every=self.checkpoint_every, body_timeout=self.body_timeout,
             max_sockets=self.max_sockets, socket_idle=self.socket_idle, public_url=self.public_url,
+            metrics_port=self.metrics_port, metrics_host=self.metrics_host,
         )  # fmt: skip
 
     def build(self) -> tuple[Any, Policy, Channels | None]:

@@ -60,7 +60,7 @@ from signoff.server.review import EmailReview
 from signoff.server.slack import SlackInteractions
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
-from signoff.server.watch import ApprovalFigures, watch_routes
+from signoff.server.watch import ApprovalFigures, metrics_port, watch_routes
 
 log = logging.getLogger("signoff.server")
 
@@ -100,6 +100,9 @@ class Settings:
     """Seconds between a worker's heartbeats for the tasks it runs."""
     task_silence: float = 15.0
     """Seconds without a heartbeat after which a task's worker is taken for dead, and the task failed."""
+    metrics_port: int | None = None
+    """A port of its own for `/metrics`, with no credential, on `metrics_host` (see `watch.metrics_port`)."""
+    metrics_host: str = "127.0.0.1"
     public_url: str = "http://127.0.0.1:8000"
     """Where people reach this server, for the links channels send (a channels file may say otherwise)."""
 
@@ -164,7 +167,11 @@ def create_app(
         warming = loop.create_task(figures.warm())
         outbox.start()
         try:
-            yield
+            async with contextlib.AsyncExitStack() as stack:
+                if settings.metrics_port is not None:
+                    port, host = settings.metrics_port, settings.metrics_host
+                    await stack.enter_async_context(metrics_port(figures, host, port))
+                yield
         finally:
             await outbox.stop()
             await client.aclose()

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import itertools
 import logging
-from collections.abc import Iterator
+import socket
+from collections.abc import AsyncIterator, Iterator
 
+import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -123,6 +127,44 @@ class ApprovalFigures(Collector):
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def metrics_listener(host: str, port: int) -> socket.socket:
+    """A listening socket for `--metrics-port` that every worker can bind too; an `OSError` naming the port
+    when another program holds it (`signoff serve` checks before it starts a worker)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise OSError(f"--metrics-port {port}: cannot listen on {host}: {exc.strerror or exc}") from None
+    listener.listen(64)
+    return listener
+
+
+@contextlib.asynccontextmanager
+async def metrics_port(figures: ApprovalFigures, host: str, port: int) -> AsyncIterator[None]:
+    """`GET /metrics` on a port of its own, with no credential (`--metrics-port`): for a Prometheus that
+    reaches the process on an internal address. Each worker of a `--workers` server binds it (SO_REUSEPORT),
+    and any of them answers: the approvals' and the outbox's figures are the ledger's, the same in each."""
+
+    async def metrics(request: Request) -> Response:
+        await figures.catch_up()
+        return Response(figures.text(), media_type=CONTENT_TYPE_LATEST)
+
+    listener = metrics_listener(host, port)
+    app = Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        await asyncio.gather(serving, return_exceptions=True)
+        listener.close()
 
 
 def watch_routes(ledger: Ledger, figures: ApprovalFigures, outbox: Deliverer) -> list[Route]:
