@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from signoff.channels.config import ChannelsError, WebhookChannel, parse_channels
 from signoff.channels.delivery import Deliverer, Line, Retries
-from signoff.channels.webhook import WebhookSender, retry_after
+from signoff.channels.webhook import Http, WebhookSender, retry_after
 from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.ledger import Ledger
@@ -75,22 +75,21 @@ async def receiving(receiver: Receiver) -> AsyncIterator[str]:
 async def delivering(
     ledger: Ledger, urls: dict[str, str], retries: Retries = FAST
 ) -> AsyncIterator[Deliverer]:
-    async with httpx.AsyncClient() as client:
-        lines = {
-            f"webhook:{name}": Line(
-                WebhookSender(
-                    WebhookChannel(name, url, SECRET, allow_private=True), client, "http://x/inbox"
-                ),
-                retries,
-            )
-            for name, url in urls.items()
-        }
-        deliverer = Deliverer(ledger, lines, interval=0.05, jitter=lambda: 0.0)
-        deliverer.start()
-        try:
-            yield deliverer
-        finally:
-            await deliverer.stop()
+    http = Http()
+    lines = {
+        f"webhook:{name}": Line(
+            WebhookSender(WebhookChannel(name, url, SECRET, allow_private=True), http, "http://x/inbox"),
+            retries,
+        )
+        for name, url in urls.items()
+    }
+    deliverer = Deliverer(ledger, lines, interval=0.05, jitter=lambda: 0.0)
+    deliverer.start()
+    try:
+        yield deliverer
+    finally:
+        await deliverer.stop()
+        await http.close()
 
 
 async def ask(ledger: Ledger, call_id: str, *channels: str) -> str:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from pydantic_ai.models import Model
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -29,6 +28,7 @@ from signoff.approvers.callback import Approver
 from signoff.channels.config import Channels, SlackChannel
 from signoff.channels.delivery import Deliverer
 from signoff.channels.lines import lines_for
+from signoff.channels.webhook import Http
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.policy import Policy
 from signoff.core.views import principal_json
@@ -150,8 +150,8 @@ def create_app(
     tasks = TasksAPI(gate.tasks, task_feed, owners, ping=settings.keepalive)
     live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
     figures = ApprovalFigures(ledger)
-    client = httpx.AsyncClient(follow_redirects=False)
-    lines = lines_for(channels, ledger, client, settings.public_url) if channels else {}
+    http = Http()
+    lines = lines_for(channels, ledger, http, settings.public_url) if channels else {}
     outbox = Deliverer(ledger, lines, registry=figures.registry)
     slack_channels = [
         c for c in (channels.by_name.values() if channels else ()) if isinstance(c, SlackChannel)
@@ -174,7 +174,7 @@ def create_app(
                 yield
         finally:
             await outbox.stop()
-            await client.aclose()
+            await http.close()
             sweeper.cancel()
             warming.cancel()
             if marker is not None:
