@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from signoff.channels.config import DEFAULT_RETRY_SCHEDULE, GIVE_UP_AFTER
 from signoff.core.approval import Approval
-from signoff.core.errors import NotFound, SignoffError
+from signoff.core.errors import SignoffError
 from signoff.core.notice import Notice
 from signoff.ledger.base import Ledger
 
@@ -145,8 +145,10 @@ class Deliverer:
             while True:
                 room = self.concurrency - len(flying)
                 found = await self._claim(channel, room) if room > 0 else []
+                approvals = await self._approvals(found)
                 for notice in found:
-                    task = asyncio.get_running_loop().create_task(self.deliver(notice))
+                    approval = approvals.get(notice.approval_id)
+                    task = asyncio.get_running_loop().create_task(self.deliver(notice, approval))
                     flying.add(task)
                     task.add_done_callback(flying.discard)
                 if found and len(found) == room:
@@ -164,6 +166,15 @@ class Deliverer:
             log.warning("outbox: cannot claim %s's notices: %s", channel, exc)
             return []
 
+    async def _approvals(self, notices: list[Notice]) -> dict[str, Approval]:
+        """The approvals of a claim's notices, in one read; none if the ledger is away (each attempt then
+        fails, and is tried again)."""
+        try:
+            return await self.ledger.approvals.many({n.approval_id for n in notices})
+        except SignoffError as exc:
+            log.warning("outbox: cannot read the approvals of %d notices: %s", len(notices), exc)
+            return {}
+
     async def _rest(self, flying: set[asyncio.Task[None]]) -> None:
         """Until the interval passes, this process writes notices, or an attempt ends."""
         told = self.ledger.outbox.told
@@ -174,11 +185,12 @@ class Deliverer:
             heard.cancel()
         told.clear()
 
-    async def deliver(self, notice: Notice) -> None:
-        """One attempt at `notice`, which this process holds, and its outcome recorded."""
+    async def deliver(self, notice: Notice, approval: Approval | None) -> None:
+        """One attempt at `notice`, which this process holds, about `approval` as it stands (None: it
+        could not be read), and its outcome recorded."""
         outbox, line = self.ledger.outbox, self.lines[notice.channel]
         try:
-            outcome = await self._attempt(notice, line)
+            outcome = await self._attempt(notice, approval, line)
             now = self.ledger.outbox.clock()
             if isinstance(outcome, Delivered):
                 if await outbox.delivered(msgspec.structs.replace(notice, ref=outcome.ref)):
@@ -202,13 +214,11 @@ class Deliverer:
         except SignoffError as exc:  # the lease runs out and another worker tries it
             log.warning("outbox: notice %s: %s", notice.id, exc)
 
-    async def _attempt(self, notice: Notice, line: Line) -> Outcome:
+    async def _attempt(self, notice: Notice, approval: Approval | None, line: Line) -> Outcome:
         if notice.channel in self.disabled:
             return Failed(f"the endpoint is disabled: {self.disabled[notice.channel]}", gone=True)
-        try:
-            approval = await self.ledger.approvals.get(notice.approval_id)
-        except NotFound:
-            return Failed("its approval is not in the ledger", final=True)
+        if approval is None:
+            return Failed("its approval could not be read from the ledger")
         try:
             return await line.sender.send(notice, approval, self.ledger.outbox.clock())
         except Exception as exc:  # a sender's bug must cost one attempt, not the worker

@@ -8,7 +8,7 @@ makes) all or nothing, and wakes this process's waiters when an approval leaves 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Unpack
 
@@ -70,6 +70,10 @@ class Approvals(Part):
 
     async def get(self, approval_id: str) -> Approval:
         return found(await self._store.load(approval_id), ApprovalKey(approval_id))
+
+    async def many(self, approval_ids: Collection[str]) -> dict[str, Approval]:
+        """Those of `approval_ids` that exist, by id, in one read."""
+        return {a.id: a for a in await self._store.load_many(list(approval_ids))} if approval_ids else {}
 
     async def find(self, chat_id: str, call_id: str) -> Approval | None:
         return await self._store.find(chat_id, call_id)

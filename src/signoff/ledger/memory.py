@@ -128,6 +128,9 @@ class _Approvals(ApprovalStore):
     async def load(self, approval_id: str) -> Approval | None:
         return self.db.approval_records.get(approval_id)
 
+    async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
+        return [a for i in approval_ids if (a := self.db.approval_records.get(i)) is not None]
+
     async def find(self, chat_id: str, call_id: str) -> Approval | None:
         found = self.db.asked.get((chat_id, call_id))
         return None if found is None else self.db.approval_records[found]
@@ -264,12 +267,13 @@ class _Outbox(OutboxStore):
         self.db.notices.update((n.id, n) for n in taken)
         return taken
 
-    async def settle(self, notice: Notice, holder: str) -> bool:
-        stored = self.db.notices.get(notice.id)
-        if stored is None or stored.holder != holder:
-            return False
-        self.db.notices[notice.id] = notice
-        return True
+    async def settle(self, notices: Sequence[tuple[Notice, str]]) -> set[str]:
+        settled = set()
+        for notice, holder in notices:
+            if (stored := self.db.notices.get(notice.id)) is not None and stored.holder == holder:
+                self.db.notices[notice.id] = notice
+                settled.add(notice.id)
+        return settled
 
     async def load(self, notice_id: str) -> Notice | None:
         return self.db.notices.get(notice_id)

@@ -53,6 +53,10 @@ class ApprovalStore(ABC):
         """Oldest first; `due_by` keeps those with a deadline at or before it."""
 
     @abstractmethod
+    async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
+        """Those of `approval_ids` that exist, in one read."""
+
+    @abstractmethod
     async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
         """Those of `approval_ids` that are no longer pending: what the watcher wakes waiters with."""
 
@@ -139,9 +143,9 @@ class OutboxStore(ABC):
         lease ran out, soonest due first: held by `holder` until `until`, each attempt counted."""
 
     @abstractmethod
-    async def settle(self, notice: Notice, holder: str) -> bool:
-        """Store `notice` as it now stands, if `holder` still holds it (a worker whose lease ran out and
-        was taken over settles nothing); whether it did."""
+    async def settle(self, notices: Sequence[tuple[Notice, str]]) -> set[str]:
+        """Store each notice as it now stands, if the holder beside it still holds it (a worker whose lease
+        ran out and was taken over settles nothing), in one write; the ids of those stored."""
 
     @abstractmethod
     async def load(self, notice_id: str) -> Notice | None: ...

@@ -51,6 +51,10 @@ class PostgresApprovals(ApprovalStore):
         query = rows.approvals_query(POSTGRES, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
         return [approval_record(record) for (record,) in await self.db.select(*query)]
 
+    async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
+        query = "SELECT record FROM approvals WHERE id = ANY(%s)"
+        return [approval_record(record) for (record,) in await self.db.select(query, (list(approval_ids),))]
+
     async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
         query = "SELECT record FROM approvals WHERE state != 'pending' AND id = ANY(%s)"
         return [approval_record(record) for (record,) in await self.db.select(query, (list(approval_ids),))]
@@ -183,8 +187,14 @@ class PostgresOutbox(OutboxStore):
             found = await (await conn.execute(statement.encode(), params)).fetchall()
         return sorted(map(rows.notice_from_row, found), key=soonest)
 
-    async def settle(self, notice: Notice, holder: str) -> bool:
-        return await self.db.execute([rows.settle_notice(POSTGRES, notice, holder)]) == 1
+    async def settle(self, notices: Sequence[tuple[Notice, str]]) -> set[str]:
+        """One transaction, pipelined: a round trip for the whole batch."""
+        async with self.db.connection() as conn, conn.transaction(), conn.pipeline():
+            cursors = []
+            for notice, holder in notices:
+                statement, params = rows.settle_notice(POSTGRES, notice, holder)
+                cursors.append(await conn.execute(statement.encode(), params))
+        return {n.id for (n, _), cursor in zip(notices, cursors, strict=True) if cursor.rowcount == 1}
 
     async def load(self, notice_id: str) -> Notice | None:
         found = await self.db.select(*rows.notice_by_id(POSTGRES, notice_id))

@@ -80,6 +80,11 @@ class RedisApprovals(ApprovalStore):
             found.sort(key=lambda a: a.created_at)
         return found[:limit]
 
+    async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
+        return [
+            approval_record(r) for r in await self.db.records([self.db.key("a", i) for i in approval_ids])
+        ]
+
     async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
         found = await self.db.records([self.db.key("a", i) for i in approval_ids])
         return [a for a in map(approval_record, found) if a.state is not State.PENDING]
@@ -265,10 +270,19 @@ class RedisOutbox(OutboxStore):
         ids = await self.db.script("claim", [], args)
         return [n for n in await self._load([i.decode() for i in ids]) if n is not None]
 
-    async def settle(self, notice: Notice, holder: str) -> bool:
-        due = repr(max(notice.next_at, notice.lease_until))
-        args = [self.db.prefix, holder, notice.id, notice.state, due, *notice_fields(notice)]
-        return bool(await self.db.script("settle", [], args))
+    async def settle(self, notices: Sequence[tuple[Notice, str]]) -> set[str]:
+        """One pipeline of scripts, each atomic."""
+
+        async def settle(redis: aioredis.Redis) -> list[Any]:
+            pipe = redis.pipeline(transaction=False)
+            for notice, holder in notices:
+                due = repr(max(notice.next_at, notice.lease_until))
+                args = [self.db.prefix, holder, notice.id, notice.state, due, *notice_fields(notice)]
+                await self.db.script("settle", [], args, pipe)  # queued, not sent
+            return list(await pipe.execute())
+
+        answers = await self.db.call(settle)
+        return {n.id for (n, _), settled in zip(notices, answers, strict=True) if settled}
 
     async def load(self, notice_id: str) -> Notice | None:
         return (await self._load([notice_id]))[0]

@@ -54,6 +54,10 @@ class SqliteApprovals(ApprovalStore):
         query = rows.approvals_query(SQLITE, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
         return [approval_record(record) for (record,) in await self.db.run(self.db.select, *query)]
 
+    async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
+        sql = f"SELECT record FROM approvals WHERE id IN ({','.join('?' * len(approval_ids))})"
+        return [approval_record(record) for (record,) in await self.db.run(self.db.select, sql, approval_ids)]
+
     async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
         marks = ",".join("?" * len(approval_ids))
         sql = f"SELECT record FROM approvals WHERE state != 'pending' AND id IN ({marks})"
@@ -212,8 +216,14 @@ class SqliteOutbox(OutboxStore):
         with self.db.transaction() as db:
             return db.execute(*statement).fetchall()
 
-    async def settle(self, notice: Notice, holder: str) -> bool:
-        return await self.db.run(self.db.execute, [rows.settle_notice(SQLITE, notice, holder)]) == 1
+    async def settle(self, notices: Sequence[tuple[Notice, str]]) -> set[str]:
+        return await self.db.run(self._settle, notices)
+
+    def _settle(self, notices: Sequence[tuple[Notice, str]]) -> set[str]:
+        with self.db.transaction() as db:
+            return {
+                n.id for n, holder in notices if db.execute(*rows.settle_notice(SQLITE, n, holder)).rowcount
+            }
 
     async def load(self, notice_id: str) -> Notice | None:
         found = await self.db.run(self.db.select, *rows.notice_by_id(SQLITE, notice_id))
