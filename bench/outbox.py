@@ -65,11 +65,15 @@ async def hook(request):
 async def dump(request):
     return Response(json.dumps(seen), media_type="application/json")
 
+async def count(request):
+    return Response(str(len(seen.get(request.path_params["name"], {}))))
+
 async def reset(request):
     seen.clear()
     return Response()
 
 app = Starlette(routes=[Route("/hook/{name}", hook, methods=["POST"]), Route("/seen", dump),
+                        Route("/count/{name}", count),
                         Route("/reset", reset, methods=["POST"])])
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
@@ -156,14 +160,20 @@ async def open_approvals(
 
 
 async def delivered(port: int, events: dict[str, float], name: str, within: float) -> list[float]:
-    """Latencies of the notices delivered to `name`, once all of them are, or `within` seconds passed."""
+    """Latencies of the notices delivered to `name`, once all of them are, or `within` seconds passed.
+    Waits on the receiver's count, which costs it nothing, and reads the arrival times once at the end."""
+    import httpx
+
     deadline = time.monotonic() + within
-    while True:
+    async with httpx.AsyncClient() as client:
         arrived = (await seen(port)).get(name, {})
-        mine = {i: arrived[i] for i in events if i in arrived}
-        if len(mine) == len(events) or time.monotonic() > deadline:
-            return sorted(mine[i] - events[i] for i in mine)
-        await asyncio.sleep(0.25)
+        wanted = len(arrived) + sum(i not in arrived for i in events)
+        while int((await client.get(f"http://127.0.0.1:{port}/count/{name}")).text) < wanted:
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+    arrived = (await seen(port)).get(name, {})
+    return sorted(arrived[i] - events[i] for i in events if i in arrived)
 
 
 def run(kind: str, n: int, seconds: float, report: Report) -> None:
@@ -223,7 +233,7 @@ def run(kind: str, n: int, seconds: float, report: Report) -> None:
             live = asyncio.run(delivered(receiver_port, down, "live", 60))
             p99_down = percentile(live, 0.99)
             report.judge(
-                f"{kind} one down: live p99", f"{fmt_time(p99_down)} against {fmt_time(p99)} both up",
+                f"{kind} one receiver down", f"{fmt_time(p99_down)} against {fmt_time(p99)} both up",
                 "≤ 2x both up", p99_down <= 2 * max(p99, 0.05),
             )  # fmt: skip
             used = {pid: cpu_seconds(pid) - cpu for pid, cpu in before.items()}

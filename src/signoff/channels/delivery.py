@@ -2,9 +2,10 @@
 at last, in every worker process at once.
 
 Each channel has a line of its own: a loop that claims that channel's due notices (see `ledger.outbox`)
-and keeps up to `concurrency` attempts in flight, claiming more as each ends. So one slow or dead receiver
-holds only its own line, and a notice that waits on a slow attempt in its line waits for a free slot, not
-for the slow one. Every worker runs every line: the claims share the notices out, and a worker that dies
+and keeps up to `concurrency` attempts in flight, claiming more once half of them ended (a claim and the
+read of its approvals then serve a batch, not one notice each). So one slow or dead receiver holds only
+its own line, and a notice that waits on a slow attempt in its line waits for a free slot, not for the
+slow one. Every worker runs every line: the claims share the notices out, and a worker that dies
 holding some loses them to the others once their lease runs out.
 
 What an outcome does: delivered is recorded; a failure is tried again after the channel's next delay
@@ -97,7 +98,7 @@ class Deliverer:
         lines: Mapping[str, Line],
         *,
         interval: float = 0.2,
-        concurrency: int = 16,
+        concurrency: int = 32,
         registry: CollectorRegistry | None = None,
         jitter: Callable[[], float] = lambda: random.uniform(-1.0, 1.0),
     ) -> None:
@@ -151,8 +152,9 @@ class Deliverer:
                     task = asyncio.get_running_loop().create_task(self.deliver(notice, approval))
                     flying.add(task)
                     task.add_done_callback(flying.discard)
-                if found and len(found) == room:
-                    await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
+                if found and len(found) == room:  # more wait: claim again once half the slots are free,
+                    while len(flying) > self.concurrency // 2:  # so a claim takes a batch, not one each
+                        await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
                 elif not found:
                     await self._rest(flying)
         finally:
