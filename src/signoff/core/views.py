@@ -126,18 +126,10 @@ def shown(approval: Approval) -> list[tuple[str, str]]:
     return rows
 
 
+NOTICE_FIELDS = ("id", "channel", "type", "state", "attempts", "created_at", "delivered_at", "last_error")
+"""What a notice shows: not who holds it, nor the channel's own reference."""
+
+
 def notice_json(notice: Notice) -> dict[str, Any]:
-    """Where an approval was announced, and how that delivery stands."""
-    out: dict[str, Any] = {
-        "id": notice.id,
-        "channel": notice.channel,
-        "type": notice.type,
-        "state": notice.state,
-        "attempts": notice.attempts,
-        "created_at": notice.created_at,
-    }
-    if notice.delivered_at is not None:
-        out["delivered_at"] = notice.delivered_at
-    if notice.last_error:
-        out["last_error"] = notice.last_error
-    return out
+    """Where an approval was announced, and how that delivery stands (no nulls, no empty error)."""
+    return {f: v for f in NOTICE_FIELDS if (v := getattr(notice, f)) is not None and v != ""}
