@@ -271,7 +271,9 @@ async def test_a_killed_worker_leaves_its_blocking_chats_to_the_other(url: str, 
     count = 100
     with ExitStack() as stack:
         (a, worker_a), (b, _) = workers(stack, tmp_path, url)
-        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
+        # idle connections close here before the server's keep-alive (5 s) closes them under a request
+        limits = httpx.Limits(max_connections=200, keepalive_expiry=2.0)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
             streams, asked = await parked(client, a, b, url, "k", count)
             assert await running(client, b, "blk-0-0")  # b follows a's replies through their logs
             worker_a.send_signal(signal.SIGKILL)
