@@ -35,9 +35,10 @@ warn_before_deadline = "5m"
 CFO = Principal(id="carla", roles=("cfo",), via="token")
 
 
-async def ask(ledger: Ledger) -> str:
+async def ask(ledger: Ledger, policy: Policy = POLICY) -> str:
+    """A payment asked as the gate asks it: everything `policy`'s ruling says of it, follow-ups included."""
     call = ToolCall("c1", "pay", {"amount": 700})
-    ruling = POLICY.evaluate(call)
+    ruling = policy.evaluate(call)
     approval = await ledger.approvals.open(
         call, chat_id="chat", description=ruling.description, rule=ruling.rule, requester="dave",
         deadline=ruling.deadline, authority=ruling.authority, notify=ruling.notify,

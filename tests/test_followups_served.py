@@ -8,11 +8,11 @@ import asyncio
 from pydantic_ai import Agent
 
 from signoff.channels.config import Channels, WebhookChannel
-from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.ledger import MemoryLedger
 from signoff.server.app import Settings, create_app
 from tests.servers import in_loop
+from tests.test_followups import ask
 from tests.test_webhooks import SECRET, Receiver, receiving
 
 POLICY = Policy.from_toml(
@@ -38,13 +38,7 @@ async def test_a_server_tells_each_follow_up_then_the_expiry() -> None:
         settings = Settings(token="admin", sweep=0.05)
         app = create_app(Agent("test"), ledger, settings, policy=POLICY, channels=channels)
         async with in_loop(app):
-            call = ToolCall("c1", "pay", {"amount": 700})
-            ruling = POLICY.evaluate(call)
-            approval = await ledger.approvals.open(
-                call, chat_id="chat", description=ruling.description, rule=ruling.rule,
-                deadline=ruling.deadline, authority=ruling.authority, notify=ruling.notify,
-                escalate_after=ruling.escalate_after, followups=ruling.followups,
-            )  # fmt: skip
+            approval_id = await ask(ledger, POLICY)
             async with asyncio.timeout(10):
                 while len(receiver.seen) < 5:
                     await asyncio.sleep(0.02)
@@ -54,9 +48,9 @@ async def test_a_server_tells_each_follow_up_then_the_expiry() -> None:
         "approval.expired",
     ]  # fmt: skip
     escalated = receiver.seen[2][2]["data"]["approval"]
-    assert escalated["id"] == approval.id and escalated["awaiting"].startswith("finance or cfo")
+    assert escalated["id"] == approval_id and escalated["awaiting"].startswith("finance or cfo")
     steps = [
-        (e.action, e.detail.get("joined")) for e in await ledger.audit.entries() if e.subject == approval.id
+        (e.action, e.detail.get("joined")) for e in await ledger.audit.entries() if e.subject == approval_id
     ]
     assert steps == [
         ("open", None), ("remind", None), ("escalate", ["role:cfo"]), ("warn", None), ("expire", None)

@@ -25,8 +25,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from signoff.channels.config import ChannelsError, WebhookChannel, parse_channels
-from signoff.channels.delivery import Deliverer, Line, Retries
-from signoff.channels.webhook import Http, WebhookSender, retry_after
+from signoff.channels.delivery import Deliverer, Line, Retries, retry_after
+from signoff.channels.webhook import Http, WebhookSender
 from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.ledger import Ledger

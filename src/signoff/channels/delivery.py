@@ -18,10 +18,12 @@ it is given up on until the process restarts and tries it again.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Protocol
 
 import msgspec
@@ -56,8 +58,29 @@ class Failed:
     final: bool = False
     gone: bool = False
 
+    @property
+    def ends(self) -> bool:
+        """Whether the notice is given up on now, with no further attempt."""
+        return self.final or self.gone
+
 
 Outcome = Delivered | Failed
+
+
+def retry_after(value: str | None, now: float) -> float | None:
+    """Seconds from now that a `Retry-After` header asks for (a number or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now)
 
 
 class Sender(Protocol):
@@ -205,8 +228,7 @@ class Deliverer:
                     "channel-disabled", notice.channel, "signoff:outbox", why=outcome.error
                 )
             retries, wanted = line.retries, outcome.retry_after
-            final = outcome.gone or outcome.final
-            at = None if final else retries.next_at(notice, now, wanted, self.jitter())
+            at = None if outcome.ends else retries.next_at(notice, now, wanted, self.jitter())
             if at is None:
                 await outbox.give_up(notice, _given_up(notice, outcome))
                 self._attempts.labels(notice.channel, "gave_up").inc()
@@ -229,6 +251,6 @@ class Deliverer:
 
 
 def _given_up(notice: Notice, outcome: Failed) -> str:
-    if outcome.gone or outcome.final:
+    if outcome.ends:
         return outcome.error
     return f"gave up after {notice.attempts} attempts; the last: {outcome.error}"

@@ -25,7 +25,7 @@ import aiosmtplib
 
 from signoff.channels.config import EmailChannel
 from signoff.channels.delivery import Delivered, Failed, Outcome
-from signoff.channels.review import LIFETIME, PURPOSE, Review, mint
+from signoff.channels.review import LIFETIME, PURPOSE, Review, details_html, mint
 from signoff.core.approval import Approval
 from signoff.core.notice import Notice
 from signoff.core.principal import Registered
@@ -88,7 +88,6 @@ class EmailSender:
             expires = min(approval.deadline or now + LIFETIME, now + LIFETIME)
             review = Review(approval.id, person.id, approval.approved_digest, expires, notice.id)
             link = f"{self.base_url}/approvals/email/{mint(self._keys, review)}"
-        details = shown(approval)
         message = EmailMessage()
         message["Subject"] = f"{SUBJECTS[notice.type]}: {reveal(approval.description)}"
         message["From"] = self.channel.sender
@@ -96,13 +95,9 @@ class EmailSender:
         message["Date"] = format_datetime(datetime.fromtimestamp(now, UTC))
         key = hashlib.sha256(f"{notice.id}/{person.id}".encode()).hexdigest()[:24]
         message["Message-ID"] = f"<{notice.id}.{key}@signoff>"
-        lines = [f"{label}: {value}" for label, value in details]
+        lines = [f"{label}: {value}" for label, value in shown(approval)]
         text = "\n".join(lines) + (f"\n\nReview and decide: {link}\n" if link else "\n")
         message.set_content(text)
-        rows = "".join(
-            f"<tr><th align='left'>{html.escape(label)}</th><td><pre>{html.escape(value)}</pre></td></tr>"
-            for label, value in details
-        )
         button = f"<p><a href='{html.escape(link)}'>Review and decide</a></p>" if link else ""
-        message.add_alternative(f"<html><body><table>{rows}</table>{button}</body></html>", subtype="html")
+        message.add_alternative(f"<html><body>{details_html(approval)}{button}</body></html>", subtype="html")
         return message

@@ -18,8 +18,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import html
 
 import msgspec
+
+from signoff.core.approval import Approval
+from signoff.core.views import shown
 
 LIFETIME = 86400.0
 """The longest a link lives, whatever the approval's deadline."""
@@ -58,6 +62,17 @@ def read(keys: tuple[bytes, ...], token: str) -> Review | None:
 def nonce(keys: tuple[bytes, ...], token: str) -> str:
     """The review page's form nonce for `token`: a POST must carry what the page it came from held."""
     return _b64(hmac.digest(keys[0], f"form:{token}".encode(), "sha256"))
+
+
+def details_html(approval: Approval) -> str:
+    """The approval as an HTML table, label by label as `core.views.shown` puts it, each value escaped: what
+    the email and its review page both show."""
+    cells = "".join(
+        f"<tr><th align='left' valign='top'>{html.escape(label)}</th>"
+        f"<td><pre>{html.escape(value)}</pre></td></tr>"
+        for label, value in shown(approval)
+    )
+    return f"<table>{cells}</table>"
 
 
 def _mac(key: bytes, body: str) -> bytes:

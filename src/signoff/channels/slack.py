@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from signoff.channels.config import SlackChannel
-from signoff.channels.delivery import Delivered, Failed, Outcome
+from signoff.channels.delivery import Delivered, Failed, Outcome, retry_after
 from signoff.core.approval import Approval, State
 from signoff.core.notice import Notice
 from signoff.core.views import shown
@@ -53,7 +53,7 @@ class SlackSender:
         except SlackApiError as exc:
             error = str(exc.response.get("error", "")) if exc.response is not None else ""
             retry = exc.response.headers.get("retry-after") if exc.response is not None else None
-            return Failed(f"Slack: {error or exc}", float(retry) if retry and retry.isdigit() else None)
+            return Failed(f"Slack: {error or exc}", retry_after(retry, now))
         except (SlackClientError, OSError, TimeoutError) as exc:
             return Failed(f"Slack: {type(exc).__name__}: {exc}")
         return Delivered(str(answer.get("ts") or ""))

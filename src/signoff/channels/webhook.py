@@ -14,7 +14,6 @@ too, which is never followed, since it could point anywhere) is a failure to ret
 
 from __future__ import annotations
 
-import email.utils
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -24,7 +23,7 @@ from standardwebhooks.webhooks import Webhook
 
 from signoff.channels.addresses import PublicResolver, refused_literal
 from signoff.channels.config import WebhookChannel
-from signoff.channels.delivery import Delivered, Failed, Outcome
+from signoff.channels.delivery import Delivered, Failed, Outcome, retry_after
 from signoff.core.approval import Approval
 from signoff.core.notice import Notice
 from signoff.core.views import approval_json
@@ -35,7 +34,7 @@ _TIMEOUT = aiohttp.ClientTimeout(total=TIMEOUT)
 
 
 def event_body(notice: Notice, approval: Approval, inbox: str) -> bytes:
-    """The event as every channel that takes JSON reads it."""
+    """The event as a webhook's receiver reads it."""
     return msgspec.json.encode(
         {
             "type": notice.type,
@@ -107,22 +106,6 @@ class WebhookSender:
             return Failed("HTTP 410 Gone: the endpoint is disabled", gone=True)
         wanted = retry_after(wants, now) if status == 429 or status >= 500 else None
         return Failed(f"HTTP {status}", wanted)
-
-
-def retry_after(value: str | None, now: float) -> float | None:
-    """Seconds from now that a `Retry-After` header asks for (a number or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - now)
 
 
 def _iso(at: float) -> str:

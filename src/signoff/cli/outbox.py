@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.table import Column, Table
 
 from signoff.cli.common import LedgerOption, operator, out, shown, when, with_ledger
+from signoff.core.notice import Delivery
 
 outbox_app = typer.Typer(no_args_is_help=True, help="List the outbox's notices, and retry one.")
-DeliveryOption = Literal["pending", "failed", "delivered"]
 
 
 @outbox_app.command("list")
 def outbox_list(
     ledger: LedgerOption = None,
-    state: Annotated[DeliveryOption | None, typer.Option(help="Only notices in this state.")] = None,
+    state: Annotated[Delivery | None, typer.Option(help="Only notices in this state.")] = None,
     approval: Annotated[str | None, typer.Option(help="Only this approval's notices.")] = None,
 ) -> None:
     """List notices, oldest first: the event, the channel, and how its delivery stands."""

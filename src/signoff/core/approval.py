@@ -174,18 +174,23 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         counted = f"{len(self.votes)} of {self.authority.quorum}"
         return f"{counted}: {names}" if names else counted
 
+    @property
+    def escalated(self) -> bool:
+        """Whether its escalation was taken, as the record says: what a page or a channel shows."""
+        return self.followups is not None and self.followups.escalated
+
     def admits(self, principal: Principal, at: float | None = None) -> bool:
         """Whether `principal` may decide it at `at`: under its escalation from the sealed time on. With no
-        time, as it stands (escalated once the step was taken): what a page or a channel shows."""
+        time, as it stands (`escalated`): what a page or a channel shows."""
         escalated = self.escalate_at is not None and (
-            self.followups is not None and self.followups.escalated if at is None else at >= self.escalate_at
+            self.escalated if at is None else at >= self.escalate_at
         )
         return self.authority.allows(principal, self.requester, escalated=escalated)
 
     @property
     def awaited(self) -> str:
         """Who it waits for, in words: `finance, 1 of 2: alice`."""
-        words = self.authority.awaited(escalated=bool(self.followups and self.followups.escalated))
+        words = self.authority.awaited(escalated=self.escalated)
         return f"{words}, {self.tally}" if self.authority.quorum > 1 else words
 
     @property

@@ -34,10 +34,6 @@ class Followups(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaul
     warned: bool = False
     escalated: bool = False
 
-    @property
-    def any(self) -> bool:
-        return self.remind_after is not None or self.warn_before is not None
-
 
 def due(
     followups: Followups | None,

@@ -37,7 +37,6 @@ NoticeType = Literal[
     "approval.cancelled",
 ]
 Delivery = Literal["pending", "delivered", "failed"]
-DELIVERIES: Final[tuple[Delivery, ...]] = ("pending", "delivered", "failed")
 
 TOLD: Final[dict[str, NoticeType]] = {
     "open": "approval.requested",

@@ -64,7 +64,7 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
         out["approvers"] = list(authority.approvers)
     if not authority.requester_may_approve:
         out["requester_may_approve"] = False
-    out["awaiting"] = authority.awaited(escalated=bool(approval.followups and approval.followups.escalated))
+    out["awaiting"] = authority.awaited(escalated=approval.escalated)
     out["tally"] = approval.tally
     if approval.votes:
         whos = distinct([v.decision.principal for v in approval.votes], lambda p: p.described)

@@ -13,6 +13,7 @@ see it later: a notice given up on, and an operator's retry.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 
@@ -44,18 +45,15 @@ class Outbox(Part):
 
     async def delivered(self, notice: Notice) -> bool:
         """Record `notice` delivered; False if another worker took it over meanwhile."""
-        done = msgspec.structs.replace(notice, state="delivered", delivered_at=self.clock(), lease_until=0.0)
-        return await self._settles.settle(done, self.holder)
+        return await self._release(notice, state="delivered", delivered_at=self.clock())
 
     async def later(self, notice: Notice, at: float, error: str) -> bool:
         """Record a failed attempt of `notice`, to be tried again at `at`."""
-        again = msgspec.structs.replace(notice, next_at=at, last_error=error, lease_until=0.0)
-        return await self._settles.settle(again, self.holder)
+        return await self._release(notice, next_at=at, last_error=error)
 
     async def give_up(self, notice: Notice, error: str) -> bool:
         """Record `notice` failed for good (its channel gave up, or its endpoint is gone), audited."""
-        failed = msgspec.structs.replace(notice, state="failed", last_error=error, lease_until=0.0)
-        if not await self._settles.settle(failed, self.holder):
+        if not await self._release(notice, state="failed", last_error=error):
             return False
         await self._shared.record(
             "notice-failed", notice.approval_id, ACTOR,
@@ -76,6 +74,11 @@ class Outbox(Part):
             "notice-retry", notice.approval_id, actor, notice=notice.id, channel=notice.channel
         )
         return again
+
+    async def _release(self, notice: Notice, **outcome: Any) -> bool:
+        """Store how this process's attempt at `notice` went, giving up its hold."""
+        released = msgspec.structs.replace(notice, lease_until=0.0, **outcome)
+        return await self._settles.settle(released, self.holder)
 
     async def get(self, notice_id: str) -> Notice:
         notice = await self._store.load(notice_id)

@@ -16,17 +16,17 @@ from __future__ import annotations
 import html
 from urllib.parse import parse_qs
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from signoff.channels.review import PURPOSE, Review, nonce, read
+from signoff.channels.review import PURPOSE, Review, details_html, nonce, read
 from signoff.core.approval import Approval, State
 from signoff.core.decision import Decision
 from signoff.core.errors import AlreadyDecided, NotFound, SignoffError
 from signoff.core.policy import Policy
 from signoff.core.principal import Principal
-from signoff.core.views import shown
 from signoff.ledger.base import Ledger
 from signoff.server.auth import client_of
 from signoff.server.edge import same_origin
@@ -66,7 +66,7 @@ class EmailReview:
             review, approval = await self._open(request, token)
         except _Refused as refused:
             return _page("This link cannot be used", f"<p>{html.escape(refused.message)}</p>", refused.status)
-        return _page("Review an approval", _details(approval) + self._form(token, review, approval))
+        return _page("Review an approval", details_html(approval) + self._form(token, review, approval))
 
     async def decide(self, request: Request) -> Response:
         token = request.path_params["token"]
@@ -91,7 +91,7 @@ class EmailReview:
         except SignoffError as exc:  # not an approver now, voted already, unproven: audited by the ledger
             return _page("Nothing was decided", f"<p>{html.escape(str(exc))}</p>", 403)
         said = "approved" if choice == "approve" else "denied"
-        return _page(f"You {said} it", f"<p>Thank you.</p>{_details(after)}")
+        return _page(f"You {said} it", f"<p>Thank you.</p>{details_html(after)}")
 
     async def _open(self, request: Request, token: str) -> tuple[Review, Approval]:
         """The genuine, unexpired review `token` grants, and its approval as asked when it was sent."""
@@ -117,8 +117,7 @@ class EmailReview:
             raise await self._refuse(review, "its principal is not registered", 403) from None
         if not registered.active or not registered.email:
             raise await self._refuse(review, "its principal is revoked or no longer linked to email", 403)
-        known = registered.principal
-        return Principal(id=known.id, name=known.name, roles=known.roles, via="email")
+        return msgspec.structs.replace(registered.principal, via="email")
 
     async def _refuse(self, review: Review, why: str, status: int) -> _Refused:
         await self.ledger.audit.record(
@@ -145,14 +144,6 @@ class EmailReview:
             "<button name='decision' value='approve'>Approve</button> "
             "<button name='decision' value='deny'>Deny</button></form>"
         )
-
-
-def _details(approval: Approval) -> str:
-    cells = "".join(
-        f"<tr><th align='left' valign='top'>{html.escape(k)}</th><td><pre>{html.escape(v)}</pre></td></tr>"
-        for k, v in shown(approval)
-    )
-    return f"<table>{cells}</table>"
 
 
 def _settled(approval: Approval) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
+import msgspec
 from slack_sdk.errors import SlackClientError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -33,7 +34,6 @@ from signoff.channels.slack import APPROVE, DENY, REASON
 from signoff.core.decision import Decision
 from signoff.core.errors import AlreadyDecided, NotFound, SignoffError
 from signoff.core.policy import Policy
-from signoff.core.principal import Principal
 from signoff.ledger.base import Ledger
 from signoff.server.auth import client_of
 from signoff.server.http import error
@@ -99,7 +99,7 @@ class SlackInteractions:
         if linked is None:
             await self._refuse(approval_id, actor, "a Slack user linked to no principal")
             return f"{MAY_NOT}: your Slack account is not linked to a signoff principal."
-        principal = Principal(id=linked.id, name=linked.name, roles=linked.roles, via="slack")
+        principal = msgspec.structs.replace(linked, via="slack")
         try:
             await self.ledger.approvals.decide(
                 approval_id, Decision.of(approved, principal, reason), policy=self.policy

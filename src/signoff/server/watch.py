@@ -125,8 +125,10 @@ class ApprovalFigures(Collector):
         except Exception as exc:
             log.warning("the metrics could not read the audit chain yet (%s)", exc)
 
-    def text(self) -> bytes:
-        return generate_latest(self.registry)
+    async def response(self) -> Response:
+        """The figures as they stand now, in the Prometheus text format."""
+        await self.catch_up()
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 def metrics_listener(host: str, port: int) -> socket.socket:
@@ -152,8 +154,7 @@ async def metrics_port(figures: ApprovalFigures, host: str, port: int) -> AsyncI
     and any of them answers: the approvals' and the outbox's figures are the ledger's, the same in each."""
 
     async def metrics(request: Request) -> Response:
-        await figures.catch_up()
-        return Response(figures.text(), media_type=CONTENT_TYPE_LATEST)
+        return await figures.response()
 
     listener = metrics_listener(host, port)
     app = Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
@@ -186,8 +187,7 @@ def watch_routes(ledger: Ledger, figures: ApprovalFigures, outbox: Deliverer) ->
     async def metrics(request: Request) -> Response:
         if not signed_in(request).is_admin:
             raise Forbidden(403, "only the admin reads the metrics")
-        await figures.catch_up()
-        return Response(figures.text(), media_type=CONTENT_TYPE_LATEST)
+        return await figures.response()
 
     return [
         Route("/healthz", alive, methods=["GET"]),
