@@ -12,12 +12,22 @@ from typing import Annotated, Any
 
 import msgspec
 import typer
-from rich.table import Table
 
-from signoff.cli.common import LedgerOption, fail, operator, out, print_record, shown, when, with_ledger
-from signoff.core.approval import State
+from signoff.cli.common import (
+    LedgerOption,
+    fail,
+    operator,
+    out,
+    print_record,
+    print_table,
+    shown,
+    when,
+    with_ledger,
+)
+from signoff.core.approval import Approval, State
 from signoff.core.decision import Decision, Remember
 from signoff.core.errors import SignoffError
+from signoff.core.grant import Grant
 from signoff.core.policy import Policy
 from signoff.core.views import notice_json
 from signoff.ledger.base import Ledger
@@ -34,14 +44,16 @@ def approvals_list(
 ) -> None:
     """List approvals, oldest first, with who they wait for and how far their quorum got."""
     found = with_ledger(ledger, lambda lg: lg.approvals.query(chat_id=chat, state=state))
-    table = Table("id", "state", "chat", "tool", "description", "approvals", "created", "deadline")
-    for a in found:
-        tally = f"{a.tally} (waiting for {a.authority.awaited()})" if a.state is State.PENDING else a.tally
-        table.add_row(
-            a.id, a.state, shown(a.chat_id), shown(a.call.tool), shown(a.description), shown(tally),
-            when(a.created_at), when(a.deadline),
-        )  # fmt: skip
-    out.print(table if found else "no approvals")
+    columns = ("id", "state", "chat", "tool", "description", "approvals", "created", "deadline")
+    print_table(found, columns, _approval_row, empty="no approvals")
+
+
+def _approval_row(a: Approval) -> tuple[str, ...]:
+    tally = f"{a.tally} (waiting for {a.authority.awaited()})" if a.state is State.PENDING else a.tally
+    return (
+        a.id, a.state, shown(a.chat_id), shown(a.call.tool), shown(a.description), shown(tally),
+        when(a.created_at), when(a.deadline),
+    )  # fmt: skip
 
 
 @approvals_app.command("show")
@@ -137,19 +149,16 @@ def grants_list(
 ) -> None:
     """List grants."""
     found = with_ledger(ledger, lambda lg: lg.grants.query(chat_id=chat, active=not all_))
-    table = Table("id", "tool", "args", "scope", "chat", "by", "created", "revoked")
-    for g in found:
-        table.add_row(
-            g.id,
-            shown(g.tool),
-            "any" if g.digest is None else g.digest[:12],
-            g.scope,
-            shown(g.chat_id or "*"),
-            shown(g.created_by),
-            when(g.created_at),
-            when(g.revoked_at),
-        )
-    out.print(table if found else "no grants")
+    columns = ("id", "tool", "args", "scope", "chat", "by", "created", "revoked")
+    print_table(found, columns, _grant_row, empty="no grants")
+
+
+def _grant_row(g: Grant) -> tuple[str, ...]:
+    args = "any" if g.digest is None else g.digest[:12]
+    return (
+        g.id, shown(g.tool), args, g.scope, shown(g.chat_id or "*"), shown(g.created_by),
+        when(g.created_at), when(g.revoked_at),
+    )  # fmt: skip
 
 
 @grants_app.command("revoke")

@@ -9,9 +9,9 @@ from typing import Annotated
 import msgspec
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from signoff.cli.common import LedgerOption, err, fail, out, shown, when, with_ledger
+from signoff.cli.common import LedgerOption, err, fail, out, print_table, shown, when, with_ledger
+from signoff.core.audit import AuditEntry
 from signoff.core.errors import SignoffError
 from signoff.ledger.evidence import read_checkpoints, verify
 
@@ -67,11 +67,11 @@ def audit_list(
 ) -> None:
     """Show audit entries in order; names and details with hidden characters spelled out."""
     entries = with_ledger(ledger, lambda lg: lg.audit.entries(after, limit))
-    table = Table("seq", "at", "actor", "action", "subject", "change", "detail")
-    for e in entries:
-        change = f"{e.before or ''} → {e.after or ''}" if e.before or e.after else ""
-        detail = json.dumps(e.detail, ensure_ascii=False)
-        table.add_row(
-            str(e.seq), when(e.at), shown(e.actor), shown(e.action), shown(e.subject), change, shown(detail)
-        )
-    out.print(table if entries else "no audit entries")
+    columns = ("seq", "at", "actor", "action", "subject", "change", "detail")
+    print_table(entries, columns, _row, empty="no audit entries")
+
+
+def _row(e: AuditEntry) -> tuple[str, ...]:
+    change = f"{e.before or ''} → {e.after or ''}" if e.before or e.after else ""
+    detail = json.dumps(e.detail, ensure_ascii=False)
+    return str(e.seq), when(e.at), shown(e.actor), shown(e.action), shown(e.subject), change, shown(detail)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Column, Table
 
 from signoff.core.errors import SignoffError
 from signoff.core.principal import ADMIN, Principal
@@ -29,6 +30,7 @@ from signoff.ledger.keyfile import KeyFile, load_keyring
 from signoff.ledger.url import ENV_VAR
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -83,6 +85,16 @@ def shown(text: str) -> str:
 
 def when(ts: float | None) -> str:
     return "" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def print_table(
+    records: Sequence[R], columns: Sequence[str | Column], row: Callable[[R], Sequence[str]], *, empty: str
+) -> None:
+    """Records one row each, or `empty` in words where a table with no rows would read as a glitch."""
+    table = Table(*columns)
+    for record in records:
+        table.add_row(*row(record))
+    out.print(table if records else empty)
 
 
 def print_record(data: object) -> None:

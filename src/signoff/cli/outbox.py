@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Column, Table
+from rich.table import Column
 
-from signoff.cli.common import LedgerOption, operator, out, shown, when, with_ledger
-from signoff.core.notice import Delivery
+from signoff.cli.common import LedgerOption, operator, out, print_table, shown, when, with_ledger
+from signoff.core.notice import Delivery, Notice
 
 outbox_app = typer.Typer(no_args_is_help=True, help="List the outbox's notices, and retry one.")
 
@@ -21,15 +21,16 @@ def outbox_list(
 ) -> None:
     """List notices, oldest first: the event, the channel, and how its delivery stands."""
     found = with_ledger(ledger, lambda lg: lg.outbox.query(state=state, approval_id=approval))
-    copied = (Column(name, no_wrap=True) for name in ("id", "approval", "channel", "type"))  # never wrapped
-    table = Table(*copied, "state", "attempts", "created", "delivered", "error")
-    for n in found:
-        table.add_row(
-            n.id, n.approval_id, n.channel, n.type.removeprefix("approval."), n.state, str(n.attempts),
-            when(n.created_at),
-            when(n.delivered_at), shown(n.last_error),
-        )  # fmt: skip
-    out.print(table if found else "no notices")
+    copied = [Column(name, no_wrap=True) for name in ("id", "approval", "channel", "type")]  # never wrapped
+    columns: list[str | Column] = [*copied, "state", "attempts", "created", "delivered", "error"]
+    print_table(found, columns, _row, empty="no notices")
+
+
+def _row(n: Notice) -> tuple[str, ...]:
+    return (
+        n.id, n.approval_id, n.channel, n.type.removeprefix("approval."), n.state, str(n.attempts),
+        when(n.created_at), when(n.delivered_at), shown(n.last_error),
+    )  # fmt: skip
 
 
 @outbox_app.command("retry")

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from signoff.cli.common import LedgerOption, operator, out, shown, when, with_ledger
+from signoff.cli.common import LedgerOption, operator, out, print_table, shown, when, with_ledger
 from signoff.core.principal import Registered
 
 principals_app = typer.Typer(
@@ -43,20 +42,16 @@ def principals_add(
 def principals_list(ledger: LedgerOption = None) -> None:
     """List principals, oldest first, revoked ones too."""
     found = with_ledger(ledger, lambda lg: lg.principals.all())
-    table = Table("name", "display", "roles", "email", "slack", "added", "by", "revoked")
-    for p in found:
-        revoked = f"{when(p.revoked_at)} by {shown(p.revoked_by)}" if p.revoked_at is not None else ""
-        table.add_row(
-            shown(p.id),
-            shown(p.name),
-            shown(", ".join(p.roles)),
-            shown(p.email),
-            shown(p.slack),
-            when(p.created_at),
-            shown(p.created_by),
-            revoked,
-        )
-    out.print(table if found else "no principals")
+    columns = ("name", "display", "roles", "email", "slack", "added", "by", "revoked")
+    print_table(found, columns, _row, empty="no principals")
+
+
+def _row(p: Registered) -> tuple[str, ...]:
+    revoked = f"{when(p.revoked_at)} by {shown(p.revoked_by)}" if p.revoked_at is not None else ""
+    return (
+        shown(p.id), shown(p.name), shown(", ".join(p.roles)), shown(p.email), shown(p.slack),
+        when(p.created_at), shown(p.created_by), revoked,
+    )  # fmt: skip
 
 
 @principals_app.command("revoke")

@@ -6,10 +6,18 @@ from typing import Annotated
 
 import msgspec
 import typer
-from rich.table import Table
 
-from signoff.cli.common import LedgerOption, operator, out, print_record, shown, when, with_ledger
-from signoff.core.task import TaskState
+from signoff.cli.common import (
+    LedgerOption,
+    operator,
+    out,
+    print_record,
+    print_table,
+    shown,
+    when,
+    with_ledger,
+)
+from signoff.core.task import Task, TaskState
 from signoff.tasks import Tasks
 
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and cancel long-running calls' tasks.")
@@ -23,13 +31,15 @@ def tasks_list(
 ) -> None:
     """List tasks, oldest first, with how far each got."""
     found = with_ledger(ledger, lambda lg: lg.tasks.query(chat_id=chat, state=state))
-    table = Table("id", "state", "progress", "chat", "tool", "message", "created", "ended")
-    for t in found:
-        table.add_row(
-            t.id, t.state, f"{t.progress}%", shown(t.chat_id), shown(t.call.tool),
-            shown(t.error or t.message), when(t.created_at), when(t.finished_at),
-        )  # fmt: skip
-    out.print(table if found else "no tasks")
+    columns = ("id", "state", "progress", "chat", "tool", "message", "created", "ended")
+    print_table(found, columns, _row, empty="no tasks")
+
+
+def _row(t: Task) -> tuple[str, ...]:
+    return (
+        t.id, t.state, f"{t.progress}%", shown(t.chat_id), shown(t.call.tool), shown(t.error or t.message),
+        when(t.created_at), when(t.finished_at),
+    )  # fmt: skip
 
 
 @tasks_app.command("show")
