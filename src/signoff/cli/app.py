@@ -14,6 +14,7 @@ import typer
 from signoff.cli.approvals import approvals_app, grants_app
 from signoff.cli.audit import audit_app
 from signoff.cli.common import LedgerOption, err, fail, out
+from signoff.cli.gateway import mcp_gateway
 from signoff.cli.outbox import outbox_app
 from signoff.cli.principals import principals_app
 from signoff.cli.serving import Serving, with_serving
@@ -30,6 +31,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(principals_app, name="principals")
 app.add_typer(outbox_app, name="outbox")
+app.command("mcp-gateway")(mcp_gateway)
 
 
 @db_app.command("upgrade")

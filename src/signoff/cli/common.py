@@ -40,11 +40,15 @@ LedgerOption = Annotated[
 ]
 
 
-def operator() -> Principal:
+def os_user() -> str:
     try:
-        user = pwd.getpwuid(os.getuid()).pw_name
+        return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:  # a user id with no passwd entry (a container's, say) is still one person
-        user = str(os.getuid())
+        return str(os.getuid())
+
+
+def operator() -> Principal:
+    user = os_user()
     return Principal(id=f"cli:{user}", name=user, roles=(ADMIN,), via="cli")
 
 

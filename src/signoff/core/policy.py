@@ -113,6 +113,14 @@ class Policy:
             if any(r.description for r in rules)
         }
 
+    def may_ask(self, tool: str) -> bool:
+        """Whether some call of `tool` may wait for a person: a tool with no rules asks, and so may any
+        rule that asks or has a condition (one that can't be decided asks). Only the interactive mode asks."""
+        if self._mode != "interactive":
+            return False
+        rules = self._rules.get(tool)
+        return rules is None or any(r.action == "ask" or r.when is not None for r in rules)
+
     def evaluate(self, call: ToolCall) -> Ruling:
         """The ruling for one call: the first rule whose condition holds, then the mode.
 

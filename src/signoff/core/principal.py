@@ -24,10 +24,10 @@ from signoff.core.audit import AuditEvent, AuditKey
 from signoff.core.errors import AlreadyRevoked, InvalidPrincipal, PrincipalExists
 from signoff.core.proof import prove_principal
 
-Via = Literal["token", "bootstrap", "oidc", "host", "session", "cli", "none", "code", "email", "slack"]
+Via = Literal["token", "bootstrap", "oidc", "host", "session", "cli", "none", "code", "email", "slack", "mcp"]
 """How a principal was authenticated: a personal token, the bootstrap admin token (`SIGNOFF_API_TOKEN`), an
 OIDC/JWT bearer token, the host app's own login, an anonymous browser session, the operator at the CLI, no
-credential at all, or code that named it (an approver callback)."""
+credential at all, code that named it (an approver callback), or the MCP gateway's stdio user."""
 
 ADMIN: Final = "admin"
 """The role that may see and decide everything."""

@@ -42,20 +42,31 @@ def load_keyring(path: Path | None = None) -> KeyFile:
     """The keyring in `path` (default: see the module), made with a new key if there is no such file.
     Raises `LedgerUnavailable` naming the file for one that can't be read or holds no key."""
     path = path or default_path()
+    keys, created = load_keys(path, "audit key", "keep it apart from the ledger's database")
+    audit = [AuditKey(key) for key in keys]
+    return KeyFile(Keyring(audit[0], tuple(audit[1:])), path, created)
+
+
+def load_keys(path: Path, what: str, advice: str, *, shortest: int = 0) -> tuple[list[bytes], bool]:
+    """The keys of a key file in this module's format, newest first, and whether this call made the file
+    (with one new key, and `advice` in its comment). Raises `LedgerUnavailable` naming the file for one
+    that can't be read, holds no key, or a key shorter than `shortest` bytes."""
     created = False
     if not path.exists():
-        created = _create(path)
+        created = _create(path, f"# signoff {what}: {advice}\n{secrets.token_hex(32)}\n")
     try:
         lines = [line.strip() for line in path.read_text().splitlines()]
-        keys = [AuditKey(bytes.fromhex(line)) for line in lines if line and not line.startswith("#")]
+        keys = [bytes.fromhex(line) for line in lines if line and not line.startswith("#")]
     except (OSError, ValueError) as exc:
-        raise LedgerUnavailable(f"cannot use the audit key file {path}: {exc}") from exc
+        raise LedgerUnavailable(f"cannot use the {what} file {path}: {exc}") from exc
     if not keys:
-        raise LedgerUnavailable(f"the audit key file {path} holds no key")
-    return KeyFile(Keyring(keys[0], tuple(keys[1:])), path, created)
+        raise LedgerUnavailable(f"the {what} file {path} holds no key")
+    if any(len(key) < shortest for key in keys):
+        raise LedgerUnavailable(f"the {what} file {path} holds a key shorter than {shortest} bytes")
+    return keys, created
 
 
-def _create(path: Path) -> bool:
+def _create(path: Path, text: str) -> bool:
     """Write a new key file, readable by its owner only, all at once: it appears complete or not at all,
     and of two processes making it at the same moment, one's file stands and both use it."""
     try:
@@ -63,9 +74,7 @@ def _create(path: Path) -> bool:
         draft = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
         descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as out:
-            out.write(
-                f"# signoff audit key: keep it apart from the ledger's database\n{secrets.token_hex(32)}\n"
-            )
+            out.write(text)
         try:
             os.link(draft, path)
         except FileExistsError:
@@ -73,5 +82,5 @@ def _create(path: Path) -> bool:
         finally:
             draft.unlink()
     except OSError as exc:
-        raise LedgerUnavailable(f"cannot create the audit key file {path}: {exc}") from exc
+        raise LedgerUnavailable(f"cannot create the {path.name} key file {path}: {exc}") from exc
     return True

@@ -118,21 +118,21 @@ def create_app(
     authenticate: HostLogin | None = None,
     channels: Channels | None = None,
     routes: Sequence[BaseRoute] = (),
+    services: Sequence[Callable[[], contextlib.AbstractAsyncContextManager[None]]] = (),
 ) -> Starlette:
     """Serve `agent` (a pydantic-ai or a Google ADK agent) with every tool call gated, over an opened
     `ledger`. `authenticate` lets a host app that mounts this one decide who a request is from with its
     own login: it gets the request and returns a `Principal`, or None to fall back to signoff's own
-    credentials. `channels` are where the policy's rules announce approvals (see `signoff.channels`), and
-    `routes` more that the host serves beside signoff's (the demo's `/mailbox`)."""
+    credentials. `channels` are where the policy's rules announce approvals (see `signoff.channels`),
+    `routes` more that the host serves beside signoff's (the demo's `/mailbox`), and `services` what those
+    need running while the app runs. With no `agent` it serves no chat: the approvals, their inbox and
+    API, for an MCP gateway's calls (see `signoff.server.mcp`)."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     gate.tasks.heartbeat = settings.task_heartbeat
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
     task_feed = TaskFeed(ledger, interval=settings.feed_interval)
     streams = Streams(ledger)
     signing_key = ledger.audit.keyring.derived("approval signature")[0]
-    agent_chat = chat_for(
-        agent, gate, model=model, signing_key=signing_key, browser_timeout=settings.browser_timeout
-    )
     refusals = Refusals(ledger)
     auth = Authenticator(
         ledger,
@@ -144,11 +144,19 @@ def create_app(
         host=authenticate,
     )
     owners = Owners(ledger, refusals, anonymous=settings.anonymous)
-    replies = Replies(agent_chat, streams, wait=settings.wait)
-    chat = ChatAPI(replies, owners, feed, task_feed, keepalive=settings.keepalive)
+    replies: Replies | None = None
+    live: LiveAPI | None = None
+    chatting: list[BaseRoute] = []
+    if agent is not None:
+        agent_chat = chat_for(
+            agent, gate, model=model, signing_key=signing_key, browser_timeout=settings.browser_timeout
+        )
+        replies = Replies(agent_chat, streams, wait=settings.wait)
+        chat = ChatAPI(replies, owners, feed, task_feed, keepalive=settings.keepalive)
+        live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
+        chatting = [*chat.routes(), *live.routes()]
     approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
     tasks = TasksAPI(gate.tasks, task_feed, owners, ping=settings.keepalive)
-    live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
     figures = ApprovalFigures(ledger)
     http = Http()
     lines = lines_for(channels, ledger, http, settings.public_url) if channels else {}
@@ -171,6 +179,8 @@ def create_app(
                 if settings.metrics_port is not None:
                     port, host = settings.metrics_port, settings.metrics_host
                     await stack.enter_async_context(metrics_port(figures, host, port))
+                for service in services:
+                    await stack.enter_async_context(service())
                 yield
         finally:
             await outbox.stop()
@@ -200,8 +210,7 @@ def create_app(
     ]
     return Starlette(
         routes=[
-            *chat.routes(),
-            *live.routes(),
+            *chatting,
             *approvals.routes(),
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
@@ -284,16 +293,17 @@ PAGES = {"/": "index.html", "/approvals": "approvals.html"}
 
 
 async def _sweep(
-    ledger: Ledger, replies: Replies, streams: Streams, live: LiveAPI, settings: Settings
+    ledger: Ledger, replies: Replies | None, streams: Streams, live: LiveAPI | None, settings: Settings
 ) -> None:
     while True:
         try:
             await ledger.approvals.expire_due()
             await ledger.approvals.follow_up_due()
             await ledger.tasks.abandon(settings.task_silence)
-            await replies.sweep()
+            if replies is not None and live is not None:
+                await replies.sweep()
+                live.sockets.collect()
             await streams.forget_logs()
-            live.sockets.collect()
         except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
             log.exception("the sweep failed")
         await asyncio.sleep(settings.sweep)

@@ -1,0 +1,140 @@
+"""`signoff mcp-gateway`: one upstream MCP server's tools, every call through the gate, for any MCP client.
+
+Over streamable HTTP (`--host`, `--port`: `/mcp`) the same process serves the inbox and the REST API,
+with `signoff serve`'s authentication, and every MCP request needs a bearer token whose principal is the
+requester. Over stdio (`--stdio`, for clients that spawn their servers) the requester is `mcp:<os user>`,
+and people decide from the CLI or from any `signoff serve` on the same ledger. stdout is then the
+protocol's: everything this command says goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+import typer
+
+from signoff.channels.config import Channels
+from signoff.channels.delivery import Deliverer
+from signoff.channels.lines import lines_for
+from signoff.channels.webhook import Http
+from signoff.cli.common import audit_key, err, fail, os_user
+from signoff.cli.serving import Serving, with_serving
+from signoff.cli.worker import Fronting, Served
+from signoff.core.errors import SignoffError
+from signoff.core.principal import Principal
+from signoff.ledger import Ledger, open_ledger
+
+PolicyOption = Annotated[
+    str | None, typer.Option("--policy", help="A policy TOML file (default: ask for every tool).")
+]
+StdioOption = Annotated[
+    bool,
+    typer.Option("--stdio", help="Serve MCP over stdin/stdout instead of HTTP, for clients that spawn it."),
+]
+StateKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--state-key-file",
+        help="The keys that seal input rounds' requestState: one per line, hex of >= 32 random bytes, newest"
+        " first; made (0600) when missing. Every worker needs the same file. Default: beside the audit key.",
+    ),
+]
+UpstreamUrlOption = Annotated[
+    str | None, typer.Option("--upstream-url", help="The upstream MCP server's streamable HTTP URL.")
+]
+UpstreamEnvOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--upstream-env",
+        help="NAME or NAME=VALUE to pass to the spawned upstream, besides the SDK's safe defaults; repeat"
+        " for more. Nothing else of the gateway's environment reaches it.",
+    ),
+]
+HoldOption = Annotated[
+    float,
+    typer.Option("--hold", min=0.0, help="Seconds a pending call is held for a decision before it answers."),
+]
+UpstreamTimeoutOption = Annotated[
+    float, typer.Option("--upstream-timeout", min=0.1, help="Seconds the upstream has to answer a call.")
+]
+CommandArgument = Annotated[
+    list[str] | None, typer.Argument(help="The upstream to spawn over stdio, after --: CMD ARGS...")
+]
+
+
+@with_serving
+def mcp_gateway(
+    command: CommandArgument = None,
+    policy: PolicyOption = None,
+    stdio: StdioOption = False,
+    state_key_file: StateKeyOption = None,
+    upstream_url: UpstreamUrlOption = None,
+    upstream_env: UpstreamEnvOption = None,
+    hold: HoldOption = 60.0,
+    upstream_timeout: UpstreamTimeoutOption = 60.0,
+    *,
+    serving: Serving,
+) -> None:
+    """Front one upstream MCP server: every MCP client's tool calls pass signoff's gate."""
+    if (upstream_url is None) == (not command):
+        raise typer.BadParameter(
+            "give either --upstream-url URL or -- CMD ARGS...", param_hint="--upstream-url"
+        )
+    fronting = Fronting(
+        upstream_url=upstream_url,
+        command=tuple(command or ()),
+        upstream_env=tuple(upstream_env or ()),
+        state_keys=state_key_file,
+        hold=hold,
+        upstream_timeout=upstream_timeout,
+    )
+    if not stdio:
+        serving.start("mcp-gateway", policy=policy, fronting=fronting)
+        return
+    if serving.workers > 1:
+        raise typer.BadParameter("a stdio gateway is one process", param_hint="--workers")
+    try:
+        asyncio.run(_stdio(serving.served(policy=policy, fronting=fronting), fronting))
+    except SignoffError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        err.print("stopped: pending approvals stay in the ledger")
+
+
+async def _stdio(served: Served, fronting: Fronting) -> None:
+    from mcp.server.stdio import stdio_server
+
+    _, policy, channels = served.build()
+    user = os_user()
+    principal = Principal(id=f"mcp:{user}", name=user, via="mcp")
+    key = audit_key()
+    async with open_ledger(served.ledger, keyring=key.keyring) as ledger:
+        gateway = fronting.gateway(ledger, policy, lambda ctx: principal, None)
+        err.print(f"signoff mcp-gateway: stdio, requester {principal.id}, upstream {gateway.upstream.where}")
+        async with _delivering(ledger, channels, served.public_url):
+            try:
+                async with stdio_server() as (read, write):
+                    options = gateway.server.create_initialization_options()
+                    await gateway.server.run(read, write, options)
+            finally:
+                await gateway.upstream.close()
+
+
+@contextlib.asynccontextmanager
+async def _delivering(ledger: Ledger, channels: Channels | None, public_url: str) -> AsyncIterator[None]:
+    """The outbox worker, when the policy's rules notify channels: a stdio gateway may be the only
+    process on its ledger."""
+    if channels is None:
+        yield
+        return
+    http = Http()
+    outbox = Deliverer(ledger, lines_for(channels, ledger, http, public_url))
+    outbox.start()
+    try:
+        yield
+    finally:
+        await outbox.stop()
+        await http.close()

@@ -1,0 +1,397 @@
+"""The MCP gateway: one upstream MCP server's tools, every call of them through the gate.
+
+`tools/list` is the upstream's, each tool the policy may ask about saying so in its description (an
+upstream's annotations, `readOnlyHint` and the rest, are its own claims and never make a call `allow`).
+`tools/call` is ruled on like any agent's call, for the principal who made it, and then:
+- allowed: forwarded upstream under the single-use claim; its answer passes back unchanged, its own
+  input rounds included;
+- refused: an `isError` result with the reason, as the model should read it; never forwarded;
+- pending: what the client can do decides what it sees (see `_pending`): a form in an
+  `InputRequiredResult` (2026-07-28), a form mid-call (`elicitation/create`, older clients), a link to the
+  inbox, or, for a client with none of these, the call held until a decision or `hold` seconds, and then
+  an `isError` that says who it waits for and to call again.
+
+MCP gives a call no id: `identity` derives one, so a retry finds its approval and a new call asks anew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import msgspec
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolRequestParams,
+    CallToolResult,
+    ElicitRequest,
+    ElicitResult,
+    InputRequest,
+    InputRequiredResult,
+    InputResponses,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from signoff.core.approval import Approval, State
+from signoff.core.decision import Decision
+from signoff.core.errors import (
+    AlreadyConsumed,
+    AlreadyDecided,
+    AlreadyVoted,
+    CallMismatch,
+    InvalidCall,
+    NotAnApprover,
+    Unproven,
+)
+from signoff.core.principal import Principal
+from signoff.core.views import may_decide
+from signoff.gate import Gate, Pending, Refused
+from signoff.integrations.mcp.asking import (
+    KEY,
+    Answer,
+    Asked,
+    Passed,
+    answer_of,
+    form,
+    round_state,
+    seal_later,
+    url_form,
+    waiting,
+)
+from signoff.integrations.mcp.identity import CallIdentity, Generations
+from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
+from signoff.protocol.limits import too_deep
+
+Requester = Callable[[ServerRequestContext[Any, Any]], Principal | None]
+"""Who made a request: the HTTP edge's principal, or the stdio gateway's own."""
+
+MAX_ARGUMENTS = 256 * 1024
+"""Bytes a call's arguments may take as JSON: past it, the call is refused before anything reads them."""
+
+WAITS = "(signoff: a call of this tool may wait for a person's approval.)"
+_PROGRESS_EVERY = 5.0
+_REFUSED_STATE = "Invalid or expired requestState"
+_ROUNDS = 4
+
+Result = CallToolResult | InputRequiredResult
+
+
+class Gateway:
+    def __init__(
+        self,
+        gate: Gate,
+        upstream: Upstream,
+        requester: Requester,
+        *,
+        state_keys: list[bytes],
+        hold: float = 60.0,
+        inbox: str | None = None,
+        name: str = "signoff",
+    ) -> None:
+        """`inbox` is the base URL of the approvals page people decide on; `state_keys` seal the
+        `requestState` of input rounds, newest first (every worker and restart must hold them)."""
+        self.gate = gate
+        self.upstream = upstream
+        self.requester = requester
+        self.hold = hold
+        self.inbox = inbox.rstrip("/") if inbox else None
+        self.generations = Generations(gate.ledger)
+        self.server: Server[Any] = Server(name, on_list_tools=self.list_tools, on_call_tool=self.call_tool)
+        security = RequestStateSecurity(keys=state_keys, bind_principal=self._principal_id)
+        self.server.middleware.append(_Audited(RequestStateBoundary(security, default_audience=name), self))
+
+    # -- tools/list -----------------------------------------------------------------------------------------
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        listed = await self._upstream(self.upstream.list_tools(params))
+        tools = [
+            tool.model_copy(update={"description": f"{tool.description or ''}\n\n{WAITS}".lstrip()})
+            if self.gate.policy.may_ask(tool.name)
+            else tool
+            for tool in listed.tools
+        ]
+        return listed.model_copy(update={"tools": tools})
+
+    # -- tools/call -----------------------------------------------------------------------------------------
+
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Result:
+        principal = self._who(ctx)
+        args = _bounded(params.arguments or {})
+        state = round_state(params.request_state)
+        if isinstance(state, Passed):  # the upstream's own round of a call already claimed
+            return await self._forward(params.name, args, state.state or None, params.input_responses)
+        if params.request_state is not None and state is None:
+            await self._refuse_state(principal, params.name, "a requestState of no round of this gateway")
+        if await self.upstream.schema(params.name) is None:
+            raise MCPError(INVALID_PARAMS, f"unknown tool {params.name!r}: the upstream lists no such tool")
+        try:
+            identity = CallIdentity.of(principal.id, params.name, args, params.meta)
+        except InvalidCall as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        if self.gate.policy.evaluate(identity.call(0)).action != "ask":
+            ruled = await self._ruled(identity, 0, principal)
+            assert not isinstance(ruled, Pending)  # only a rule that asks leaves a call pending
+            return ruled
+        return await self._asked(ctx, principal, identity, state, params)
+
+    async def _ruled(self, identity: CallIdentity, generation: int, principal: Principal) -> Result | Pending:
+        """The gate's ruling on generation `generation` of the call, and the upstream's answer if it ran."""
+        call = identity.call(generation)
+        schema = await self.upstream.schema(call.tool)
+
+        async def forward(**args: Any) -> Result:
+            return await self._forward(call.tool, args)
+
+        try:
+            outcome: Result | Refused | Pending = await self.gate.run(
+                call, forward, chat_id=identity.chat_id, wait="deferred", requester=principal.id,
+                schema=schema,
+            )  # fmt: skip
+        except (CallMismatch, Unproven) as exc:
+            return _error(str(exc))
+        if isinstance(outcome, Refused):
+            return _error(outcome.message)
+        return outcome
+
+    async def _asked(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        principal: Principal,
+        identity: CallIdentity,
+        state: Asked | None,
+        params: CallToolRequestParams,
+    ) -> Result:
+        """A call whose rule may ask: its current generation, ruled on, answered, held, until it ran, was
+        refused, or waits on someone the client can't reach now."""
+        answer = None
+        for _ in range(_ROUNDS):
+            generation = await self.generations.current(identity)
+            if state is not None:
+                answer = await self._answer(principal, identity.call(generation).call_id, state, params)
+                state = None
+            try:
+                outcome = await self._ruled(identity, generation, principal)
+            except AlreadyConsumed:  # it ran: this is a new call of the next generation
+                await self.generations.advance(identity, generation, principal.id)
+                continue
+            if isinstance(outcome, Pending):
+                found = await self._pending(ctx, principal, outcome.approval, identity, generation, answer)
+                if found is None:
+                    continue  # decided meanwhile: rule again
+                return found
+            await self.generations.advance(identity, generation, principal.id)  # it ran, or its "no" was told
+            return outcome
+        return _error("the call's approval changed too often while it was ruled on; call the tool again")
+
+    async def _pending(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        principal: Principal,
+        approval: Approval,
+        identity: CallIdentity,
+        generation: int,
+        answer: Answer | None,
+    ) -> Result | None:
+        """What a client sees of a pending call, by what it can do; None once the approval was decided
+        here or meanwhile (the caller rules again)."""
+        if answer is not None and answer.verdict in ("approve", "deny"):
+            await self._decide(principal, approval, answer)
+            return None
+        if answer is not None and answer.verdict == "cancel":
+            return _error(waiting(approval, self._link(approval)))
+        elicitation = ctx.session.client_capabilities.elicitation if ctx.session.client_capabilities else None
+        by_url = elicitation is not None and elicitation.url is not None and elicitation.form is None
+        decider = may_decide(principal, approval)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and elicitation is not None:
+            if answer is not None and (by_url or _progress(ctx)):  # "Check again", or back from the link
+                approval = await self._held(ctx, approval)
+                if self._settled(approval):
+                    return None
+                if by_url:
+                    return _error(waiting(approval, self._link(approval)))
+            asked = Asked(approval.id, identity.call(generation).call_id, principal.id)
+            link = self._link(approval)
+            question = url_form(approval, link) if by_url else form(approval, may_decide=decider)
+            requests: dict[str, InputRequest] = {KEY: ElicitRequest(params=question)}
+            return InputRequiredResult(input_requests=requests, request_state=seal_later(asked))
+        if elicitation is not None and not by_url and decider:
+            question = form(approval, may_decide=True)
+            try:
+                asked_now = await ctx.session.elicit_form(
+                    question.message, question.requested_schema, related_request_id=ctx.request_id
+                )
+            except NoBackChannelError:
+                asked_now = None
+            if asked_now is not None:
+                return await self._pending(ctx, principal, approval, identity, generation, _read(asked_now))
+        elif by_url:
+            link = self._link(approval)
+            with contextlib.suppress(NoBackChannelError):
+                await ctx.session.elicit_url(
+                    url_form(approval, link).message, link, approval.id, related_request_id=ctx.request_id
+                )
+        approval = await self._held(ctx, approval)
+        return None if self._settled(approval) else _error(waiting(approval, self._link(approval)))
+
+    async def _held(self, ctx: ServerRequestContext[Any, Any], approval: Approval) -> Approval:
+        """Wait for the approval's decision, from any channel or worker, at most `hold` seconds and never
+        past its deadline, telling a client that asked for progress who it waits for."""
+        approvals = self.gate.ledger.approvals
+        limit = self.hold
+        if approval.deadline is not None:
+            limit = min(limit, max(0.0, approval.deadline - approvals.clock()))
+        decided = asyncio.ensure_future(approvals.wait(approval.id))
+        started = time.monotonic()
+        try:
+            while (left := limit - (time.monotonic() - started)) > 0:
+                done, _ = await asyncio.wait({decided}, timeout=min(left, _PROGRESS_EVERY))
+                if done:
+                    return decided.result()
+                elapsed = time.monotonic() - started
+                await ctx.session.report_progress(elapsed, limit, f"waiting for {approval.awaited}")
+        finally:
+            decided.cancel()
+        return approval
+
+    def _settled(self, approval: Approval) -> bool:
+        return approval.state is not State.PENDING or approval.is_due(self.gate.ledger.approvals.clock())
+
+    async def _answer(
+        self, principal: Principal, call_id: str, state: Asked, params: CallToolRequestParams
+    ) -> Answer | None:
+        """The person's answer in a retry, from a round of this very call and principal: a state from an
+        earlier generation (an answer replayed after its call ran) is refused and audited."""
+        if state.call != call_id or state.principal != principal.id:
+            await self._refuse_state(principal, params.name, "a requestState of an earlier or another call")
+        return _read(_responses(params.input_responses).get(KEY))
+
+    async def _decide(self, principal: Principal, approval: Approval, answer: Answer) -> None:
+        """The requester's vote. One its rule doesn't count (four eyes, a vote already given) is audited
+        and changes nothing: the call goes on waiting for those who may decide."""
+        verdict = Decision.approve if answer.verdict == "approve" else Decision.deny
+        decision = verdict(principal, answer.reason)
+        try:
+            await self.gate.ledger.approvals.decide(approval.id, decision, policy=self.gate.policy)
+        except AlreadyDecided:
+            pass  # someone else decided first: the caller rules on theirs
+        except (NotAnApprover, AlreadyVoted) as exc:
+            await self.gate.ledger.audit.record(
+                "refuse", approval.id, principal.id, why=str(exc), via="mcp", verdict=answer.verdict
+            )
+
+    async def _forward(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        state: str | None = None,
+        responses: InputResponses | None = None,
+    ) -> Result:
+        try:
+            result = await self.upstream.call_tool(tool, args, request_state=state, input_responses=responses)
+        except UpstreamFailed as exc:
+            return _error(str(exc))
+        if isinstance(result, InputRequiredResult):  # its retry comes back here, past the gate
+            return result.model_copy(update={"request_state": seal_later(Passed(result.request_state or ""))})
+        return result
+
+    async def _upstream(self, pending: Awaitable[ListToolsResult]) -> ListToolsResult:
+        try:
+            return await pending
+        except UpstreamFailed as exc:
+            raise MCPError(INVALID_REQUEST, str(exc)) from None
+
+    # -- who, and refusals ----------------------------------------------------------------------------------
+
+    def _who(self, ctx: ServerRequestContext[Any, Any]) -> Principal:
+        principal = self.requester(ctx)
+        if principal is None:
+            raise MCPError(INVALID_REQUEST, "this gateway needs a credential for every request")
+        return principal
+
+    def _principal_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        principal = self.requester(ctx)
+        return principal.id if principal is not None else None
+
+    def _link(self, approval: Approval) -> str:
+        return f"{self.inbox}/approvals#{approval.id}" if self.inbox else ""
+
+    async def _refuse_state(self, principal: Principal | None, tool: str, why: str) -> None:
+        actor = principal.id if principal is not None else "unknown"
+        await self.gate.ledger.audit.record("refuse", tool, actor, why=why, via="mcp")
+        raise MCPError(INVALID_PARAMS, _REFUSED_STATE, {"reason": "invalid_request_state"})
+
+
+class _Audited:
+    """The SDK's `requestState` boundary, with each state it refuses audited: a tampered, expired or
+    foreign state is an attack or a bug an operator should see, and the SDK only logs it."""
+
+    def __init__(self, boundary: RequestStateBoundary, gateway: Gateway) -> None:
+        self.boundary = boundary
+        self.gateway = gateway
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        entered = False
+
+        async def inner(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+            nonlocal entered
+            entered = True
+            return await call_next(ctx)
+
+        try:
+            return await self.boundary(ctx, inner)
+        except MCPError:
+            if not entered:
+                tool = str((ctx.params or {}).get("name", ""))
+                principal = self.gateway.requester(ctx)
+                actor = principal.id if principal is not None else "unknown"
+                why = "a tampered, expired or foreign requestState"
+                await self.gateway.gate.ledger.audit.record("refuse", tool, actor, why=why, via="mcp")
+            raise
+
+
+def _read(result: object) -> Answer | None:
+    if not isinstance(result, ElicitResult):
+        return None
+    try:
+        return answer_of(result)
+    except ValueError as exc:
+        raise MCPError(INVALID_PARAMS, str(exc)) from None
+
+
+def _responses(responses: InputResponses | None) -> Mapping[str, object]:
+    return responses or {}
+
+
+def _progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return bool(ctx.meta and ctx.meta.get("progress_token") is not None)
+
+
+def _bounded(args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments, if within the bounds no real call reaches; else a JSON-RPC error before anything
+    walks them (the digest, the audit, the upstream)."""
+    try:
+        text = msgspec.json.encode(args)
+    except (TypeError, ValueError, RecursionError):
+        raise MCPError(INVALID_PARAMS, "the arguments are not JSON a tool can take") from None
+    if len(text) > MAX_ARGUMENTS:
+        raise MCPError(INVALID_PARAMS, f"the arguments are over {MAX_ARGUMENTS} bytes as JSON")
+    if too_deep(text):
+        raise MCPError(INVALID_PARAMS, "the arguments nest deeper than 64 levels")
+    return args
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=text)], is_error=True)

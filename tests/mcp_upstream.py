@@ -1,0 +1,61 @@
+"""A small MCP server the gateway's tests front: run as `python mcp_upstream.py [--http PORT]`.
+
+Every call that runs appends a line to the file `$UPSTREAM_RUNS` names, so a test counts how often the
+upstream really ran a tool. `env` reports which of the names it is asked about are in its environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+
+server = MCPServer("upstream")
+
+
+def _ran(tool: str, args: dict[str, object]) -> None:
+    with open(os.environ["UPSTREAM_RUNS"], "a") as runs:
+        runs.write(json.dumps({"tool": tool, "args": args}) + "\n")
+
+
+@server.tool()
+def pay(amount: float, to: str) -> str:
+    """Pay someone."""
+    _ran("pay", {"amount": amount, "to": to})
+    return f"paid {amount} to {to}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def lookup(query: str) -> str:
+    """Look something up."""
+    _ran("lookup", {"query": query})
+    return f"found {query}"
+
+
+@server.tool()
+def env(names: list[str]) -> str:
+    """Which of these environment variables this process has."""
+    return json.dumps({name: os.environ.get(name) for name in names})
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the process mid-call."""
+    os._exit(3)
+
+
+@server.tool()
+def sleep(seconds: float) -> str:
+    """Take a while."""
+    time.sleep(seconds)
+    return "slept"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+        server.run("streamable-http", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
