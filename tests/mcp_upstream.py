@@ -35,6 +35,13 @@ def lookup(query: str) -> str:
     return f"found {query}"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False))
+def peek(path: str) -> str:
+    """Claims to only read: the policy has no rule for it, so its calls ask all the same."""
+    _ran("peek", {"path": path})
+    return f"peeked at {path}"
+
+
 @server.tool()
 def env(names: list[str]) -> str:
     """Which of these environment variables this process has."""

@@ -25,7 +25,7 @@ from signoff import Approval, Ledger, SqliteLedger
 from signoff.core.audit import AuditEntry
 from tests.conftest import SIGNOFF
 
-READY = re.compile(r"signoff (?:demo|serve): (http://127\.0\.0\.1:\d+)")
+READY = re.compile(r"signoff (?:demo|serve|mcp-gateway): (http://127\.0\.0\.1:\d+)")
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,8 @@ def signoff_server(
     and process once it says it is listening, and always stops it afterwards."""
     name = name or args[0]
     out_path, err_path = directory / f"{name}.stdout", directory / f"{name}.stderr"
-    command = [SIGNOFF, *args, "--port", "0"]
+    split = args.index("--") if "--" in args else len(args)  # what follows `--` is another command's
+    command = [SIGNOFF, *args[:split], "--port", "0", *args[split:]]
     env = {**os.environ, **(env or {}), "SIGNOFF_API_TOKEN": token, "COLUMNS": "200"}
     with out_path.open("wb") as out, err_path.open("wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)

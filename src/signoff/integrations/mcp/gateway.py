@@ -189,6 +189,7 @@ class Gateway:
                 continue
             if isinstance(outcome, Pending):
                 found = await self._pending(ctx, principal, outcome.approval, identity, generation, answer)
+                answer = None  # an answer is used once
                 if found is None:
                     continue  # decided meanwhile: rule again
                 return found
@@ -208,8 +209,9 @@ class Gateway:
         """What a client sees of a pending call, by what it can do; None once the approval was decided
         here or meanwhile (the caller rules again)."""
         if answer is not None and answer.verdict in ("approve", "deny"):
-            await self._decide(principal, approval, answer)
-            return None
+            if await self._decide(principal, approval, answer):
+                return None
+            answer = None  # a vote that does not count: the call waits on, and the client is asked again
         if answer is not None and answer.verdict == "cancel":
             return _error(waiting(approval, self._link(approval)))
         elicitation = ctx.session.client_capabilities.elicitation if ctx.session.client_capabilities else None
@@ -256,12 +258,11 @@ class Gateway:
         decided = asyncio.ensure_future(approvals.wait(approval.id))
         started = time.monotonic()
         try:
-            while (left := limit - (time.monotonic() - started)) > 0:
+            while (left := limit - (elapsed := time.monotonic() - started)) > 0:
+                await ctx.session.report_progress(elapsed, limit, f"waiting for {approval.awaited}")
                 done, _ = await asyncio.wait({decided}, timeout=min(left, _PROGRESS_EVERY))
                 if done:
                     return decided.result()
-                elapsed = time.monotonic() - started
-                await ctx.session.report_progress(elapsed, limit, f"waiting for {approval.awaited}")
         finally:
             decided.cancel()
         return approval
@@ -278,19 +279,21 @@ class Gateway:
             await self._refuse_state(principal, params.name, "a requestState of an earlier or another call")
         return _read(_responses(params.input_responses).get(KEY))
 
-    async def _decide(self, principal: Principal, approval: Approval, answer: Answer) -> None:
-        """The requester's vote. One its rule doesn't count (four eyes, a vote already given) is audited
-        and changes nothing: the call goes on waiting for those who may decide."""
+    async def _decide(self, principal: Principal, approval: Approval, answer: Answer) -> bool:
+        """The requester's vote, and whether it counted. One its rule doesn't count (four eyes, a vote
+        already given) is audited and changes nothing: the call goes on waiting for those who may decide."""
         verdict = Decision.approve if answer.verdict == "approve" else Decision.deny
         decision = verdict(principal, answer.reason)
         try:
             await self.gate.ledger.approvals.decide(approval.id, decision, policy=self.gate.policy)
         except AlreadyDecided:
-            pass  # someone else decided first: the caller rules on theirs
+            return True  # someone else decided first: the caller rules on theirs
         except (NotAnApprover, AlreadyVoted) as exc:
             await self.gate.ledger.audit.record(
                 "refuse", approval.id, principal.id, why=str(exc), via="mcp", verdict=answer.verdict
             )
+            return False
+        return True
 
     async def _forward(
         self,
