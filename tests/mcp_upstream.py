@@ -9,9 +9,16 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    ToolAnnotations,
+)
 
 server = MCPServer("upstream")
 
@@ -46,6 +53,28 @@ def peek(path: str) -> str:
 def env(names: list[str]) -> str:
     """Which of these environment variables this process has."""
     return json.dumps({name: os.environ.get(name) for name in names})
+
+
+@server.tool()
+async def confirm(what: str, ctx: Context) -> Any:
+    """Asks its own question first (an input round of the upstream's own), then does `what`."""
+    answer = (ctx.input_responses or {}).get("sure")
+    if not isinstance(answer, ElicitResult):
+        question = ElicitRequestFormParams(
+            message=f"Really {what}?",
+            requested_schema={
+                "type": "object",
+                "properties": {"sure": {"type": "boolean"}},
+                "required": ["sure"],
+            },
+        )
+        return InputRequiredResult(
+            input_requests={"sure": ElicitRequest(params=question)}, request_state="asked"
+        )
+    if answer.action != "accept" or not (answer.content or {}).get("sure"):
+        return f"did not {what}"
+    _ran("confirm", {"what": what})
+    return f"did {what}"
 
 
 @server.tool()

@@ -53,6 +53,13 @@ action = "allow"
 [[tools.sleep]]
 action = "allow"
 
+[[tools.confirm]]
+when = "what == 'ask first'"
+action = "ask"
+
+[[tools.confirm]]
+action = "allow"
+
 [[tools.pay]]
 when = "amount > 1000"
 action = "ask"
@@ -228,6 +235,38 @@ async def test_a_legacy_client_is_asked_mid_call(gateway: Gateway) -> None:
         result = await mcp.call_tool("pay", {"amount": 8, "to": "legacy-yes"})
     assert text(result) == "paid 8.0 to legacy-yes"
     assert gateway.ran("pay").count({"amount": 8.0, "to": "legacy-yes"}) == 1 and len(seen) == 1
+
+
+# -- the upstream's own input rounds ---------------------------------------------------------------------
+
+
+def _upstreams_question(seen: list[Any]) -> Any:
+    async def elicit(ctx: Any, params: Any) -> ElicitResult:
+        seen.append(params)
+        if "sure" in params.requested_schema["properties"]:
+            return ElicitResult(action="accept", content={"sure": True})
+        return ElicitResult(action="accept", content={"decision": "approve"})
+
+    return elicit
+
+
+@pytest.mark.parametrize("mode", [MODERN, "legacy"])
+async def test_the_upstreams_own_question_reaches_the_client(gateway: Gateway, mode: str) -> None:
+    seen: list[Any] = []
+    async with client(gateway, "alice", mode=mode, elicitation_callback=_upstreams_question(seen)) as mcp:
+        result = await mcp.call_tool("confirm", {"what": f"jump {mode}"})
+    assert text(result) == f"did jump {mode}"
+    assert [q.message for q in seen] == [f"Really jump {mode}?"]
+    assert gateway.ran("confirm").count({"what": f"jump {mode}"}) == 1
+
+
+async def test_a_call_approved_in_one_round_answers_the_upstreams_in_the_next(gateway: Gateway) -> None:
+    seen: list[Any] = []
+    async with client(gateway, "alice", elicitation_callback=_upstreams_question(seen)) as mcp:
+        result = await mcp.call_tool("confirm", {"what": "ask first"})
+    assert text(result) == "did ask first"
+    assert "decision" in seen[0].requested_schema["properties"] and seen[1].message == "Really ask first?"
+    assert gateway.ran("confirm").count({"what": "ask first"}) == 1
 
 
 # -- a client without elicitation: out of band ----------------------------------------------------------

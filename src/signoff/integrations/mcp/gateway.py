@@ -31,7 +31,6 @@ from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolRequestParams,
-    CallToolResult,
     ElicitRequest,
     ElicitResult,
     InputRequest,
@@ -39,7 +38,6 @@ from mcp_types import (
     InputResponses,
     ListToolsResult,
     PaginatedRequestParams,
-    TextContent,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -69,6 +67,7 @@ from signoff.integrations.mcp.asking import (
     url_form,
     waiting,
 )
+from signoff.integrations.mcp.forwarding import Result, error, forward
 from signoff.integrations.mcp.identity import CallIdentity, Generations
 from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
 from signoff.protocol.limits import too_deep
@@ -83,8 +82,6 @@ WAITS = "(signoff: a call of this tool may wait for a person's approval.)"
 _PROGRESS_EVERY = 5.0
 _REFUSED_STATE = "Invalid or expired requestState"
 _ROUNDS = 4
-
-Result = CallToolResult | InputRequiredResult
 
 
 class Gateway:
@@ -132,7 +129,9 @@ class Gateway:
         args = _bounded(params.arguments or {})
         state = round_state(params.request_state)
         if isinstance(state, Passed):  # the upstream's own round of a call already claimed
-            return await self._forward(params.name, args, state.state or None, params.input_responses)
+            return await forward(
+                self.upstream, ctx, params.name, args, state.state or None, params.input_responses
+            )
         if params.request_state is not None and state is None:
             await self._refuse_state(principal, params.name, "a requestState of no round of this gateway")
         if await self.upstream.schema(params.name) is None:
@@ -142,28 +141,34 @@ class Gateway:
         except InvalidCall as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         if self.gate.policy.evaluate(identity.call(0)).action != "ask":
-            ruled = await self._ruled(identity, 0, principal)
+            ruled = await self._ruled(ctx, identity, 0, principal)
             assert not isinstance(ruled, Pending)  # only a rule that asks leaves a call pending
             return ruled
         return await self._asked(ctx, principal, identity, state, params)
 
-    async def _ruled(self, identity: CallIdentity, generation: int, principal: Principal) -> Result | Pending:
+    async def _ruled(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        identity: CallIdentity,
+        generation: int,
+        principal: Principal,
+    ) -> Result | Pending:
         """The gate's ruling on generation `generation` of the call, and the upstream's answer if it ran."""
         call = identity.call(generation)
         schema = await self.upstream.schema(call.tool)
 
-        async def forward(**args: Any) -> Result:
-            return await self._forward(call.tool, args)
+        async def run(**args: Any) -> Result:
+            return await forward(self.upstream, ctx, call.tool, args)
 
         try:
             outcome: Result | Refused | Pending = await self.gate.run(
-                call, forward, chat_id=identity.chat_id, wait="deferred", requester=principal.id,
+                call, run, chat_id=identity.chat_id, wait="deferred", requester=principal.id,
                 schema=schema,
             )  # fmt: skip
         except (CallMismatch, Unproven) as exc:
-            return _error(str(exc))
+            return error(str(exc))
         if isinstance(outcome, Refused):
-            return _error(outcome.message)
+            return error(outcome.message)
         return outcome
 
     async def _asked(
@@ -183,7 +188,7 @@ class Gateway:
                 answer = await self._answer(principal, identity.call(generation).call_id, state, params)
                 state = None
             try:
-                outcome = await self._ruled(identity, generation, principal)
+                outcome = await self._ruled(ctx, identity, generation, principal)
             except AlreadyConsumed:  # it ran: this is a new call of the next generation
                 await self.generations.advance(identity, generation, principal.id)
                 continue
@@ -195,7 +200,7 @@ class Gateway:
                 return found
             await self.generations.advance(identity, generation, principal.id)  # it ran, or its "no" was told
             return outcome
-        return _error("the call's approval changed too often while it was ruled on; call the tool again")
+        return error("the call's approval changed too often while it was ruled on; call the tool again")
 
     async def _pending(
         self,
@@ -213,7 +218,7 @@ class Gateway:
                 return None
             answer = None  # a vote that does not count: the call waits on, and the client is asked again
         if answer is not None and answer.verdict == "cancel":
-            return _error(waiting(approval, self._link(approval)))
+            return error(waiting(approval, self._link(approval)))
         elicitation = ctx.session.client_capabilities.elicitation if ctx.session.client_capabilities else None
         by_url = elicitation is not None and elicitation.url is not None and elicitation.form is None
         decider = may_decide(principal, approval)
@@ -223,7 +228,7 @@ class Gateway:
                 if self._settled(approval):
                     return None
                 if by_url:
-                    return _error(waiting(approval, self._link(approval)))
+                    return error(waiting(approval, self._link(approval)))
             asked = Asked(approval.id, identity.call(generation).call_id, principal.id)
             link = self._link(approval)
             question = url_form(approval, link) if by_url else form(approval, may_decide=decider)
@@ -246,7 +251,7 @@ class Gateway:
                     url_form(approval, link).message, link, approval.id, related_request_id=ctx.request_id
                 )
         approval = await self._held(ctx, approval)
-        return None if self._settled(approval) else _error(waiting(approval, self._link(approval)))
+        return None if self._settled(approval) else error(waiting(approval, self._link(approval)))
 
     async def _held(self, ctx: ServerRequestContext[Any, Any], approval: Approval) -> Approval:
         """Wait for the approval's decision, from any channel or worker, at most `hold` seconds and never
@@ -294,21 +299,6 @@ class Gateway:
             )
             return False
         return True
-
-    async def _forward(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        state: str | None = None,
-        responses: InputResponses | None = None,
-    ) -> Result:
-        try:
-            result = await self.upstream.call_tool(tool, args, request_state=state, input_responses=responses)
-        except UpstreamFailed as exc:
-            return _error(str(exc))
-        if isinstance(result, InputRequiredResult):  # its retry comes back here, past the gate
-            return result.model_copy(update={"request_state": seal_later(Passed(result.request_state or ""))})
-        return result
 
     async def _upstream(self, pending: Awaitable[ListToolsResult]) -> ListToolsResult:
         try:
@@ -394,7 +384,3 @@ def _bounded(args: dict[str, Any]) -> dict[str, Any]:
     if too_deep(text):
         raise MCPError(INVALID_PARAMS, "the arguments nest deeper than 64 levels")
     return args
-
-
-def _error(text: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(text=text)], is_error=True)
