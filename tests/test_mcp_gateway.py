@@ -79,6 +79,8 @@ class Gateway:
     db: Path
     runs: Path
     tokens: dict[str, str]
+    ledger_url: str = ""
+    """The ledger's URL, where it is not the SQLite file `db`."""
 
     @property
     def url(self) -> str:
@@ -90,7 +92,7 @@ class Gateway:
 
     @asynccontextmanager
     async def ledger(self) -> AsyncIterator[Ledger]:
-        async with open_ledger(f"sqlite:///{self.db}") as opened:
+        async with open_ledger(self.ledger_url or f"sqlite:///{self.db}") as opened:
             yield opened
 
     async def approval(self, to: str) -> Approval:
@@ -131,8 +133,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         yield Gateway(base, db, runs, {**tokens, "admin": admin})
 
 
-async def _principals(db: Path) -> dict[str, str]:
-    async with open_ledger(f"sqlite:///{db}") as ledger:
+async def _principals(db: Path | str) -> dict[str, str]:
+    async with open_ledger(db if isinstance(db, str) else f"sqlite:///{db}") as ledger:
         tokens = {}
         for name, roles in (("alice", []), ("bob", ["finance"]), ("carol", ["finance"]), ("dave", [])):
             _, tokens[name] = await ledger.principals.register(name, roles, actor="cli:test")
