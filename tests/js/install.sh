@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the pinned `ai` clients and playwright-core (tests/js/package-lock.json) into tests/js/node_modules.
+# Installs the pinned `ai` clients, playwright-core and the MCP TypeScript SDK (tests/js/package-lock.json) into
+# tests/js/node_modules.
 # Idempotent: runs `npm ci` only when node_modules is missing or package-lock.json changed since the last install.
 # Quiet on success; on failure prints npm's output and exits non-zero.
 set -euo pipefail

@@ -104,7 +104,12 @@ class Gateway:
         self.hold = hold
         self.inbox = inbox.rstrip("/") if inbox else None
         self.generations = Generations(gate.ledger)
-        self.server: Server[Any] = Server(name, on_list_tools=self.list_tools, on_call_tool=self.call_tool)
+        self.server: Server[Any] = Server(
+            name,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            get_tool_input_schema=upstream.listed,
+        )
         security = RequestStateSecurity(keys=state_keys, bind_principal=self._principal_id)
         self.server.middleware.append(_Audited(RequestStateBoundary(security, default_audience=name), self))
 

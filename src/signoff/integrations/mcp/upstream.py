@@ -88,10 +88,16 @@ class Upstream:
         return listed
 
     async def schema(self, name: str) -> dict[str, Any] | None:
-        """The tool's input schema as the upstream last listed it: what a person's edit must fit."""
+        """The tool's input schema as the upstream lists it (listed again for a tool not seen yet): what a
+        person's edit must fit. None for a tool the upstream does not list."""
         if name not in self._tools:
             with contextlib.suppress(UpstreamFailed, MCPError):
                 await self.list_tools()
+        return self.listed(name)
+
+    def listed(self, name: str) -> dict[str, Any] | None:
+        """The tool's input schema as the upstream last listed it, without asking it again: what the SDK
+        checks a 2026-07-28 call's `Mcp-Param` headers against (it would list the tools on every call)."""
         tool = self._tools.get(name)
         return dict(tool.input_schema) if tool is not None else None
 
