@@ -25,7 +25,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
     INVALID_PARAMS,
+    PROTOCOL_VERSION_META_KEY,
     CallToolResult,
     ElicitRequestFormParams,
     ElicitResult,
@@ -34,6 +36,7 @@ from mcp_types import (
 )
 
 from signoff.core.approval import Approval, State
+from signoff.integrations.mcp import CONVERSATION
 from signoff.integrations.mcp.gateway import WAITS
 from signoff.ledger import Ledger, open_ledger
 from tests.conftest import ROOT, SIGNOFF
@@ -59,6 +62,11 @@ action = "ask"
 
 [[tools.confirm]]
 action = "allow"
+
+[[tools.pay]]
+when = "to == 'on-a-clock'"
+action = "ask"
+deadline = "2s"
 
 [[tools.pay]]
 when = "amount > 1000"
@@ -109,10 +117,12 @@ class Gateway:
         async with self.ledger() as ledger:
             return [a for a in await ledger.approvals.query() if a.call.args.get("to") == to]
 
-    def decide(self, approval_id: str, who: str, approved: bool, reason: str = "") -> httpx.Response:
+    def decide(
+        self, approval_id: str, who: str, approved: bool, reason: str = "", remember: str = "once"
+    ) -> httpx.Response:
         return httpx.post(
             f"{self.base}/api/approvals/{approval_id}/decision",
-            json={"approved": approved, "reason": reason},
+            json={"approved": approved, "reason": reason, "remember": remember},
             headers={"authorization": f"Bearer {self.tokens[who]}"},
         )
 
@@ -313,6 +323,56 @@ async def test_a_denial_out_of_band_is_told_to_the_next_identical_call(gateway: 
     assert asked_anew.is_error and "is waiting for" in text(asked_anew)
     assert [a.state for a in await gateway.approvals("told-no")] == [State.DENIED, State.PENDING]
     assert gateway.ran("pay").count({"amount": 11.0, "to": "told-no"}) == 0
+
+
+async def test_a_held_call_ends_at_its_deadline_refused(gateway: Gateway) -> None:
+    async with client(gateway, "alice") as mcp:
+        result = await mcp.call_tool("pay", {"amount": 14, "to": "on-a-clock"})
+    assert result.is_error and "expired" in text(result)
+    assert (await gateway.approval("on-a-clock")).state is State.EXPIRED
+    assert gateway.ran("pay").count({"amount": 14.0, "to": "on-a-clock"}) == 0
+
+
+async def test_a_session_grant_holds_in_its_conversation_only(gateway: Gateway) -> None:
+    args = {"amount": 15, "to": "remembered"}
+    here, there = {CONVERSATION: "here"}, {CONVERSATION: "there"}
+    async with client(gateway, "alice") as mcp:
+        asked = await mcp.call_tool("pay", args, meta=here)
+        approval = await gateway.approval("remembered")
+        assert asked.is_error and approval.chat_id == "mcp:alice/here"
+        decided = gateway.decide(approval.id, "alice", True, remember="session")
+        assert decided.status_code == 200, decided.text
+        ran = [await mcp.call_tool("pay", args, meta=here) for _ in range(2)]  # the approval, then the grant
+        elsewhere = await mcp.call_tool("pay", args, meta=there)
+    assert [text(r) for r in ran] == ["paid 15.0 to remembered"] * 2
+    assert elsewhere.is_error and "is waiting for" in text(elsewhere)
+    assert gateway.ran("pay").count({"amount": 15.0, "to": "remembered"}) == 2
+    assert len(await gateway.approvals("remembered")) == 2
+
+
+def test_a_client_with_url_elicitation_only_gets_a_link_to_the_inbox(gateway: Gateway) -> None:
+    meta = {
+        PROTOCOL_VERSION_META_KEY: MODERN,
+        CLIENT_CAPABILITIES_META_KEY: {"elicitation": {"url": {}}},
+    }
+    body = {
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "pay", "arguments": {"amount": 16, "to": "by-link"}, "_meta": meta},
+    }  # fmt: skip
+    headers = {
+        "authorization": f"Bearer {gateway.tokens['alice']}", "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "pay",
+    }  # fmt: skip
+    answer = httpx.post(gateway.url, json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    data = [line[6:] for line in answer.text.splitlines() if line.startswith("data: ")] or [answer.text]
+    result = json.loads(data[-1])["result"]
+    assert result["resultType"] == "input_required"
+    (question,) = result["inputRequests"].values()
+    approval = asyncio.run(gateway.approval("by-link"))
+    assert question["params"]["mode"] == "url"
+    assert question["params"]["url"] == f"{gateway.base}/approvals#{approval.id}"
+    assert approval.state is State.PENDING
 
 
 # -- four eyes --------------------------------------------------------------------------------------------
