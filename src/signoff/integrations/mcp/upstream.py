@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -74,16 +74,8 @@ class Upstream:
 
     async def list_tools(self, params: PaginatedRequestParams | None = None) -> ListToolsResult:
         client = await self._connected()
-        try:
+        async with self._failures("listing its tools"):
             listed = await client.session.list_tools(params=params)
-        except MCPError as exc:
-            if exc.code != CONNECTION_CLOSED:
-                raise
-            await self._lost(exc)
-            raise UpstreamFailed("the upstream closed its connection") from None
-        except Exception as exc:
-            await self._lost(exc)
-            raise UpstreamFailed(f"the upstream failed to list its tools: {_said(exc)}") from None
         self._tools.update({tool.name: tool for tool in listed.tools})
         return listed
 
@@ -112,7 +104,7 @@ class Upstream:
         """The upstream's own answer, unchanged (its JSON-RPC errors raise `MCPError`, to pass on as
         they are). Raises `UpstreamFailed` when it could not answer."""
         client = await self._connected()
-        try:
+        async with self._failures(f"calling {name}"):
             return await client.session.call_tool(
                 name,
                 args,
@@ -121,16 +113,23 @@ class Upstream:
                 input_responses=input_responses,
                 allow_input_required=True,
             )
+
+    @contextlib.asynccontextmanager
+    async def _failures(self, doing: str) -> AsyncIterator[None]:
+        """The upstream's failures as `UpstreamFailed`, mapped once here: its own JSON-RPC errors pass on
+        as they are, a timeout leaves the connection be, and a broken connection is made afresh next time."""
+        try:
+            yield
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise UpstreamFailed(f"the upstream did not answer within {self.timeout:g} s") from None
             if exc.code != CONNECTION_CLOSED:
                 raise
             await self._lost(exc)
-            raise UpstreamFailed("the upstream closed its connection during the call") from None
+            raise UpstreamFailed(f"the upstream closed its connection while {doing}") from None
         except Exception as exc:
             await self._lost(exc)
-            raise UpstreamFailed(f"the upstream failed: {_said(exc)}") from None
+            raise UpstreamFailed(f"the upstream failed while {doing}: {_said(exc)}") from None
 
     async def close(self) -> None:
         holder, self._holder, self._client, self._ready = self._holder, None, None, None
