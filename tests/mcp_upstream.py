@@ -19,6 +19,8 @@ from mcp_types import (
     InputRequiredResult,
     ToolAnnotations,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 
 server = MCPServer("upstream")
 
@@ -55,23 +57,28 @@ def env(names: list[str]) -> str:
     return json.dumps({name: os.environ.get(name) for name in names})
 
 
+class Sure(BaseModel):
+    sure: bool
+
+
 @server.tool()
 async def confirm(what: str, ctx: Context) -> Any:
-    """Asks its own question first (an input round of the upstream's own), then does `what`."""
-    answer = (ctx.input_responses or {}).get("sure")
-    if not isinstance(answer, ElicitResult):
-        question = ElicitRequestFormParams(
-            message=f"Really {what}?",
-            requested_schema={
-                "type": "object",
-                "properties": {"sure": {"type": "boolean"}},
-                "required": ["sure"],
-            },
-        )
-        return InputRequiredResult(
-            input_requests={"sure": ElicitRequest(params=question)}, request_state="asked"
-        )
-    if answer.action != "accept" or not (answer.content or {}).get("sure"):
+    """Asks its own question first, then does `what`: in an input round of its own on 2026-07-28,
+    mid-call (`elicitation/create`) on an older protocol."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        asked = await ctx.elicit(f"Really {what}?", Sure)
+        sure = asked.action == "accept" and asked.data is not None and asked.data.sure
+    else:
+        answer = (ctx.input_responses or {}).get("sure")
+        if not isinstance(answer, ElicitResult):
+            question = ElicitRequestFormParams(
+                message=f"Really {what}?", requested_schema=Sure.model_json_schema()
+            )
+            return InputRequiredResult(
+                input_requests={"sure": ElicitRequest(params=question)}, request_state="asked"
+            )
+        sure = answer.action == "accept" and bool((answer.content or {}).get("sure"))
+    if not sure:
         return f"did not {what}"
     _ran("confirm", {"what": what})
     return f"did {what}"

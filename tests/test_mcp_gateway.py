@@ -135,7 +135,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     tokens = asyncio.run(_principals(db))
     args = [
         "mcp-gateway", "--ledger", f"sqlite:///{db}", "--policy", str(policy), "--hold", "3",
-        "--upstream-env", "UPSTREAM_RUNS", "--state-key-file", str(directory / "state.keys"), "--", *UPSTREAM,
+        "--upstream-env", "UPSTREAM_RUNS", "--state-key-file", str(directory / "state.keys"),
+        "--upstream-timeout", "2", "--", *UPSTREAM,
     ]  # fmt: skip
     env = {"UPSTREAM_RUNS": str(runs)}
     admin = "admin-" + os.urandom(8).hex()
@@ -533,6 +534,14 @@ async def test_an_upstream_that_crashes_is_an_error_result_and_is_started_again(
         after = await mcp.call_tool("lookup", {"query": "after-crash"})
     assert crashed.is_error and "upstream" in text(crashed)
     assert text(after) == "found after-crash"
+
+
+async def test_an_upstream_that_hangs_is_an_error_result_and_the_gateway_serves_on(gateway: Gateway) -> None:
+    async with client(gateway, "alice") as mcp:
+        hung = await mcp.call_tool("sleep", {"seconds": 4})
+        after = await mcp.call_tool("lookup", {"query": "after-hang"})
+    assert hung.is_error and "did not answer within 2 s" in text(hung)
+    assert text(after) == "found after-hang"
 
 
 async def test_the_spawned_upstream_gets_only_what_it_is_given(gateway: Gateway) -> None:

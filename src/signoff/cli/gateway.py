@@ -115,7 +115,7 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
         gateway = fronting.gateway(ledger, policy, lambda ctx: principal, None)
         err.print(f"signoff mcp-gateway: stdio, requester {principal.id}, upstream {gateway.upstream.where}")
         async with _delivering(ledger, channels, served.public_url):
-            try:
+            try:  # no sessions opened ahead: which protocol the one client speaks is not known yet
                 async with stdio_server() as (read, write):
                     options = gateway.server.create_initialization_options()
                     await gateway.server.run(read, write, options)

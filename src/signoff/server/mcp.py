@@ -44,6 +44,7 @@ def gateway_routes(
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:
         try:
+            await gateway.upstream.start()
             async with manager.run():
                 yield
         finally:

@@ -1,39 +1,26 @@
-"""A call the gate let through, to the upstream and back: its answer unchanged, its own input rounds
-included.
+"""A call the gate let through, to the upstream and back: its answer unchanged, its progress and its own
+input rounds included.
 
-An upstream on 2026-07-28 asks for input by answering with an `InputRequiredResult`. A client on the same
-protocol takes it as it is: its retry comes back with the upstream's state, sealed in the gateway's
-(`asking.Passed`), so it goes straight to the upstream (the call's claim was taken in its first round). A
-client on an older protocol can't read that result, so the gateway asks it the upstream's questions
-mid-call (`elicitation/create`) and retries upstream with the answers, as the SDK's own client would.
+The upstream sees the call on the terms of the client behind it (see `connection`). On 2026-07-28 it asks
+for input by answering with an `InputRequiredResult`, which the client takes as it is: its retry comes back
+with the upstream's state sealed in the gateway's (`asking.Passed`), so it goes straight to the upstream
+(the call's claim was taken in its first round). On an older protocol it asks mid-call, relayed to the
+client.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.server.context import ServerRequestContext
-from mcp.shared.exceptions import NoBackChannelError
-from mcp_types import (
-    CallToolResult,
-    ElicitRequest,
-    ElicitRequestURLParams,
-    ElicitResult,
-    InputRequiredResult,
-    InputResponse,
-    InputResponses,
-    TextContent,
-)
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types import CallToolResult, InputRequiredResult, InputResponses, TextContent
 
-from signoff.integrations.mcp.asking import Passed, seal_later
+from signoff.integrations.mcp.asking import KEY, Passed, seal_later
+from signoff.integrations.mcp.connection import Caller
 from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
 
 Result = CallToolResult | InputRequiredResult
-
-MAX_ROUNDS = 10
-"""Input rounds the gateway drives for an older client before it gives up on an upstream that keeps
-asking (the SDK's own client stops at the same count)."""
+T = TypeVar("T")
 
 
 async def forward(
@@ -44,52 +31,26 @@ async def forward(
     state: str | None = None,
     responses: InputResponses | None = None,
 ) -> Result:
+    """`responses` are the client's answers to the upstream's questions: signoff's own are not passed on."""
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    theirs = {key: answer for key, answer in (responses or {}).items() if key != KEY} or None
     try:
-        result = await upstream.call_tool(tool, args, request_state=state, input_responses=responses)
-        for _ in range(MAX_ROUNDS):
-            if (
-                not isinstance(result, InputRequiredResult)
-                or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-            ):
-                break
-            answers = await _asked_mid_call(ctx, result)
-            if answers is None:
-                return error("the upstream asked for input that this client cannot give")
-            result = await upstream.call_tool(
-                tool, args, request_state=result.request_state, input_responses=answers
-            )
-        else:
-            return error(f"the upstream asked for input more than {MAX_ROUNDS} times")
+        result = await upstream.call_tool(
+            tool, args, Caller(ctx), request_state=state, input_responses=theirs, progress=progress
+        )
     except UpstreamFailed as exc:
         return error(str(exc))
-    if isinstance(result, InputRequiredResult):  # its retry comes back past the gate, to the upstream
+    return passed(result)
+
+
+def passed(result: T) -> T:
+    """The upstream's answer, its input round's state (if it asks) sealed so the retry finds it again."""
+    if isinstance(result, InputRequiredResult):
         return result.model_copy(update={"request_state": seal_later(Passed(result.request_state or ""))})
     return result
-
-
-async def _asked_mid_call(
-    ctx: ServerRequestContext[Any, Any], result: InputRequiredResult
-) -> dict[str, InputResponse] | None:
-    """The older client's answers to the upstream's questions, or None for a question it can't take
-    (sampling, roots, or no way to ask it)."""
-    answers: dict[str, InputResponse] = {}
-    for key, request in (result.input_requests or {}).items():
-        if not isinstance(request, ElicitRequest):
-            return None
-        question = request.params
-        try:
-            if isinstance(question, ElicitRequestURLParams):
-                answer: ElicitResult = await ctx.session.elicit_url(
-                    question.message, question.url, question.elicitation_id or key, ctx.request_id
-                )
-            else:
-                answer = await ctx.session.elicit_form(
-                    question.message, question.requested_schema, ctx.request_id
-                )
-        except NoBackChannelError:
-            return None
-        answers[key] = answer
-    return answers
 
 
 def error(text: str) -> CallToolResult:

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from importlib.metadata import version
 from typing import Any
 
 import msgspec
@@ -67,8 +68,10 @@ from signoff.integrations.mcp.asking import (
     url_form,
     waiting,
 )
+from signoff.integrations.mcp.connection import Caller
 from signoff.integrations.mcp.forwarding import Result, error, forward
 from signoff.integrations.mcp.identity import CallIdentity, Generations
+from signoff.integrations.mcp.passthrough import pass_through
 from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
 from signoff.protocol.limits import too_deep
 
@@ -106,10 +109,12 @@ class Gateway:
         self.generations = Generations(gate.ledger)
         self.server: Server[Any] = Server(
             name,
+            version=version("signoff"),
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             get_tool_input_schema=upstream.listed,
         )
+        pass_through(self.server, upstream)
         security = RequestStateSecurity(keys=state_keys, bind_principal=self._principal_id)
         self.server.middleware.append(_Audited(RequestStateBoundary(security, default_audience=name), self))
 
@@ -118,7 +123,7 @@ class Gateway:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        listed = await self._upstream(self.upstream.list_tools(params))
+        listed = await self._upstream(self.upstream.list_tools(params, Caller(ctx)))
         tools = [
             tool.model_copy(update={"description": f"{tool.description or ''}\n\n{WAITS}".lstrip()})
             if self.gate.policy.may_ask(tool.name)
@@ -146,7 +151,7 @@ class Gateway:
         except InvalidCall as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         if self.gate.policy.evaluate(identity.call(0)).action != "ask":
-            ruled = await self._ruled(ctx, identity, 0, principal)
+            ruled = await self._ruled(ctx, identity, 0, principal, params.input_responses)
             assert not isinstance(ruled, Pending)  # only a rule that asks leaves a call pending
             return ruled
         return await self._asked(ctx, principal, identity, state, params)
@@ -157,13 +162,14 @@ class Gateway:
         identity: CallIdentity,
         generation: int,
         principal: Principal,
+        responses: InputResponses | None,
     ) -> Result | Pending:
         """The gate's ruling on generation `generation` of the call, and the upstream's answer if it ran."""
         call = identity.call(generation)
         schema = await self.upstream.schema(call.tool)
 
         async def run(**args: Any) -> Result:
-            return await forward(self.upstream, ctx, call.tool, args)
+            return await forward(self.upstream, ctx, call.tool, args, responses=responses)
 
         try:
             outcome: Result | Refused | Pending = await self.gate.run(
@@ -193,7 +199,7 @@ class Gateway:
                 answer = await self._answer(principal, identity.call(generation).call_id, state, params)
                 state = None
             try:
-                outcome = await self._ruled(ctx, identity, generation, principal)
+                outcome = await self._ruled(ctx, identity, generation, principal, params.input_responses)
             except AlreadyConsumed:  # it ran: this is a new call of the next generation
                 await self.generations.advance(identity, generation, principal.id)
                 continue

@@ -1,10 +1,10 @@
 """The one MCP server a gateway fronts: spawned over stdio, or reached over streamable HTTP.
 
-The connection is held by a task of its own (the SDK's transports are anyio context managers, which must
-close in the task that opened them), made on first use and made again after the upstream died: a crashed
-upstream costs the calls in flight an error result, and the next call a new process. A spawned upstream
-gets the SDK's short list of safe environment variables and what the operator names, never the gateway's
-own: the token that makes an admin, the key files.
+It is reached through sessions on the terms of the clients it serves (see `connection`), each made on first
+use and made again after the upstream died: a crashed upstream costs the requests in flight an error
+result, and the next request a new process. A spawned upstream gets the SDK's short list of safe
+environment variables and what the operator names, never the gateway's own: the token that makes an
+admin, the key files.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import anyio
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -28,12 +27,17 @@ from mcp_types import (
     InputResponses,
     ListToolsResult,
     PaginatedRequestParams,
+    Request,
     Tool,
 )
+from pydantic import TypeAdapter
 
 from signoff.core.errors import SignoffError
+from signoff.integrations.mcp.connection import Caller, Connection, Terms
 
 log = logging.getLogger("signoff.mcp")
+
+WARM: tuple[Terms, ...] = ((False, frozenset()), (False, frozenset({"elicitation"})))
 
 
 class UpstreamFailed(SignoffError):
@@ -61,10 +65,7 @@ class Upstream:
     def __init__(self, target: StdioServerParameters | str, *, timeout: float = 60.0) -> None:
         self.target = target
         self.timeout = timeout
-        self._client: Client | None = None
-        self._holder: asyncio.Task[None] | None = None
-        self._ready: asyncio.Future[Client] | None = None
-        self._lock = asyncio.Lock()
+        self._connections: dict[Terms, Connection] = {}
         self._tools: dict[str, Tool] = {}
 
     @property
@@ -72,9 +73,11 @@ class Upstream:
         target = self.target
         return target if isinstance(target, str) else " ".join([target.command, *target.args])
 
-    async def list_tools(self, params: PaginatedRequestParams | None = None) -> ListToolsResult:
-        client = await self._connected()
-        async with self._failures("listing its tools"):
+    async def list_tools(
+        self, params: PaginatedRequestParams | None = None, caller: Caller | None = None
+    ) -> ListToolsResult:
+        connection = self._connection(caller)
+        async with self._failures(connection, "listing its tools"), connection.serving(caller) as client:
             listed = await client.session.list_tools(params=params)
         self._tools.update({tool.name: tool for tool in listed.tools})
         return listed
@@ -97,27 +100,60 @@ class Upstream:
         self,
         name: str,
         args: dict[str, Any],
+        caller: Caller | None = None,
         *,
         request_state: str | None = None,
         input_responses: InputResponses | None = None,
+        progress: ProgressFnT | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """The upstream's own answer, unchanged (its JSON-RPC errors raise `MCPError`, to pass on as
-        they are). Raises `UpstreamFailed` when it could not answer."""
-        client = await self._connected()
-        async with self._failures(f"calling {name}"):
+        they are), with its progress told to `progress`. Raises `UpstreamFailed` when it could not answer."""
+        connection = self._connection(caller)
+        async with self._failures(connection, f"calling {name}"), connection.serving(caller) as client:
             return await client.session.call_tool(
                 name,
                 args,
                 read_timeout_seconds=self.timeout,
+                progress_callback=progress,
                 request_state=request_state,
                 input_responses=input_responses,
                 allow_input_required=True,
             )
 
+    async def ask(
+        self, request: Request[Any, Any], answer: type[Any] | TypeAdapter[Any], caller: Caller
+    ) -> Any:
+        """Any other request of the client's (resources, prompts, completions), as the upstream answers it."""
+        connection = self._connection(caller)
+        async with self._failures(connection, request.method), connection.serving(caller) as client:
+            return await client.session.send_request(
+                request, answer, request_read_timeout_seconds=self.timeout
+            )
+
+    async def close(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            await connection.close()
+
+    async def start(self) -> None:
+        """Open now the sessions most clients need (on 2026-07-28, with elicitation and without), so that a
+        first call does not wait for a spawned upstream to start. One that fails is made again, and
+        reported, on first use."""
+        opening = [self._connection(terms).connect() for terms in WARM]
+        for failed in await asyncio.gather(*opening, return_exceptions=True):
+            if isinstance(failed, Exception):
+                log.warning("the upstream %s did not start: %s", self.where, _said(failed))
+
+    def _connection(self, caller: Caller | Terms | None) -> Connection:
+        terms = caller.terms if isinstance(caller, Caller) else caller or (False, frozenset())
+        if (found := self._connections.get(terms)) is None:
+            found = self._connections[terms] = Connection(self.target, terms, self.timeout)
+        return found
+
     @contextlib.asynccontextmanager
-    async def _failures(self, doing: str) -> AsyncIterator[None]:
+    async def _failures(self, connection: Connection, doing: str) -> AsyncIterator[None]:
         """The upstream's failures as `UpstreamFailed`, mapped once here: its own JSON-RPC errors pass on
-        as they are, a timeout leaves the connection be, and a broken connection is made afresh next time."""
+        as they are, a timeout leaves the session be, and a broken one is made afresh next time."""
         try:
             yield
         except MCPError as exc:
@@ -125,49 +161,16 @@ class Upstream:
                 raise UpstreamFailed(f"the upstream did not answer within {self.timeout:g} s") from None
             if exc.code != CONNECTION_CLOSED:
                 raise
-            await self._lost(exc)
+            await self._lost(connection, exc)
             raise UpstreamFailed(f"the upstream closed its connection while {doing}") from None
         except Exception as exc:
-            await self._lost(exc)
+            await self._lost(connection, exc)
             raise UpstreamFailed(f"the upstream failed while {doing}: {_said(exc)}") from None
 
-    async def close(self) -> None:
-        holder, self._holder, self._client, self._ready = self._holder, None, None, None
-        if holder is not None:
-            holder.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await holder
-
-    async def _connected(self) -> Client:
-        if self._client is not None and self._holder is not None and not self._holder.done():
-            return self._client
-        async with self._lock:
-            if self._client is None or self._holder is None or self._holder.done():
-                self._ready = asyncio.get_running_loop().create_future()
-                self._holder = asyncio.create_task(self._hold(self._ready), name="mcp upstream")
-                try:
-                    self._client = await asyncio.wait_for(asyncio.shield(self._ready), self.timeout)
-                except Exception as exc:
-                    await self.close()
-                    raise UpstreamFailed(f"could not reach the upstream {self.where}: {_said(exc)}") from None
-            return self._client
-
-    async def _hold(self, ready: asyncio.Future[Client]) -> None:
-        try:
-            connecting = Client(self.target, mode="auto", cache=None, read_timeout_seconds=self.timeout)
-            async with connecting as client:
-                ready.set_result(client)
-                await anyio.sleep_forever()
-        except Exception as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            else:
-                log.warning("the upstream %s went away: %s", self.where, _said(exc))
-
-    async def _lost(self, exc: BaseException) -> None:
-        """A call found the connection broken: the next call connects afresh."""
+    async def _lost(self, connection: Connection, exc: BaseException) -> None:
+        """A request found the session broken: the next one connects afresh."""
         log.warning("the upstream %s failed (%s); it will be started again", self.where, _said(exc))
-        await self.close()
+        await connection.close()
 
 
 def _said(exc: BaseException) -> str:
