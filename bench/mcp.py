@@ -133,7 +133,7 @@ class _Answered:
     tool = Tool(name="lookup", input_schema={"type": "object", "properties": {"query": {"type": "string"}}})
     result = CallToolResult(content=[TextContent(text="found")])
 
-    async def call_tool(self, name: str, args: dict[str, object], **_: object) -> CallToolResult:
+    async def call_tool(self, name: str, args: dict[str, object], *_: object, **__: object) -> CallToolResult:
         return self.result
 
     async def schema(self, name: str) -> dict[str, object]:
@@ -142,7 +142,7 @@ class _Answered:
     def listed(self, name: str) -> dict[str, object]:
         return dict(self.tool.input_schema)
 
-    async def list_tools(self, params: object = None) -> ListToolsResult:
+    async def list_tools(self, *_: object) -> ListToolsResult:
         return ListToolsResult(tools=[self.tool])
 
 
