@@ -567,22 +567,35 @@ async def test_annotations_never_make_a_call_allowed(gateway: Gateway) -> None:
 # -- stdio ------------------------------------------------------------------------------------------------
 
 
-async def test_over_stdio_the_requester_is_the_os_user_and_the_cli_decides(tmp_path: Path) -> None:
+def stdio_gateway(tmp_path: Path) -> tuple[Any, Path, Path, dict[str, str]]:
+    """`signoff mcp-gateway --stdio` as a client spawns it: its parameters, ledger, runs file, environment."""
     from mcp.client.stdio import StdioServerParameters
 
     db, runs, policy = tmp_path / "ledger.db", tmp_path / "runs.jsonl", tmp_path / "policy.toml"
     policy.write_text(POLICY)
     env = {**os.environ, "UPSTREAM_RUNS": str(runs), "SIGNOFF_API_TOKEN": "not-for-the-upstream"}
-    args = ["mcp-gateway", "--stdio", "--ledger", f"sqlite:///{db}", "--policy", str(policy), "--hold", "0"]
-    args += [
-        "--state-key-file",
-        str(tmp_path / "state.keys"),
-        "--upstream-env",
-        "UPSTREAM_RUNS",
-        "--",
-        *UPSTREAM,
-    ]
-    params = StdioServerParameters(command=SIGNOFF, args=args, env=env)
+    args = [
+        "mcp-gateway", "--stdio", "--ledger", f"sqlite:///{db}", "--policy", str(policy), "--hold", "0",
+        "--state-key-file", str(tmp_path / "state.keys"), "--upstream-env", "UPSTREAM_RUNS", "--", *UPSTREAM,
+    ]  # fmt: skip
+    return StdioServerParameters(command=SIGNOFF, args=args, env=env), db, runs, env
+
+
+async def test_a_stdio_gateway_applies_deadlines_while_no_call_is_made(tmp_path: Path) -> None:
+    params, db, _, _ = stdio_gateway(tmp_path)
+    async with Client(params, mode=MODERN) as mcp:
+        await mcp.call_tool("pay", {"amount": 17, "to": "on-a-clock"})
+        async with open_ledger(f"sqlite:///{db}") as ledger:
+            for _ in range(100):
+                (approval,) = await ledger.approvals.query()
+                if approval.state is not State.PENDING:
+                    break
+                await asyncio.sleep(0.1)
+    assert approval.state is State.EXPIRED
+
+
+async def test_over_stdio_the_requester_is_the_os_user_and_the_cli_decides(tmp_path: Path) -> None:
+    params, db, runs, env = stdio_gateway(tmp_path)
     async with Client(params, mode=MODERN) as mcp:
         first = await mcp.call_tool("pay", {"amount": 3, "to": "stdio"})
         async with open_ledger(f"sqlite:///{db}") as ledger:

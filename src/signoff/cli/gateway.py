@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -30,6 +31,8 @@ from signoff.ledger import Ledger, open_ledger
 PolicyOption = Annotated[
     str | None, typer.Option("--policy", help="A policy TOML file (default: ask for every tool).")
 ]
+log = logging.getLogger("signoff.mcp")
+
 StdioOption = Annotated[
     bool,
     typer.Option("--stdio", help="Serve MCP over stdin/stdout instead of HTTP, for clients that spawn it."),
@@ -114,7 +117,7 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
     async with open_ledger(served.ledger, keyring=key.keyring) as ledger:
         gateway = fronting.gateway(ledger, policy, lambda ctx: principal, None)
         err.print(f"signoff mcp-gateway: stdio, requester {principal.id}, upstream {gateway.upstream.where}")
-        async with _delivering(ledger, channels, served.public_url):
+        async with _tending(ledger, channels, served.public_url):
             try:  # no sessions opened ahead: which protocol the one client speaks is not known yet
                 async with stdio_server() as (read, write):
                     options = gateway.server.create_initialization_options()
@@ -124,17 +127,29 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _delivering(ledger: Ledger, channels: Channels | None, public_url: str) -> AsyncIterator[None]:
-    """The outbox worker, when the policy's rules notify channels: a stdio gateway may be the only
+async def _tending(ledger: Ledger, channels: Channels | None, public_url: str) -> AsyncIterator[None]:
+    """What a server does for its ledger beside answering: deadlines and follow-ups applied on time, and
+    the outbox's notices delivered where the policy's rules notify channels. A stdio gateway may be the only
     process on its ledger."""
-    if channels is None:
-        yield
-        return
+    sweeping = asyncio.create_task(_sweep(ledger))
     http = Http()
-    outbox = Deliverer(ledger, lines_for(channels, ledger, http, public_url))
-    outbox.start()
+    outbox = Deliverer(ledger, lines_for(channels, ledger, http, public_url)) if channels else None
+    if outbox is not None:
+        outbox.start()
     try:
         yield
     finally:
-        await outbox.stop()
+        sweeping.cancel()
+        if outbox is not None:
+            await outbox.stop()
         await http.close()
+
+
+async def _sweep(ledger: Ledger, every: float = 1.0) -> None:
+    while True:
+        try:
+            await ledger.approvals.expire_due()
+            await ledger.approvals.follow_up_due()
+        except Exception:  # the next sweep tries again: a hiccup must not stop deadlines for good
+            log.exception("the sweep failed")
+        await asyncio.sleep(every)
