@@ -13,20 +13,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from signoff.channels.config import Channels
-from signoff.channels.delivery import Deliverer
-from signoff.channels.lines import lines_for
-from signoff.channels.webhook import Http
 from signoff.cli.common import audit_key, err, fail, os_user
 from signoff.cli.serving import Serving, with_serving
-from signoff.cli.worker import Fronting, Served
 from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.ledger import Ledger, open_ledger
+
+if (
+    TYPE_CHECKING
+):  # the gateway's own imports (the SDK, the server) wait for the command: every CLI call pays them
+    from signoff.channels.config import Channels
+    from signoff.cli.worker import Fronting, Served
 
 PolicyOption = Annotated[
     str | None, typer.Option("--policy", help="A policy TOML file (default: ask for every tool).")
@@ -82,6 +83,8 @@ def mcp_gateway(
     serving: Serving,
 ) -> None:
     """Front one upstream MCP server: every MCP client's tool calls pass signoff's gate."""
+    from signoff.cli.worker import Fronting
+
     if (upstream_url is None) == (not command):
         raise typer.BadParameter(
             "give either --upstream-url URL or -- CMD ARGS...", param_hint="--upstream-url"
@@ -131,6 +134,10 @@ async def _tending(ledger: Ledger, channels: Channels | None, public_url: str) -
     """What a server does for its ledger beside answering: deadlines and follow-ups applied on time, and
     the outbox's notices delivered where the policy's rules notify channels. A stdio gateway may be the only
     process on its ledger."""
+    from signoff.channels.delivery import Deliverer
+    from signoff.channels.lines import lines_for
+    from signoff.channels.webhook import Http
+
     sweeping = asyncio.create_task(_sweep(ledger))
     http = Http()
     outbox = Deliverer(ledger, lines_for(channels, ledger, http, public_url)) if channels else None

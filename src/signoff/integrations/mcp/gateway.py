@@ -245,7 +245,7 @@ class Gateway:
             question = url_form(approval, link) if by_url else form(approval, may_decide=decider)
             requests: dict[str, InputRequest] = {KEY: ElicitRequest(params=question)}
             return InputRequiredResult(input_requests=requests, request_state=seal_later(asked))
-        if elicitation is not None and not by_url and decider:
+        if answer is None and elicitation is not None and not by_url and decider:  # asked once per call
             question = form(approval, may_decide=True)
             try:
                 asked_now = await ctx.session.elicit_form(
