@@ -23,17 +23,16 @@ from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.ledger import Ledger, open_ledger
 
-if (
-    TYPE_CHECKING
-):  # the gateway's own imports (the SDK, the server) wait for the command: every CLI call pays them
+# The gateway's own imports (the SDK, the server) wait for the command: every CLI call would pay for them.
+if TYPE_CHECKING:
     from signoff.channels.config import Channels
     from signoff.cli.worker import Fronting, Served
+
+log = logging.getLogger("signoff.mcp")
 
 PolicyOption = Annotated[
     str | None, typer.Option("--policy", help="A policy TOML file (default: ask for every tool).")
 ]
-log = logging.getLogger("signoff.mcp")
-
 StdioOption = Annotated[
     bool,
     typer.Option("--stdio", help="Serve MCP over stdin/stdout instead of HTTP, for clients that spawn it."),
@@ -139,17 +138,20 @@ async def _tending(ledger: Ledger, channels: Channels | None, public_url: str) -
     from signoff.channels.webhook import Http
 
     sweeping = asyncio.create_task(_sweep(ledger))
-    http = Http()
-    outbox = Deliverer(ledger, lines_for(channels, ledger, http, public_url)) if channels else None
-    if outbox is not None:
-        outbox.start()
     try:
-        yield
+        if channels is None:
+            yield
+            return
+        http = Http()
+        outbox = Deliverer(ledger, lines_for(channels, ledger, http, public_url))
+        outbox.start()
+        try:
+            yield
+        finally:
+            await outbox.stop()
+            await http.close()
     finally:
         sweeping.cancel()
-        if outbox is not None:
-            await outbox.stop()
-        await http.close()
 
 
 async def _sweep(ledger: Ledger, every: float = 1.0) -> None:

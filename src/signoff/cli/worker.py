@@ -112,24 +112,16 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     def build(self) -> tuple[Any, Policy, Channels | None]:
         """The agent, policy and channels; raises `SignoffError` or `OSError` naming what could not be
         loaded, or a rule that notifies a channel the file does not define."""
-        if self.fronting is not None:
-            policy = (
-                Policy()
-                if self.policy is None
-                else Policy.from_toml(Path(self.policy).read_text(), self.policy)
-            )
-            agent = None
-        elif self.agent is None:
+        if self.agent is None and self.fronting is None:
             from signoff.demo.runtime import demo_agent_for
             from signoff.demo.walkthrough import demo_policy
 
             notify = (mailbox.CHANNEL,) if self.mailbox else ()
             agent, policy = demo_agent_for(self.runtime, model=self.model), demo_policy(notify)
-        elif self.policy is None:
-            agent, policy = load_agent(self.agent), Policy()
-        else:
-            agent = load_agent(self.agent)
-            policy = Policy.from_toml(Path(self.policy).read_text(), source=self.policy)
+        else:  # an MCP gateway serves no agent
+            agent = None if self.agent is None else load_agent(self.agent)
+            path = self.policy
+            policy = Policy() if path is None else Policy.from_toml(Path(path).read_text(), source=path)
         channels = None if self.channels is None else load_channels(self.channels, os.environ)
         if self.mailbox:
             given = channels or Channels()

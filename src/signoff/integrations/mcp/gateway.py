@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Any
 
@@ -73,7 +73,7 @@ from signoff.integrations.mcp.forwarding import Result, error, forward
 from signoff.integrations.mcp.identity import CallIdentity, Generations
 from signoff.integrations.mcp.passthrough import pass_through
 from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
-from signoff.protocol.limits import too_deep
+from signoff.protocol.limits import MAX_DEPTH, too_deep
 
 Requester = Callable[[ServerRequestContext[Any, Any]], Principal | None]
 """Who made a request: the HTTP edge's principal, or the stdio gateway's own."""
@@ -166,7 +166,7 @@ class Gateway:
     ) -> Result | Pending:
         """The gate's ruling on generation `generation` of the call, and the upstream's answer if it ran."""
         call = identity.call(generation)
-        schema = await self.upstream.schema(call.tool)
+        schema = self.upstream.listed(call.tool)  # listed: `call_tool` refused a tool the upstream lacks
 
         async def run(**args: Any) -> Result:
             return await forward(self.upstream, ctx, call.tool, args, responses=responses)
@@ -293,7 +293,7 @@ class Gateway:
         earlier generation (an answer replayed after its call ran) is refused and audited."""
         if state.call != call_id or state.principal != principal.id:
             await self._refuse_state(principal, params.name, "a requestState of an earlier or another call")
-        return _read(_responses(params.input_responses).get(KEY))
+        return _read((params.input_responses or {}).get(KEY))
 
     async def _decide(self, principal: Principal, approval: Approval, answer: Answer) -> bool:
         """The requester's vote, and whether it counted. One its rule doesn't count (four eyes, a vote
@@ -333,9 +333,12 @@ class Gateway:
         return f"{self.inbox}/approvals#{approval.id}" if self.inbox else ""
 
     async def _refuse_state(self, principal: Principal | None, tool: str, why: str) -> None:
+        await self.audit_refused(principal, tool, why)
+        raise MCPError(INVALID_PARAMS, _REFUSED_STATE, {"reason": "invalid_request_state"})
+
+    async def audit_refused(self, principal: Principal | None, tool: str, why: str) -> None:
         actor = principal.id if principal is not None else "unknown"
         await self.gate.ledger.audit.record("refuse", tool, actor, why=why, via="mcp")
-        raise MCPError(INVALID_PARAMS, _REFUSED_STATE, {"reason": "invalid_request_state"})
 
 
 class _Audited:
@@ -359,10 +362,8 @@ class _Audited:
         except MCPError:
             if not entered:
                 tool = str((ctx.params or {}).get("name", ""))
-                principal = self.gateway.requester(ctx)
-                actor = principal.id if principal is not None else "unknown"
                 why = "a tampered, expired or foreign requestState"
-                await self.gateway.gate.ledger.audit.record("refuse", tool, actor, why=why, via="mcp")
+                await self.gateway.audit_refused(self.gateway.requester(ctx), tool, why)
             raise
 
 
@@ -373,10 +374,6 @@ def _read(result: object) -> Answer | None:
         return answer_of(result)
     except ValueError as exc:
         raise MCPError(INVALID_PARAMS, str(exc)) from None
-
-
-def _responses(responses: InputResponses | None) -> Mapping[str, object]:
-    return responses or {}
 
 
 def _progress(ctx: ServerRequestContext[Any, Any]) -> bool:
@@ -393,5 +390,5 @@ def _bounded(args: dict[str, Any]) -> dict[str, Any]:
     if len(text) > MAX_ARGUMENTS:
         raise MCPError(INVALID_PARAMS, f"the arguments are over {MAX_ARGUMENTS} bytes as JSON")
     if too_deep(text):
-        raise MCPError(INVALID_PARAMS, "the arguments nest deeper than 64 levels")
+        raise MCPError(INVALID_PARAMS, f"the arguments nest deeper than {MAX_DEPTH} levels")
     return args
