@@ -14,7 +14,9 @@ import msgspec
 import typer
 
 from signoff.cli.common import (
+    ChatFilter,
     LedgerOption,
+    ReasonOption,
     fail,
     operator,
     out,
@@ -39,7 +41,7 @@ grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered 
 @approvals_app.command("list")
 def approvals_list(
     ledger: LedgerOption = None,
-    chat: Annotated[str | None, typer.Option(help="Only this chat.")] = None,
+    chat: ChatFilter = None,
     state: Annotated[State | None, typer.Option(help="Only this state.")] = None,
 ) -> None:
     """List approvals, oldest first, with who they wait for and how far their quorum got."""
@@ -80,7 +82,7 @@ def _decide(url: str | None, approval_id: str, decision: Decision, policy: Polic
 def approvals_approve(
     approval_id: str,
     ledger: LedgerOption = None,
-    reason: Annotated[str, typer.Option(help="Why.")] = "",
+    reason: ReasonOption = "",
     remember: Annotated[str, typer.Option(help="once, session (this chat) or always.")] = "once",
     any_args: Annotated[bool, typer.Option("--any-args", help="Remember for any arguments.")] = False,
     args: Annotated[
@@ -125,7 +127,7 @@ def approvals_deny(
 def approvals_cancel(
     approval_id: str,
     ledger: LedgerOption = None,
-    reason: Annotated[str, typer.Option(help="Why.")] = "",
+    reason: ReasonOption = "",
 ) -> None:
     """Withdraw a pending approval without deciding it."""
     approval = with_ledger(ledger, lambda lg: lg.approvals.cancel(approval_id, operator().id, reason))

@@ -38,6 +38,8 @@ err = Console(stderr=True, soft_wrap=True)
 LedgerOption = Annotated[
     str | None, typer.Option("--ledger", envvar=ENV_VAR, help="Ledger URL (default sqlite:///signoff.db).")
 ]
+ChatFilter = Annotated[str | None, typer.Option("--chat", help="Only this chat.")]
+ReasonOption = Annotated[str, typer.Option("--reason", help="Why.")]
 
 
 def os_user() -> str:

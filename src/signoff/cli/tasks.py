@@ -8,7 +8,9 @@ import msgspec
 import typer
 
 from signoff.cli.common import (
+    ChatFilter,
     LedgerOption,
+    ReasonOption,
     operator,
     out,
     print_record,
@@ -26,7 +28,7 @@ tasks_app = typer.Typer(no_args_is_help=True, help="List, show and cancel long-r
 @tasks_app.command("list")
 def tasks_list(
     ledger: LedgerOption = None,
-    chat: Annotated[str | None, typer.Option(help="Only this chat.")] = None,
+    chat: ChatFilter = None,
     state: Annotated[TaskState | None, typer.Option(help="Only this state.")] = None,
 ) -> None:
     """List tasks, oldest first, with how far each got."""
@@ -52,7 +54,7 @@ def tasks_show(task_id: str, ledger: LedgerOption = None) -> None:
 def tasks_cancel(
     task_id: str,
     ledger: LedgerOption = None,
-    reason: Annotated[str, typer.Option(help="Why.")] = "",
+    reason: ReasonOption = "",
 ) -> None:
     """Ask a task to stop. Its worker stops the body at its next chance and records it cancelled."""
     task = with_ledger(

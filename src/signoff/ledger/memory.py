@@ -62,11 +62,7 @@ class MemoryBackend(Backend):
         }
         self._calls = {"approval": self.asked, "task": self.started}
         """Records by the field of a change that holds them, and the by-call indexes: a key names both."""
-        self.approvals = _Approvals(self)
-        self.tasks = _Tasks(self)
-        self.chats = _Chats()
-        self.principals = _Principals(self)
-        self.outbox = _Outbox(self)
+        self._hold(_Approvals(self), _Tasks(self), _Chats(), _Principals(self), _Outbox(self))
 
     async def transact(self, keys: Sequence[Key], apply: Apply, key: AuditKey) -> list[Change]:
         """No await between the load and the store: atomic on the event loop. The entries are chained,

@@ -23,13 +23,12 @@ from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
     Finish,
-    TextDelta,
-    TextEnd,
-    TextStart,
     ToolInputAvailable,
 )
 
 CONFIRMATION = "adk_request_confirmation"
+_TEXT = "text"
+"""The key of the text part open in the stream: ADK streams one at a time."""
 
 
 class End:
@@ -57,8 +56,6 @@ class AdkTranslator(stream.Translator):
         """Calls the gate allowed that now wait on the browser (their placeholder says so)."""
         self.usage: dict[str, int] = {}
         self.ended = False
-        self._text: str | None = None
-        self._count = 0
 
     def translate(self, item: Event | End) -> list[Chunk]:
         match item:
@@ -97,19 +94,12 @@ class AdkTranslator(stream.Translator):
         return chunks
 
     def _say(self, text: str, *, partial: bool) -> list[Chunk]:
+        """Streamed text comes in `partial` events, and the aggregate that follows repeats it, so it only
+        ends the part; with nothing streamed before it, it carries the whole text."""
         chunks = self.open_step()
-        if self._text is None:
-            self._count += 1
-            self._text = f"{self.message_id}-{self._count}"
-            chunks.append(TextStart(id=self._text))
-            if not partial and text:  # nothing was streamed: the whole text at once
-                chunks.append(TextDelta(id=self._text, delta=text))
-        if partial and text:
-            chunks.append(TextDelta(id=self._text, delta=text))
-        if not partial:  # the aggregate repeats what was streamed, so it only ends the part
-            chunks.append(TextEnd(id=self._text))
-            self._text = None
-        return chunks
+        if _TEXT not in self.writing.open:
+            chunks += self.writing.start(_TEXT, "" if partial else text)
+        return chunks + (self.writing.delta(_TEXT, text) if partial else self.writing.end(_TEXT))
 
     def _call(self, call: types.FunctionCall, long_running: set[str]) -> list[Chunk]:
         args = dict(call.args or {})

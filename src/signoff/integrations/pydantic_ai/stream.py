@@ -37,12 +37,6 @@ from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
     Finish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
     ToolInputAvailable,
     ToolInputDelta,
 )
@@ -53,9 +47,7 @@ class AgentTranslator(stream.Translator):
         self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
     ) -> None:
         super().__init__(turn, message_id, visible, signing_key=signing_key)
-        self.part_ids: dict[int, str] = {}
         self.tool_ids: dict[int, str] = {}
-        self.count = 0
         self.result: AgentRunResult[Any] | None = None
 
     def translate(self, item: AgentStreamEvent | AgentRunResultEvent[Any]) -> list[Chunk]:
@@ -83,57 +75,31 @@ class AgentTranslator(stream.Translator):
     def open_step(self) -> list[Chunk]:
         opened = super().open_step()
         if opened:  # part indexes count from 0 again in each model response
-            self.part_ids, self.tool_ids = {}, {}
+            self.writing.open, self.tool_ids = {}, {}
         return opened
 
-    def _new_id(self, index: int) -> str:
-        self.count += 1
-        self.part_ids[index] = f"{self.message_id}-{self.count}"
-        return self.part_ids[index]
-
     def _start(self, event: PartStartEvent) -> list[Chunk]:
-        part = event.part
-        if isinstance(part, TextPart):
-            part_id = self._new_id(event.index)
-            return [
-                TextStart(id=part_id),
-                *([TextDelta(id=part_id, delta=part.content)] if part.content else []),
-            ]
-        if isinstance(part, ThinkingPart):
-            part_id = self._new_id(event.index)
-            opening: list[Chunk] = [ReasoningStart(id=part_id)]
-            return opening + ([ReasoningDelta(id=part_id, delta=part.content)] if part.content else [])
-        if isinstance(part, ToolCallPart):
-            self.tool_ids[event.index] = part.tool_call_id
-            return [self.announce(part.tool_call_id, part.tool_name)]
+        match event.part:
+            case TextPart(content=text) | ThinkingPart(content=text) as part:
+                return self.writing.start(event.index, text, reasoning=isinstance(part, ThinkingPart))
+            case ToolCallPart(tool_call_id=call_id, tool_name=tool):
+                self.tool_ids[event.index] = call_id
+                return [self.announce(call_id, tool)]
         return []
 
     def _delta(self, event: PartDeltaEvent) -> list[Chunk]:
-        delta = event.delta
-        part_id = self.part_ids.get(event.index)
-        if isinstance(delta, TextPartDelta) and part_id and delta.content_delta:
-            return [TextDelta(id=part_id, delta=delta.content_delta)]
-        if isinstance(delta, ThinkingPartDelta) and part_id and delta.content_delta:
-            return [ReasoningDelta(id=part_id, delta=delta.content_delta)]
-        call_id = self.tool_ids.get(event.index)
-        if isinstance(delta, ToolCallPartDelta) and call_id and isinstance(delta.args_delta, str):
-            return [ToolInputDelta(tool_call_id=call_id, input_text_delta=delta.args_delta)]
+        match event.delta:
+            case TextPartDelta(content_delta=text) | ThinkingPartDelta(content_delta=str(text)):
+                return self.writing.delta(event.index, text)
+            case ToolCallPartDelta(args_delta=str(args)) if call_id := self.tool_ids.get(event.index):
+                return [ToolInputDelta(tool_call_id=call_id, input_text_delta=args)]
         return []
 
     def _end(self, event: PartEndEvent) -> list[Chunk]:
-        part = event.part
-        part_id = self.part_ids.get(event.index, "")
-        if isinstance(part, TextPart):
-            return [TextEnd(id=part_id)]
-        if isinstance(part, ThinkingPart):
-            return [ReasoningEnd(id=part_id)]
-        if isinstance(part, ToolCallPart):
-            return [
-                ToolInputAvailable(
-                    tool_call_id=part.tool_call_id, tool_name=part.tool_name, input=part.args_as_dict()
-                )
-            ]
-        return []
+        if isinstance(part := event.part, ToolCallPart):
+            call_id, tool = part.tool_call_id, part.tool_name
+            return [ToolInputAvailable(tool_call_id=call_id, tool_name=tool, input=part.args_as_dict())]
+        return self.writing.end(event.index)
 
     def _result(self, event: FunctionToolResultEvent) -> list[Chunk]:
         call_id = event.part.tool_call_id

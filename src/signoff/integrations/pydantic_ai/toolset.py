@@ -1,5 +1,5 @@
-"""The native toolset: every call of the wrapped toolset goes through the gate, over two small wrappers
-that make browser tools and long-running tools what signoff expects (each usable, and tested, alone).
+"""The native toolset: every call of the wrapped toolset goes through the gate, browser tools run in the
+browser, and long-running tools are what signoff expects (the browser's wrapper also usable alone).
 
 A refusal never raises into the agent loop: the model gets a typed result with the reason (see
 `Refused.to_result`), so it can tell the person what happened and carry on. A deferred wait raises
@@ -153,34 +153,13 @@ class BrowserToolset(WrapperToolset[AgentDepsT]):
 
 
 @dataclass
-class LongRunningToolset(WrapperToolset[AgentDepsT]):
-    """Long-running tools (seed 004) are marked, their descriptions get the seed's NOTE, and the agent
-    gets `check_task`, answered from the ledger for the turn's chat; for a toolset used without the gate.
-    (`SignoffToolset` does the same in its one wrapper.)"""
-
-    gate: Gate = field(kw_only=True)
-    chat_id: str = field(default="default", kw_only=True)
-
-    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
-        return _long_running_marked(await super().get_tools(ctx), self)
-
-    async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
-    ) -> Any:
-        if is_check_task(tool):
-            return await task_status(self.gate, tool_args["task_id"], chat_id=self.chat_id)
-        return await super().call_tool(name, tool_args, ctx, tool)
-
-
-@dataclass
 class SignoffToolset(BrowserToolset[AgentDepsT]):
     """Wrap any toolset so the gate rules on each call; browser tools run in the browser of the turn, and
-    long-running tools are marked, with `check_task` beside them (what `BrowserToolset` and
-    `LongRunningToolset` do alone).
+    long-running tools are marked, with `check_task` beside them.
 
-    One wrapper, not the three stacked: pydantic-ai copies every wrapper of a run's toolset at each run
-    and step, and the copies of two more showed in every request's profile. It is a `BrowserToolset`,
-    whose own `call_tool` runs a call once the gate allowed it.
+    One wrapper, not three stacked: pydantic-ai copies every wrapper of a run's toolset at each run and
+    step, and the copies of two more showed in every request's profile. It is a `BrowserToolset`, whose
+    own `call_tool` runs a call once the gate allowed it.
 
     Outside a signoff server the chat id and wait mode come from here; inside one, the request's turn
     supplies them.

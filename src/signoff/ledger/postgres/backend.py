@@ -72,11 +72,13 @@ class PostgresBackend(Backend):
         self.schema = schema
         self.pooling = pool
         self.poll_interval = pool.poll_interval
-        self.approvals = PostgresApprovals(self)
-        self.tasks = PostgresTasks(self)
-        self.chats = PostgresChats(self)
-        self.principals = PostgresPrincipals(self)
-        self.outbox = PostgresOutbox(self)
+        self._hold(
+            PostgresApprovals(self),
+            PostgresTasks(self),
+            PostgresChats(self),
+            PostgresPrincipals(self),
+            PostgresOutbox(self),
+        )
         self.lock_key = lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
         self.tasks_key = lock_key(f"signoff:{schema}:tasks")
         self.channel = "signoff_decided_" + hashlib.sha256(schema.encode()).hexdigest()[:16]

@@ -114,11 +114,9 @@ class RedisBackend(Backend):
         self.prefix = prefix
         self.pooling = pool
         self.poll_interval = pool.poll_interval
-        self.approvals = RedisApprovals(self)
-        self.tasks = RedisTasks(self)
-        self.chats = RedisChats(self)
-        self.principals = RedisPrincipals(self)
-        self.outbox = RedisOutbox(self)
+        self._hold(
+            RedisApprovals(self), RedisTasks(self), RedisChats(self), RedisPrincipals(self), RedisOutbox(self)
+        )
         self._redis: aioredis.Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._head: Head = GENESIS_HEAD

@@ -75,11 +75,13 @@ class SqliteBackend(Backend):
         self.path = Path(path)
         self.synchronous = synchronous
         self.poll_interval = poll_interval
-        self.approvals = SqliteApprovals(self)
-        self.tasks = SqliteTasks(self)
-        self.chats = SqliteChats(self)
-        self.principals = SqlitePrincipals(self)
-        self.outbox = SqliteOutbox(self)
+        self._hold(
+            SqliteApprovals(self),
+            SqliteTasks(self),
+            SqliteChats(self),
+            SqlitePrincipals(self),
+            SqliteOutbox(self),
+        )
         self._db: sqlite3.Connection | None = None
         self._checkpointer: sqlite3.Connection | None = None
         """A connection of the thread's own for checkpoints, so that operations go on inline meanwhile."""
@@ -218,26 +220,26 @@ class SqliteBackend(Backend):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """`BEGIN IMMEDIATE` … `COMMIT`, or `ROLLBACK` if the body raised."""
+        """A write transaction, taking the write lock at once (`BEGIN IMMEDIATE`)."""
+        with self._within("BEGIN IMMEDIATE") as db:
+            yield db
+        self._commits += 1
+
+    def reading(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A read transaction: every read inside sees one snapshot, whatever other connections commit."""
+        return self._within("BEGIN")
+
+    @contextlib.contextmanager
+    def _within(self, begin: str) -> Iterator[sqlite3.Connection]:
+        """`begin` … `COMMIT`, or `ROLLBACK` if the body raised."""
         assert self._db is not None
-        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute(begin)
         try:
             yield self._db
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
-        self._commits += 1
-
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: every read inside sees one snapshot, whatever other connections commit."""
-        assert self._db is not None
-        self._db.execute("BEGIN")
-        try:
-            yield self._db
-        finally:
-            self._db.execute("COMMIT")
 
     def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         assert self._db is not None
