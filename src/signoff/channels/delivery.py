@@ -33,6 +33,7 @@ from signoff.channels.config import DEFAULT_RETRY_SCHEDULE, GIVE_UP_AFTER
 from signoff.core.approval import Approval
 from signoff.core.errors import SignoffError
 from signoff.core.notice import Notice
+from signoff.ledger.background import Background
 from signoff.ledger.base import Ledger
 
 log = logging.getLogger("signoff.channels")
@@ -132,7 +133,7 @@ class Deliverer:
         self.jitter = jitter
         self.disabled: dict[str, str] = {}
         """Channels whose endpoint said it is gone, with what it said."""
-        self._task: asyncio.Task[None] | None = None
+        self._running = Background("signoff-outbox")
         labels = ["channel"]
         self._latency = Histogram(
             "signoff_outbox_delivery_seconds",
@@ -146,19 +147,16 @@ class Deliverer:
         )  # fmt: skip
 
     def start(self) -> None:
-        if self.lines and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run(), name="signoff-outbox")
+        if self.lines:
+            self._running.ensure(self.run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._running.stop()
 
     @property
     def running(self) -> bool:
         """Whether the worker runs (or there is nothing for it to do): what readiness checks."""
-        return not self.lines or (self._task is not None and not self._task.done())
+        return not self.lines or self._running.running
 
     async def run(self) -> None:
         await asyncio.gather(*(self._line(name) for name in self.lines))

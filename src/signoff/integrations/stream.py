@@ -9,7 +9,7 @@ through one `Relay`, in the order they happen, and a framework's `Translator` tu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeGuard
 
 from signoff.core.approval import Approval
@@ -25,18 +25,13 @@ from signoff.integrations.turn import (
     current_turn,
 )
 from signoff.integrations.ui import PartOutcome
+from signoff.integrations.writing import Writing
 from signoff.protocol import (
     Abort,
     Chunk,
     Data,
     FinishStep,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
     StartStep,
-    TextDelta,
-    TextEnd,
-    TextStart,
     ToolApprovalRequest,
     ToolInputAvailable,
     ToolInputStart,
@@ -212,36 +207,6 @@ class Translator:
             return []
         self.step_open = False
         return [FinishStep()]
-
-
-class Writing:
-    """The text and reasoning parts of the streamed message, each open under the framework's own key for
-    it (a part's index, say): every framework numbers them alike (the message id and a count) and ends
-    each once, so a part's chunks are written here rather than by each translator."""
-
-    def __init__(self, message_id: str) -> None:
-        self.message_id = message_id
-        self.open: dict[Hashable, tuple[str, bool]] = {}
-        """Each open part's id, and whether it is reasoning, by its key."""
-        self._count = 0
-
-    def start(self, key: Hashable, text: str = "", *, reasoning: bool = False) -> list[Chunk]:
-        self._count += 1
-        part_id = f"{self.message_id}-{self._count}"
-        self.open[key] = part_id, reasoning
-        return [ReasoningStart(id=part_id) if reasoning else TextStart(id=part_id), *self.delta(key, text)]
-
-    def delta(self, key: Hashable, text: str) -> list[Chunk]:
-        if not text or (part := self.open.get(key)) is None:
-            return []
-        part_id, reasoning = part
-        return [ReasoningDelta(id=part_id, delta=text) if reasoning else TextDelta(id=part_id, delta=text)]
-
-    def end(self, key: Hashable) -> list[Chunk]:
-        if (part := self.open.pop(key, None)) is None:
-            return []
-        part_id, reasoning = part
-        return [ReasoningEnd(id=part_id) if reasoning else TextEnd(id=part_id)]
 
 
 def _is_result(chunk: Chunk) -> TypeGuard[ToolOutputAvailable | ToolOutputError | ToolOutputDenied]:

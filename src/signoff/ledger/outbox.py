@@ -19,6 +19,7 @@ import msgspec
 
 from signoff.core.errors import NotFound, NoticeBusy
 from signoff.core.notice import Delivery, Notice
+from signoff.ledger.background import Background
 from signoff.ledger.parts import Part, Shared
 from signoff.ledger.stores import OutboxStore
 
@@ -101,14 +102,13 @@ class _Settles:
     def __init__(self, store: OutboxStore) -> None:
         self.store = store
         self.queue: list[tuple[Notice, str, asyncio.Future[bool]]] = []
-        self.task: asyncio.Task[None] | None = None
+        self.writer = Background("signoff-outbox-settle")
 
     async def settle(self, notice: Notice, holder: str) -> bool:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[bool] = loop.create_future()
         self.queue.append((notice, holder, done))
-        if self.task is None or self.task.done():
-            self.task = loop.create_task(self._write())
+        self.writer.ensure(self._write)
         return await done
 
     async def _write(self) -> None:

@@ -32,15 +32,23 @@ Statement = tuple[str, Params]
 @dataclass(frozen=True)
 class Dialect:
     """How one driver differs: its parameter marker, the column that orders rows inserted in the same
-    instant, and the LIMIT value that means none."""
+    instant, the LIMIT value that means none, and whether a list binds as one array parameter."""
 
     mark: str
     order: str
     unlimited: object
+    arrays: bool
+
+    def among(self, column: str, values: Sequence[object]) -> Statement:
+        """`column` is one of `values`: one array parameter where the driver binds lists (a statement
+        the same whatever the count), else a marker each."""
+        if self.arrays:
+            return f"{column} = ANY({self.mark})", (list(values),)
+        return f"{column} IN ({_marks(self.mark, len(values))})", tuple(values)
 
 
-SQLITE = Dialect(mark="?", order="rowid", unlimited=-1)
-POSTGRES = Dialect(mark="%s", order="seq", unlimited=None)
+SQLITE = Dialect(mark="?", order="rowid", unlimited=-1, arrays=False)
+POSTGRES = Dialect(mark="%s", order="seq", unlimited=None, arrays=True)
 encode = msgspec.json.Encoder().encode
 approval_record = msgspec.json.Decoder(Approval).decode
 grant_record = msgspec.json.Decoder(Grant).decode

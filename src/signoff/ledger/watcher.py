@@ -13,6 +13,7 @@ import logging
 import time
 
 from signoff.core.approval import Approval
+from signoff.ledger.background import Background
 from signoff.ledger.notifier import Notifier
 from signoff.ledger.stores import Backend
 
@@ -26,18 +27,14 @@ class Watcher:
     def __init__(self, backend: Backend, notifier: Notifier) -> None:
         self.backend = backend
         self.notifier = notifier
-        self._task: asyncio.Task[None] | None = None
+        self._running = Background("signoff-watcher")
 
     def watch(self) -> None:
         """Someone here started waiting: make sure the watcher runs."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="signoff-watcher")
+        self._running.ensure(self._run)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._running.stop()
 
     async def _run(self) -> None:
         poll = self.backend.poll_interval

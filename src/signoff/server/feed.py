@@ -21,6 +21,7 @@ from typing import Generic, TypeVar
 from signoff.core.approval import Approval, State
 from signoff.core.errors import NotFound
 from signoff.core.task import Task, TaskState
+from signoff.ledger.background import Background
 from signoff.ledger.base import Ledger
 
 log = logging.getLogger("signoff.server")
@@ -34,7 +35,7 @@ class Feed(ABC, Generic[T]):
         self.interval = interval
         self.backlog = backlog
         self._readers: set[asyncio.Queue[tuple[int, T] | None]] = set()
-        self._task: asyncio.Task[None] | None = None
+        self._tailing = Background(f"signoff-{type(self).__name__}")
         self._wake = asyncio.Event()
         self._closed = False
 
@@ -53,17 +54,12 @@ class Feed(ABC, Generic[T]):
 
     async def start(self) -> None:
         after = await self._head()
-        self._task = asyncio.get_running_loop().create_task(
-            self._tail(after), name=f"signoff-{type(self).__name__}"
-        )
+        self._tailing.ensure(lambda: self._tail(after))
 
     async def close(self) -> None:
         self._closed = True  # the loop also ends on this, should a library it awaits swallow the cancel
         self._wake.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._tailing.stop()
         for reader in self._readers:
             reader.put_nowait(None)
 

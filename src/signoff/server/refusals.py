@@ -12,10 +12,10 @@ one entry each: someone answers for those.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Literal
 
+from signoff.ledger.background import Background
 from signoff.ledger.base import Ledger
 
 log = logging.getLogger("signoff.server")
@@ -51,7 +51,7 @@ class Refusals:
         self._counts: dict[tuple[str, str, str, Kind], int] = {}
         self._first: dict[tuple[str, str, str, Kind], dict[str, str]] = {}
         self._paths: dict[tuple[str, str, str, Kind], list[str]] = {}
-        self._writer: asyncio.Task[None] | None = None
+        self._writer = Background("signoff-refusals")
 
     def note(
         self, action: str, subject: str, actor: str, kind: Kind, why: str, path: str, **detail: str
@@ -67,8 +67,7 @@ class Refusals:
         paths = self._paths.setdefault(key, [])
         if len(paths) < MAX_PATHS and (path := path[:EXAMPLE]) not in paths:
             paths.append(path)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write())
+        self._writer.ensure(self._write)
 
     async def _write(self) -> None:
         """Write each second's counts once it ends, for as long as refusals keep coming (one noted while
@@ -89,8 +88,5 @@ class Refusals:
                 log.exception("a count of refused requests could not be audited")
 
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer
+        await self._writer.stop()
         await self.flush()

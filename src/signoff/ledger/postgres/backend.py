@@ -45,7 +45,6 @@ from signoff.ledger.keys import (
 )
 from signoff.ledger.postgres.schema import lock_key, safe, upgrade
 from signoff.ledger.postgres.stores import (
-    PostgresApprovals,
     PostgresChats,
     PostgresOutbox,
     PostgresPrincipals,
@@ -60,6 +59,7 @@ from signoff.ledger.rows import (
     grant_record,
     principal_record,
 )
+from signoff.ledger.sql import SqlApprovals
 from signoff.ledger.stores import Backend, Heard, Pool
 
 _PAYLOAD_LIMIT = 7900
@@ -73,7 +73,7 @@ class PostgresBackend(Backend):
         self.pooling = pool
         self.poll_interval = pool.poll_interval
         self._hold(
-            PostgresApprovals(self),
+            SqlApprovals(POSTGRES, self.select),
             PostgresTasks(self),
             PostgresChats(self),
             PostgresPrincipals(self),

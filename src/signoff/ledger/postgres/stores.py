@@ -9,16 +9,13 @@ from typing import Any, Protocol
 
 import psycopg
 
-from signoff.core.approval import Approval, State
-from signoff.core.audit import AuditEntry
-from signoff.core.grant import Grant
 from signoff.core.notice import Delivery, Notice, soonest
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger import rows
 from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
-from signoff.ledger.rows import AUDIT_COLUMNS, POSTGRES, approval_record, grant_record, principal_record
-from signoff.ledger.stores import ApprovalStore, ChatStore, OutboxStore, PrincipalStore, TaskStore
+from signoff.ledger.rows import POSTGRES, principal_record
+from signoff.ledger.stores import ChatStore, OutboxStore, PrincipalStore, TaskStore
 
 
 class Database(Protocol):
@@ -29,46 +26,6 @@ class Database(Protocol):
     async def select(self, query: str, params: Sequence[object] = ()) -> list[Any]: ...
     async def execute(self, statements: Sequence[rows.Statement]) -> int: ...
     def task_write(self) -> AbstractAsyncContextManager[tuple[psycopg.AsyncConnection[Any], int]]: ...
-
-
-@dataclass
-class PostgresApprovals(ApprovalStore):
-    db: Database
-
-    async def load(self, approval_id: str) -> Approval | None:
-        found = await self.db.select("SELECT record FROM approvals WHERE id = %s", (approval_id,))
-        return approval_record(found[0][0]) if found else None
-
-    async def find(self, chat_id: str, call_id: str) -> Approval | None:
-        query = "SELECT record FROM approvals WHERE chat_id = %s AND call_id = %s"
-        found = await self.db.select(query, (chat_id, call_id))
-        return approval_record(found[0][0]) if found else None
-
-    async def query(
-        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
-    ) -> list[Approval]:
-        state_name = None if state is None else str(state)
-        query = rows.approvals_query(POSTGRES, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
-        return [approval_record(record) for (record,) in await self.db.select(*query)]
-
-    async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
-        query = "SELECT record FROM approvals WHERE id = ANY(%s)"
-        return [approval_record(record) for (record,) in await self.db.select(query, (list(approval_ids),))]
-
-    async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
-        query = "SELECT record FROM approvals WHERE state != 'pending' AND id = ANY(%s)"
-        return [approval_record(record) for (record,) in await self.db.select(query, (list(approval_ids),))]
-
-    async def grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
-        query = rows.grants_query(POSTGRES, chat_id=chat_id, tool=tool, active=active)
-        return [grant_record(record) for (record,) in await self.db.select(*query)]
-
-    async def audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
-        query = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > %s ORDER BY seq LIMIT %s"
-        return [rows.audit_entry(row) for row in await self.db.select(query, (after_seq, limit))]
-
-    async def last_seq(self) -> int:
-        return int((await self.db.select("SELECT coalesce(max(seq), 0) FROM audit"))[0][0])
 
 
 @dataclass

@@ -56,8 +56,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
@@ -96,6 +96,7 @@ from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, pri
 from signoff.ledger.stores import Backend, Heard, Pool
 
 encode = msgspec.json.Encoder().encode
+R = TypeVar("R")
 _HASHES: dict[type[Key], tuple[str, Callable[[bytes], Any]]] = {
     ApprovalKey: ("a", approval_record),
     GrantKey: ("g", grant_record),
@@ -204,8 +205,9 @@ class RedisBackend(Backend):
             return await self._scripts[name](keys=keys, args=args, client=client)
         return await self.call(lambda r: self._scripts[name](keys=keys, args=args, client=r))
 
-    async def records(self, keys: Sequence[str]) -> list[bytes]:
-        """The `record` field of each hash, in order, skipping any that vanished."""
+    async def records(self, kind: str, ids: Iterable[str | bytes], decode: Callable[[bytes], R]) -> list[R]:
+        """The `record` field of the `kind` hash of each id, decoded, in order, skipping any that vanished."""
+        keys = [self.key(kind, i if isinstance(i, str) else i.decode()) for i in ids]
 
         async def fetch(redis: aioredis.Redis) -> list[bytes | None]:
             pipe = redis.pipeline(transaction=False)
@@ -213,7 +215,7 @@ class RedisBackend(Backend):
                 pipe.hget(key, "record")
             return list(await pipe.execute())
 
-        return [record for record in await self.call(fetch) if record is not None] if keys else []
+        return [decode(record) for record in await self.call(fetch) if record is not None] if keys else []
 
     async def lease(self, name: str, holder: str, now: float, ttl: float) -> bool:
         keys, args = [self.key("lease", name)], [holder, max(1, int(ttl * 1000))]

@@ -3,9 +3,9 @@ and the writes nothing audits, each one script."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from redis import asyncio as aioredis
@@ -27,6 +27,8 @@ from signoff.ledger.rows import (
 )
 from signoff.ledger.stores import ApprovalStore, ChatStore, OutboxStore, PrincipalStore, TaskStore
 
+R = TypeVar("R")
+
 
 class Database(Protocol):
     """What the stores need of the backend that makes them: its client, through these (and nothing of the
@@ -37,7 +39,9 @@ class Database(Protocol):
     def key(self, *parts: str) -> str: ...
     async def call(self, fn: Callable[[aioredis.Redis], Any]) -> Any: ...
     async def script(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any: ...
-    async def records(self, keys: Sequence[str]) -> list[bytes]: ...
+    async def records(
+        self, kind: str, ids: Iterable[str | bytes], decode: Callable[[bytes], R]
+    ) -> list[R]: ...
 
 
 _entry = msgspec.json.Decoder(AuditEntry).decode
@@ -49,8 +53,7 @@ class RedisApprovals(ApprovalStore):
     db: Database
 
     async def load(self, approval_id: str) -> Approval | None:
-        records = await self.db.records([self.db.key("a", approval_id)])
-        return approval_record(records[0]) if records else None
+        return next(iter(await self.db.records("a", [approval_id], approval_record)), None)
 
     async def find(self, chat_id: str, call_id: str) -> Approval | None:
         field = _encode([chat_id, call_id])
@@ -70,7 +73,7 @@ class RedisApprovals(ApprovalStore):
         else:
             index, low, high = key("order"), "-inf", "+inf"
         ids = await self.db.call(lambda r: r.zrangebyscore(index, low, high))
-        found = [approval_record(r) for r in await self.db.records([key("a", i.decode()) for i in ids])]
+        found = await self.db.records("a", ids, approval_record)
         found = [
             a
             for a in found
@@ -81,18 +84,16 @@ class RedisApprovals(ApprovalStore):
         return found[:limit]
 
     async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
-        return [
-            approval_record(r) for r in await self.db.records([self.db.key("a", i) for i in approval_ids])
-        ]
+        return await self.db.records("a", approval_ids, approval_record)
 
     async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
-        found = await self.db.records([self.db.key("a", i) for i in approval_ids])
-        return [a for a in map(approval_record, found) if a.state is not State.PENDING]
+        found = await self.db.records("a", approval_ids, approval_record)
+        return [a for a in found if a.state is not State.PENDING]
 
     async def grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
         index = self.db.key("grants") if tool is None else self.db.key("grants", tool)
         ids = await self.db.call(lambda r: r.zrange(index, 0, -1))
-        grants = [grant_record(r) for r in await self.db.records([self.db.key("g", i.decode()) for i in ids])]
+        grants = await self.db.records("g", ids, grant_record)
         return [
             g
             for g in grants
@@ -214,8 +215,7 @@ class RedisPrincipals(PrincipalStore):
     db: Database
 
     async def load(self, principal_id: str) -> Registered | None:
-        records = await self.db.records([self.db.key("p", principal_id)])
-        return principal_record(records[0]) if records else None
+        return next(iter(await self.db.records("p", [principal_id], principal_record)), None)
 
     async def by_token(self, token_hash: str) -> Registered | None:
         principal_id = await self.db.call(lambda r: r.hget(self.db.key("tokens"), token_hash))
@@ -223,9 +223,7 @@ class RedisPrincipals(PrincipalStore):
 
     async def all(self) -> list[Registered]:
         ids = await self.db.call(lambda r: r.zrange(self.db.key("principals"), 0, -1))
-        return [
-            principal_record(r) for r in await self.db.records([self.db.key("p", i.decode()) for i in ids])
-        ]
+        return await self.db.records("p", ids, principal_record)
 
 
 def task_of(row: Sequence[Any]) -> Task | None:

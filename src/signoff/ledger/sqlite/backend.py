@@ -47,9 +47,9 @@ from signoff.ledger import rows
 from signoff.ledger.keys import Apply, ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.rows import AUDIT_HEAD, SQLITE, approval_record, grant_record, principal_record
+from signoff.ledger.sql import SqlApprovals
 from signoff.ledger.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from signoff.ledger.sqlite.stores import (
-    SqliteApprovals,
     SqliteChats,
     SqliteOutbox,
     SqlitePrincipals,
@@ -76,7 +76,7 @@ class SqliteBackend(Backend):
         self.synchronous = synchronous
         self.poll_interval = poll_interval
         self._hold(
-            SqliteApprovals(self),
+            SqlApprovals(SQLITE, self.fetch),
             SqliteTasks(self),
             SqliteChats(self),
             SqlitePrincipals(self),
@@ -244,6 +244,10 @@ class SqliteBackend(Backend):
     def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         assert self._db is not None
         return self._db.execute(sql, params).fetchall()
+
+    async def fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        """`select` run where `run` runs it."""
+        return await self.run(self.select, sql, params)
 
     def execute(self, statements: Sequence[rows.Statement]) -> int:
         """Run `statements` in one transaction; how many rows the last one changed."""

@@ -9,16 +9,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from signoff.core.approval import Approval, State
-from signoff.core.audit import AuditEntry
-from signoff.core.grant import Grant
 from signoff.core.notice import Delivery, Notice, soonest
 from signoff.core.principal import Registered
 from signoff.core.task import Task
 from signoff.ledger import rows
 from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
-from signoff.ledger.rows import AUDIT_COLUMNS, SQLITE, approval_record, grant_record, principal_record
-from signoff.ledger.stores import ApprovalStore, ChatStore, OutboxStore, PrincipalStore, TaskStore
+from signoff.ledger.rows import SQLITE, principal_record
+from signoff.ledger.stores import ChatStore, OutboxStore, PrincipalStore, TaskStore
 
 T = TypeVar("T")
 
@@ -32,47 +29,6 @@ class Database(Protocol):
     def execute(self, statements: Sequence[rows.Statement]) -> int: ...
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
     def reading(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-
-@dataclass
-class SqliteApprovals(ApprovalStore):
-    db: Database
-
-    async def load(self, approval_id: str) -> Approval | None:
-        found = await self.db.run(self.db.select, "SELECT record FROM approvals WHERE id = ?", (approval_id,))
-        return approval_record(found[0][0]) if found else None
-
-    async def find(self, chat_id: str, call_id: str) -> Approval | None:
-        sql = "SELECT record FROM approvals WHERE chat_id = ? AND call_id = ?"
-        found = await self.db.run(self.db.select, sql, (chat_id, call_id))
-        return approval_record(found[0][0]) if found else None
-
-    async def query(
-        self, *, chat_id: str | None, state: State | None, due_by: float | None, limit: int | None
-    ) -> list[Approval]:
-        state_name = None if state is None else str(state)
-        query = rows.approvals_query(SQLITE, chat_id=chat_id, state=state_name, due_by=due_by, limit=limit)
-        return [approval_record(record) for (record,) in await self.db.run(self.db.select, *query)]
-
-    async def load_many(self, approval_ids: Sequence[str]) -> list[Approval]:
-        sql = f"SELECT record FROM approvals WHERE id IN ({','.join('?' * len(approval_ids))})"
-        return [approval_record(record) for (record,) in await self.db.run(self.db.select, sql, approval_ids)]
-
-    async def decided(self, approval_ids: Sequence[str]) -> list[Approval]:
-        marks = ",".join("?" * len(approval_ids))
-        sql = f"SELECT record FROM approvals WHERE state != 'pending' AND id IN ({marks})"
-        return [approval_record(record) for (record,) in await self.db.run(self.db.select, sql, approval_ids)]
-
-    async def grants(self, *, chat_id: str | None, tool: str | None, active: bool) -> list[Grant]:
-        query = rows.grants_query(SQLITE, chat_id=chat_id, tool=tool, active=active)
-        return [grant_record(record) for (record,) in await self.db.run(self.db.select, *query)]
-
-    async def audit(self, after_seq: int, limit: int) -> list[AuditEntry]:
-        sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
-        return [rows.audit_entry(row) for row in await self.db.run(self.db.select, sql, (after_seq, limit))]
-
-    async def last_seq(self) -> int:
-        return int((await self.db.run(self.db.select, "SELECT coalesce(max(seq), 0) FROM audit"))[0][0])
 
 
 @dataclass
