@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
 
-from signoff.core.approval import Approval, State
+from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Pending, Refused
+from signoff.integrations import ui
 from signoff.integrations.chat import Begun, BrowserToolInfo
 from signoff.integrations.driver import Calls, ChatDriver, Ended
 from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
@@ -31,7 +32,7 @@ from signoff.integrations.machine import Action
 from signoff.integrations.state import ChatState
 from signoff.integrations.stream import Translator
 from signoff.integrations.turn import Turn
-from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
+from signoff.integrations.ui import PartOutcome
 from signoff.ledger import MemoryLedger
 from signoff.ledger.records import StoredChat
 from signoff.protocol import (
@@ -40,9 +41,6 @@ from signoff.protocol import (
     TextDelta,
     TextEnd,
     TextStart,
-    ToolInputAvailable,
-    ToolOutputAvailable,
-    ToolOutputDenied,
 )
 from signoff.server.app import Settings, create_app
 from signoff.server.loading import AgentNotFound, chat_for, load_agent
@@ -113,25 +111,17 @@ class Toy:
     def made(self, history: ToyHistory) -> Collection[str]:
         return {m["id"] for m in history.messages if m["kind"] == "call"}
 
-    def messages(
-        self, history: ToyHistory, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
-    ) -> list[UIMessage]:
-        by_call = {a.call.call_id: a for a in approvals}
-        results: dict[str, PartOutcome] = {
-            m["id"]: ("output-denied", {}) if m["refused"] else ("output-available", {"output": m["result"]})
-            for m in history.messages
-            if m["kind"] == "result"
-        }
-        transcript = Transcript()
+    def transcript(self, history: ToyHistory) -> Iterator[ui.Entry]:
         for m in history.messages:
             if m["kind"] == "user":
-                transcript.user([{"type": "text", "text": m["text"]}])
+                yield ui.Prompt([m["text"]])
             elif m["kind"] == "call":
-                call = ToolCall(m["id"], m["tool"], m["args"])
-                transcript.step([tool_part(call, results.get(m["id"]), by_call, state.approvals)])
+                yield ui.Step([ToolCall(m["id"], m["tool"], m["args"])])
             elif m["kind"] == "text":
-                transcript.step([{"type": "text", "text": m["text"], "state": "done"}])
-        return transcript.done(state.assistant_id)
+                yield ui.Step([ui.Said(m["text"])])
+            elif m["kind"] == "result":
+                refused, output = m["refused"], {"output": m["result"]}
+                yield ui.Result(m["id"], ("output-denied", {}) if refused else ("output-available", output))
 
     async def start(self, chat_id: str, begun: Begun, history: ToyHistory, request: ChatRequest) -> ToyRun:
         if begun.action in (Action.CONTINUE, Action.EXPIRE):
@@ -202,17 +192,10 @@ class ToyTranslator(Translator):
     def translate(self, item: Any) -> list[Chunk]:
         match item:
             case Called(call):
-                name, args = call.tool, call.args
-                return [
-                    *self.open_step(),
-                    self.announce(call.call_id, name),
-                    ToolInputAvailable(tool_call_id=call.call_id, tool_name=name, input=args),
-                ]
+                return self.called(call)
             case Returned(call_id, result, refused):
-                self.responding = False
-                if refused:
-                    return [ToolOutputDenied(tool_call_id=call_id)]
-                return [ToolOutputAvailable(tool_call_id=call_id, output=result)]
+                denied: PartOutcome = "output-denied", {}
+                return self.returned(call_id, denied if refused else ("output-available", {"output": result}))
             case Said(text):
                 return [*self.open_step(), TextStart(id="t"), TextDelta(id="t", delta=text), TextEnd(id="t")]
         return []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar
 
@@ -29,7 +29,7 @@ from signoff.integrations.machine import Action, Request, next_action
 from signoff.integrations.state import ChatState, classify, encode_state, owner_principal, state_of, task_news
 from signoff.integrations.stream import Relay, Translator, drive
 from signoff.integrations.turn import Answered, Browser, Turn
-from signoff.integrations.ui import UIMessage
+from signoff.integrations.ui import Entry, ui_messages
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
@@ -114,11 +114,8 @@ class Framework(Protocol[H]):
     def made(self, history: H) -> Collection[str]:
         """The ids of every call the history holds (browser results are checked against them)."""
 
-    def messages(
-        self, history: H, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
-    ) -> list[UIMessage]:
-        """The history as AI SDK UI messages (see `integrations.ui`); `tasks` holds the status of each
-        long-running call whose news the model has not had."""
+    def transcript(self, history: H) -> Iterable[Entry]:
+        """The history in the words `integrations.ui` renders as the page's messages."""
 
     async def start(self, chat_id: str, begun: Begun, history: H, request: ChatRequest) -> Run[H]:
         """The run the request's continuation input makes, for the action `begun` carries."""
@@ -231,7 +228,8 @@ class ChatDriver(Generic[H]):
         loaded = await self.load(chat_id, begun=begun)
         approvals = await self.gate.ledger.approvals.query(chat_id=chat_id)
         tasks = await task_news(self.gate.ledger, loaded.state.tasks)
-        return ChatView(self.framework.messages(loaded.history, loaded.state, approvals, tasks), approvals)
+        messages = ui_messages(self.framework.transcript(loaded.history), loaded.state, approvals, tasks)
+        return ChatView(messages, approvals)
 
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> DrivenReply[H]:
         """Check the request against the chat's state and record its decisions, as `principal`, who must

@@ -189,6 +189,20 @@ class Translator:
             if c.call_id in approved and c.call_id not in self.tasks
         ]
 
+    def called(self, call: ToolCall) -> list[Chunk]:
+        """A call the model made, whole: the step it opens (if none is open), and the call announced with
+        its input."""
+        announced = self.announce(call.call_id, call.tool)
+        available = ToolInputAvailable(tool_call_id=call.call_id, tool_name=call.tool, input=call.args)
+        return [*self.open_step(), announced, available]
+
+    def returned(self, call_id: str, outcome: PartOutcome) -> list[Chunk]:
+        """A call's result, if the streamed message shows it: the call is the message's, and no task's
+        status went out for it (that status is its news)."""
+        self.responding = False
+        shown = call_id in self.visible and call_id not in self.tasks
+        return [output(call_id, outcome)] if shown else []
+
     def announce(self, call_id: str, tool: str) -> ToolInputStart:
         """A call of the streamed message starts: the gate's news of it (its question, its hand-over to
         the browser) is this reply's to show from now on."""

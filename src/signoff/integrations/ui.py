@@ -1,22 +1,91 @@
-"""A tool call as a UI message part, the way a chat page holds it: one answer for every framework.
+"""A chat's history as the UI messages a page holds: one rendering for every framework.
 
-A reloaded page takes its messages from the server, so each tool part comes back in the state the live
-stream left it in: a call waiting on a person is `approval-requested` with its approval id, one waiting on
-the browser is `input-available`, a refused call is `output-denied`. A reload then renders what the stream
-rendered, and the buttons still work.
+A framework's codec tells its history in a few words (`Entry`: a user's `Prompt`, the model's `Step` of
+things `Said` and calls made, a call's `Result`), and `ui_messages` renders them. A reloaded page takes its
+messages from the server, so each tool part comes back in the state the live stream left it in: a call
+waiting on a person is `approval-requested` with its approval id, one waiting on the browser is
+`input-available`, a refused call is `output-denied`. A reload then renders what the stream rendered, and
+the buttons still work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from signoff.core.approval import Approval, State
 from signoff.core.call import ToolCall
+from signoff.integrations.state import ChatState
 
 UIMessage = dict[str, Any]
 PartOutcome = tuple[Literal["output-available", "output-error", "output-denied"], dict[str, Any]]
 _APPROVED = (State.APPROVED, State.CONSUMED)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A user message, as its texts."""
+
+    texts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """Text the model wrote, or its reasoning."""
+
+    text: str
+    reasoning: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One model response: what it said and the calls it made, in order."""
+
+    parts: list[Said | ToolCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A call's result, as the page shows it (a framework's placeholder for a result is none)."""
+
+    call_id: str
+    outcome: PartOutcome
+
+
+Entry = Prompt | Step | Result
+
+
+def ui_messages(
+    entries: Iterable[Entry], state: ChatState, approvals: Iterable[Approval], tasks: Mapping[str, object]
+) -> list[UIMessage]:
+    """The history as the page shows it: `state` says which calls wait on a person (its `approvals`) and
+    the id the last assistant message streamed under. `tasks` holds the status of each long-running call
+    whose news the model has not had, which the page shows in place of any result the history holds. Any
+    other call with no result waits on the browser (or its run stopped before it ran)."""
+    told = list(entries)
+    results = {e.call_id: e.outcome for e in told if isinstance(e, Result)}
+    results.update({call_id: ("output-available", {"output": status}) for call_id, status in tasks.items()})
+    by_call = {a.call.call_id: a for a in approvals}
+    transcript = Transcript()
+    for entry in told:
+        match entry:
+            case Prompt(texts):
+                transcript.user([{"type": "text", "text": text} for text in texts])
+            case Step(parts) if parts:
+                transcript.step([_part(p, results, by_call, state.approvals) for p in parts])
+    return transcript.done(state.assistant_id)
+
+
+def _part(
+    part: Said | ToolCall,
+    results: Mapping[str, PartOutcome],
+    approvals: Mapping[str, Approval],
+    asking: Mapping[str, str],
+) -> UIMessage:
+    if isinstance(part, ToolCall):
+        return tool_part(part, results.get(part.call_id), approvals, asking)
+    return {"type": "reasoning" if part.reasoning else "text", "text": part.text, "state": "done"}
 
 
 class Transcript:

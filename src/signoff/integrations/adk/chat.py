@@ -17,7 +17,7 @@ first, so the next user message finds the task's status or result in the history
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,14 +31,13 @@ from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session as AdkSession
-from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
-from signoff.core.approval import Approval, State
+from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.gate import Gate
-from signoff.integrations.adk.messages import SessionCalls, open_in, ui_messages
-from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure
+from signoff.integrations.adk.messages import SessionCalls, open_in, transcript
+from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure, parameters
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
 from signoff.integrations.chat import Begun, BrowserToolInfo
 from signoff.integrations.driver import Calls, ChatDriver, Ended
@@ -46,7 +45,7 @@ from signoff.integrations.state import ChatState, task_news, withdraw
 from signoff.integrations.stream import Translator
 from signoff.integrations.trust import OutOfTurn
 from signoff.integrations.turn import Turn
-from signoff.integrations.ui import UIMessage
+from signoff.integrations.ui import Entry
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
@@ -81,7 +80,10 @@ class Adk:
         self.runner = Runner(app=self.app, session_service=sessions, auto_create_session=True)
         self.browser_tools = tuple(
             BrowserToolInfo(
-                tool.name, tool.description, _parameters(tool), isinstance(tool, AcknowledgedTool)
+                tool.name,
+                tool.description,
+                parameters(tool) or {"type": "object"},
+                isinstance(tool, AcknowledgedTool),
             )
             for tool in getattr(agent, "tools", ())
             if isinstance(tool, BrowserTool | AcknowledgedTool)
@@ -105,10 +107,8 @@ class Adk:
     def made(self, history: Session) -> Collection[str]:
         return history.calls.made.keys()
 
-    def messages(
-        self, history: Session, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
-    ) -> list[UIMessage]:
-        return ui_messages(history.events, state, approvals, tasks)
+    def transcript(self, history: Session) -> Iterable[Entry]:
+        return transcript(history.events)
 
     async def start(self, chat_id: str, begun: Begun, history: Session, request: ChatRequest) -> AdkRun:
         """ADK's own terms for the input: a continuation answers ADK's questions and the browser's calls
@@ -240,12 +240,6 @@ def _answers(state: ChatState, outputs: dict[str, Any], settled: set[str]) -> li
         for c in state.approvals
         if c in settled and state.confirmations.get(c)
     ] + [types.FunctionResponse(name=state.browser_calls[c], id=c, response=r) for c, r in outputs.items()]
-
-
-def _parameters(tool: FunctionTool) -> dict[str, Any]:
-    declared = tool._get_declaration()  # ADK's own hook for a tool's declaration
-    schema = declared.parameters_json_schema if declared is not None else None
-    return schema if isinstance(schema, dict) else {"type": "object"}
 
 
 def _response(output: ToolOutput) -> dict[str, Any]:

@@ -1,23 +1,20 @@
-"""An ADK session's events as AI SDK UI messages, for a page that loads or reloads a chat.
-
-The tool parts come out as `signoff.integrations.ui` shapes them for every framework. ADK's own
-confirmation calls and the placeholder results of deferred calls are signoff's plumbing, never parts.
+"""An ADK session's events read two ways: for what they leave open, and told in signoff's words for a
+page that loads or reloads the chat (`integrations.ui` renders them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from google.adk.events.event import Event
+from google.genai import types
 
-from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.plugin import outcome
 from signoff.integrations.adk.stream import CONFIRMATION
-from signoff.integrations.state import ChatState
-from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
+from signoff.integrations.ui import Entry, Prompt, Result, Said, Step
 
 
 def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
@@ -67,39 +64,25 @@ def open_in(events: Sequence[Event]) -> SessionCalls:
     return SessionCalls(made, calls, confirmations, told)
 
 
-def _results(events: Sequence[Event]) -> dict[str, PartOutcome]:
-    results: dict[str, PartOutcome] = {}
-    for event in events:
-        for response in event.get_function_responses():
-            if response.name == CONFIRMATION or not response.id:
-                continue
-            if (result := outcome(dict(response.response or {}))) is not None:
-                results[response.id] = result
-    return results
-
-
-def ui_messages(
-    events: Sequence[Event], state: ChatState, approvals: Iterable[Approval], tasks: Mapping[str, object] = {}
-) -> list[UIMessage]:
-    """`tasks` holds the status of each long-running call whose news the model has not had: the page
-    shows how far the task got, not the pending result the session holds."""
-    results = _results(events)
-    results.update({call_id: ("output-available", {"output": status}) for call_id, status in tasks.items()})
-    by_call = {a.call.call_id: a for a in approvals}
-    transcript = Transcript()
+def transcript(events: Sequence[Event]) -> Iterator[Entry]:
+    """The session in the words `integrations.ui` renders. ADK's confirmation calls and the placeholder
+    results of deferred calls are signoff's plumbing, never parts."""
     for event in events:
         parts = event.content.parts if event.content and event.content.parts else []
         if event.author == "user":
-            if texts := [{"type": "text", "text": p.text} for p in parts if p.text]:
-                transcript.user(texts)
-            continue
-        step: list[UIMessage] = []
-        for part in parts:
-            if part.text and not part.thought:
-                step.append({"type": "text", "text": part.text, "state": "done"})
-            elif (call := part.function_call) is not None and call.name != CONFIRMATION and call.id:
-                made = ToolCall(call.id, call.name or "", dict(call.args or {}))
-                step.append(tool_part(made, results.get(call.id), by_call, state.approvals))
-        if step:
-            transcript.step(step)
-    return transcript.done(state.assistant_id)
+            if texts := [p.text for p in parts if p.text]:
+                yield Prompt(texts)
+        else:
+            yield Step([said for part in parts if (said := _said(part)) is not None])
+        for response in event.get_function_responses():
+            result = outcome(dict(response.response or {}))
+            if response.name != CONFIRMATION and response.id and result is not None:
+                yield Result(response.id, result)
+
+
+def _said(part: types.Part) -> Said | ToolCall | None:
+    if part.text and not part.thought:
+        return Said(part.text)
+    if (call := part.function_call) is not None and call.name != CONFIRMATION and call.id:
+        return ToolCall(call.id, call.name or "", dict(call.args or {}))
+    return None

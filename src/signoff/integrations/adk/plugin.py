@@ -57,6 +57,13 @@ def failure_of(response: dict[str, Any]) -> str | None:
     return str(response["error"]) if set(response) == {"error"} else None
 
 
+def parameters(tool: BaseTool) -> dict[str, Any] | None:
+    """The JSON Schema of the tool's arguments, as ADK declares them to the model."""
+    declared = tool._get_declaration()  # ADK's own hook for a tool's declaration
+    schema = declared.parameters_json_schema if declared is not None else None
+    return schema if isinstance(schema, dict) else None
+
+
 def outcome(response: dict[str, Any]) -> PartOutcome | None:
     """What a function response is to the client, for the live stream and for a chat rebuilt later
     (None: a placeholder, not the call's output)."""
@@ -167,9 +174,7 @@ class SignoffPlugin(BasePlugin):
                 return await _in_browser(self.gate, ToolCall(call.call_id, tool.name, args))
             return await tool.run_async(args=args, tool_context=tool_context)
 
-        declared = tool._get_declaration()  # the tool's own description of its arguments, as ADK sends it
-        schema = declared.parameters_json_schema if declared is not None else None
-        gated = GatedCall(call, run, schema=schema, long_running=_long_running(tool))
+        gated = GatedCall(call, run, schema=parameters(tool), long_running=_long_running(tool))
         result = await gated_call(self.gate, gated, chat_id=self.chat_id, wait=self.wait)
         match result:
             case Ran(value) if value is _LEAVE:

@@ -18,12 +18,10 @@ from google.genai import types
 from signoff.core.call import ToolCall
 from signoff.integrations import stream
 from signoff.integrations.adk.plugin import MARK, outcome
-from signoff.integrations.stream import output
 from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
     Finish,
-    ToolInputAvailable,
 )
 
 CONFIRMATION = "adk_request_confirmation"
@@ -107,27 +105,19 @@ class AdkTranslator(stream.Translator):
             original = args.get("originalFunctionCall") or {}
             self.confirmations[str(original.get("id"))] = call.id or ""
             return []
-        call_id, tool = call.id or "", call.name or ""
-        self.calls[call_id] = ToolCall(call_id, tool, args)
-        chunks = self.open_step()
-        return [
-            *chunks,
-            self.announce(call_id, tool),
-            ToolInputAvailable(tool_call_id=call_id, tool_name=tool, input=args),
-        ]
+        made = self.calls[call.id or ""] = ToolCall(call.id or "", call.name or "", args)
+        return self.called(made)
 
     def _result(self, response: types.FunctionResponse) -> list[Chunk]:
         self.responding = False
-        call_id = response.id or ""
-        if response.name == CONFIRMATION or call_id not in self.visible or call_id in self.tasks:
-            return []  # a task's status is its own news
-        result = dict(response.response or {})
+        call_id, result = response.id or "", dict(response.response or {})
         if result.get(MARK) == "browser":
             self.handed_over.add(call_id)
-        if (answer := outcome(result)) is None:
+        if response.name == CONFIRMATION or (answer := outcome(result)) is None:
             return []
-        self.answered.add(call_id)
-        return [output(call_id, answer)]
+        if chunks := self.returned(call_id, answer):
+            self.answered.add(call_id)
+        return chunks
 
     def _end(self) -> list[Chunk]:
         self.ended = True

@@ -8,7 +8,7 @@ ledger, not from this flag.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,6 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResultEvent
 
-from signoff.core.approval import Approval
 from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate
 from signoff.integrations.chat import Begun
@@ -35,14 +34,14 @@ from signoff.integrations.history import History as JsonHistory
 from signoff.integrations.history import JsonMessages
 from signoff.integrations.machine import Action
 from signoff.integrations.pydantic_ai.browser import browser_tools
-from signoff.integrations.pydantic_ai.messages import open_calls, ui_messages
+from signoff.integrations.pydantic_ai.messages import open_calls, transcript
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
 from signoff.integrations.state import ChatState, task_news
 from signoff.integrations.stream import Translator
 from signoff.integrations.trust import OutOfTurn
 from signoff.integrations.turn import Turn
-from signoff.integrations.ui import UIMessage
+from signoff.integrations.ui import Entry
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
@@ -78,10 +77,8 @@ class PydanticAI:
     def made(self, history: History) -> Collection[str]:
         return {p.tool_call_id for m in history.messages for p in m.parts if isinstance(p, ToolCallPart)}
 
-    def messages(
-        self, history: History, state: ChatState, approvals: list[Approval], tasks: Mapping[str, object]
-    ) -> list[UIMessage]:
-        return ui_messages(history.messages, state, approvals, tasks)
+    def transcript(self, history: History) -> Iterable[Entry]:
+        return transcript(history.messages)
 
     async def start(self, chat_id: str, begun: Begun, history: History, request: ChatRequest) -> AgentRun:
         state, messages = begun.state, history.messages

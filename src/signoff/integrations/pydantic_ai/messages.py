@@ -1,17 +1,16 @@
-"""A chat's stored pydantic-ai history as AI SDK UI messages, for a page that loads or reloads a chat.
-
-The server is the authority on the conversation, so a reloaded page takes its messages from here, not
-from its own storage (see `signoff.integrations.ui` for the tool parts).
+"""A chat's stored pydantic-ai history read two ways: told in signoff's words, for a page that loads or
+reloads the chat (the server is the authority on the conversation, and `integrations.ui` renders it), and
+for the calls it leaves open, without parsing it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator
 
 import msgspec
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
+    ModelResponse,
     ModelResponsePart,
     RetryPromptPart,
     TextPart,
@@ -22,11 +21,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.integrations.pydantic_ai.toolset import refused
-from signoff.integrations.state import ChatState
-from signoff.integrations.ui import PartOutcome, Transcript, UIMessage, tool_part
+from signoff.integrations.ui import Entry, PartOutcome, Prompt, Result, Said, Step
 
 
 def outcome(result: ToolReturnPart | RetryPromptPart) -> PartOutcome:
@@ -41,32 +38,28 @@ def outcome(result: ToolReturnPart | RetryPromptPart) -> PartOutcome:
     return "output-available", {"output": to_jsonable_python(result.content)}
 
 
-def ui_messages(
-    history: list[ModelMessage],
-    state: ChatState,
-    approvals: Iterable[Approval],
-    tasks: Mapping[str, object] = {},
-) -> list[UIMessage]:
-    """The chat's history as the page shows it: `state` says which calls wait on a person (its
-    `approvals`) and the id the last assistant message streamed under (a continuation streams into it, so
-    the page must hold it by that id). `tasks` holds the status of each long-running call the run ended
-    on. Any other call with no result yet waits on the browser."""
-    results = {
-        part.tool_call_id: part
-        for message in history
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, ToolReturnPart | RetryPromptPart)
-    }
-    parts = _Parts(results, {a.call.call_id: a for a in approvals}, state.approvals, tasks)
-    transcript = Transcript()
+def transcript(history: list[ModelMessage]) -> Iterator[Entry]:
+    """The history in the words `integrations.ui` renders."""
     for message in history:
-        if isinstance(message, ModelRequest):
-            if prompts := [p for p in message.parts if isinstance(p, UserPromptPart)]:
-                transcript.user([{"type": "text", "text": t} for p in prompts for t in _texts(p)])
-        elif step := [ui for part in message.parts if (ui := parts.of(part)) is not None]:
-            transcript.step(step)
-    return transcript.done(state.assistant_id)
+        if isinstance(message, ModelResponse):
+            yield Step([said for part in message.parts if (said := _said(part)) is not None])
+            continue
+        if prompts := [p for p in message.parts if isinstance(p, UserPromptPart)]:
+            yield Prompt([t for p in prompts for t in _texts(p)])
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                yield Result(part.tool_call_id, outcome(part))
+
+
+def _said(part: ModelResponsePart) -> Said | ToolCall | None:
+    match part:
+        case TextPart(content=text):
+            return Said(text)
+        case ThinkingPart(content=text):
+            return Said(text, reasoning=True)
+        case ToolCallPart():
+            return ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict())
+    return None
 
 
 def _texts(prompt: UserPromptPart) -> list[str]:
@@ -74,38 +67,7 @@ def _texts(prompt: UserPromptPart) -> list[str]:
     return [content] if isinstance(content, str) else [c for c in content if isinstance(c, str)]
 
 
-class _Parts:
-    def __init__(
-        self,
-        results: Mapping[str, ToolReturnPart | RetryPromptPart],
-        approvals: Mapping[str, Approval],
-        asking: Mapping[str, str],
-        tasks: Mapping[str, object],
-    ) -> None:
-        self.results = results
-        self.approvals = approvals
-        self.asking = asking
-        self.tasks = tasks
-
-    def of(self, part: ModelResponsePart) -> UIMessage | None:
-        if isinstance(part, TextPart):
-            return {"type": "text", "text": part.content, "state": "done"}
-        if isinstance(part, ThinkingPart):
-            return {"type": "reasoning", "text": part.content, "state": "done"}
-        if isinstance(part, ToolCallPart):
-            return self._tool(part)
-        return None
-
-    def _tool(self, part: ToolCallPart) -> UIMessage:
-        call = ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict())
-        result = self.results.get(part.tool_call_id)
-        shown: PartOutcome | None = outcome(result) if result else None
-        if result is None and part.tool_call_id in self.tasks:
-            shown = "output-available", {"output": self.tasks[part.tool_call_id]}
-        return tool_part(call, shown, self.approvals, self.asking)
-
-
-__all__ = ["PartOutcome", "UIMessage", "outcome", "ui_messages"]
+__all__ = ["outcome", "transcript"]
 
 
 class _Part(msgspec.Struct):

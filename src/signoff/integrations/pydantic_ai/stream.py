@@ -32,7 +32,6 @@ from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from signoff.core.call import ToolCall
 from signoff.integrations import stream
 from signoff.integrations.pydantic_ai.messages import outcome
-from signoff.integrations.stream import output
 from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
@@ -60,9 +59,8 @@ class AgentTranslator(stream.Translator):
                 return self._end(item)
             case FunctionToolCallEvent():
                 self.responding = False
-            case FunctionToolResultEvent():
-                self.responding = False
-                return self._result(item)
+            case FunctionToolResultEvent(part=part):
+                return self.returned(part.tool_call_id, outcome(part))
             case AgentRunResultEvent():
                 self.result = item.result
                 output = item.result.output
@@ -100,8 +98,3 @@ class AgentTranslator(stream.Translator):
             call_id, tool = part.tool_call_id, part.tool_name
             return [ToolInputAvailable(tool_call_id=call_id, tool_name=tool, input=part.args_as_dict())]
         return self.writing.end(event.index)
-
-    def _result(self, event: FunctionToolResultEvent) -> list[Chunk]:
-        call_id = event.part.tool_call_id
-        shown = call_id in self.visible and call_id not in self.tasks  # a task's status is its own news
-        return [output(call_id, outcome(event.part))] if shown else []
