@@ -30,6 +30,7 @@ from signoff.protocol import (
     Abort,
     Chunk,
     Data,
+    Finish,
     FinishStep,
     StartStep,
     ToolApprovalRequest,
@@ -202,6 +203,15 @@ class Translator:
         self.responding = False
         shown = call_id in self.visible and call_id not in self.tasks
         return [output(call_id, outcome)] if shown else []
+
+    def finish(
+        self, left: Iterable[ToolCall], *, waiting: bool, metadata: dict[str, Any] | None = None
+    ) -> list[Chunk]:
+        """The run's end: the approved browser calls among those `left` open handed over (see `handover`),
+        the step closed, and `finish`, whose reason says whether the chat now waits (on a person, the
+        browser or a task) or the reply is done."""
+        finish = Finish(finish_reason="tool-calls" if waiting else "stop", message_metadata=metadata)
+        return [*self.handover(left), *self.close_step(), finish]
 
     def announce(self, call_id: str, tool: str) -> ToolInputStart:
         """A call of the streamed message starts: the gate's news of it (its question, its hand-over to

@@ -21,7 +21,6 @@ from signoff.integrations.adk.plugin import MARK, outcome
 from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
-    Finish,
 )
 
 CONFIRMATION = "adk_request_confirmation"
@@ -121,11 +120,10 @@ class AdkTranslator(stream.Translator):
 
     def _end(self) -> list[Chunk]:
         self.ended = True
-        handover = self.handover(self.open_calls.values())
         waiting = bool(self.asking or self.open_calls)
-        metadata = {"usage": self.usage} if self.usage else None
-        finish = Finish(finish_reason="tool-calls" if waiting else "stop", message_metadata=metadata)
-        return [*handover, *self.close_step(), finish]
+        return self.finish(
+            self.open_calls.values(), waiting=waiting, metadata={"usage": self.usage} if self.usage else None
+        )
 
     def _count_usage(self, usage: types.GenerateContentResponseUsageMetadata) -> None:
         for key, value in (

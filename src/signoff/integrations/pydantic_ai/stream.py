@@ -35,7 +35,6 @@ from signoff.integrations.pydantic_ai.messages import outcome
 from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
-    Finish,
     ToolInputAvailable,
     ToolInputDelta,
 )
@@ -63,11 +62,10 @@ class AgentTranslator(stream.Translator):
                 return self.returned(part.tool_call_id, outcome(part))
             case AgentRunResultEvent():
                 self.result = item.result
-                output = item.result.output
-                if not isinstance(output, DeferredToolRequests):
-                    return [*self.close_step(), Finish(finish_reason="stop")]
+                if not isinstance(output := item.result.output, DeferredToolRequests):
+                    return self.finish((), waiting=False)
                 left = (ToolCall(c.tool_call_id, c.tool_name, c.args_as_dict()) for c in output.calls)
-                return [*self.handover(left), *self.close_step(), Finish(finish_reason="tool-calls")]
+                return self.finish(left, waiting=True)
         return []
 
     def open_step(self) -> list[Chunk]:
