@@ -502,10 +502,27 @@ async def test_bad_arguments_and_unknown_tools_are_json_rpc_errors(gateway: Gate
     assert all(a["query"] == "allowed-1" or len(a["query"]) < 1000 for a in gateway.ran("lookup"))
 
 
-def test_without_a_bearer_token_an_mcp_request_is_a_401(gateway: Gateway) -> None:
+async def test_without_a_bearer_token_an_mcp_request_is_a_401_and_audited(gateway: Gateway) -> None:
+    """A refusal nobody answers for is counted in the audit (one entry per source, kind and second), as
+    on every other route."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    answer = httpx.post(gateway.url, json=body, headers={"accept": "application/json, text/event-stream"})
-    assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
+    async with httpx.AsyncClient() as http:
+        answers = [
+            await http.post(gateway.url, json=body, headers={"accept": "application/json, text/event-stream"})
+            for _ in range(3)
+        ]
+    assert all(a.status_code == 401 and a.headers["www-authenticate"] == "Bearer" for a in answers)
+    for _ in range(50):  # the count is written once its second ends
+        async with gateway.ledger() as ledger:
+            counted = [
+                e
+                for e in await ledger.audit.entries(0, 100_000)
+                if e.action == "unauthorized" and "/mcp" in e.detail.get("paths", [])
+            ]
+        if counted:
+            break
+        await asyncio.sleep(0.1)
+    assert [(e.detail["kind"], e.detail["count"]) for e in counted] == [("no-credential", 3)]
 
 
 @pytest.mark.parametrize(

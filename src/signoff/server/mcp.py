@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.core.principal import Principal
 from signoff.integrations.mcp import Gateway
-from signoff.server.auth import Unauthenticated, principal_of
+from signoff.server.auth import Forbidden, principal_of
 
 PATH = "/mcp"
 _BEARERS = ("token", "bootstrap", "oidc")
@@ -54,13 +54,15 @@ def gateway_routes(
 
 
 class _BearerOnly:
+    """Only a bearer's request reaches the SDK. A refusal is the server's `Forbidden`, which its one
+    handler answers and audits, as on every other route (counted per source and second when nobody
+    answers for it)."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = principal_of(HTTPConnection(scope))
         if principal is None or principal.via not in _BEARERS:
-            refused = Unauthenticated("an MCP request needs a bearer token: Authorization: Bearer <token>")
-            await refused.response()(scope, receive, send)
-            return
+            raise Forbidden(401, "an MCP request needs a bearer token: Authorization: Bearer <token>")
         await self.app(scope, receive, send)
