@@ -43,6 +43,7 @@ SCENARIOS = (
     "quorum",
     "hidden-text",
     "inbox-long-value",
+    "inbox-linked",
     "not-yours",
 )
 TASK_SCENARIOS = ("export-report", "export-cancel")

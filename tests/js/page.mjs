@@ -402,6 +402,23 @@ async function expectEndShown(locator, text, what) {
   }
 }
 
+/** The inbox row of approval `id` is marked as the one the link names, and shows whole in the viewport. */
+async function expectLinked(page, id, what) {
+  await page.locator(`[data-approval-id="${id}"][aria-current="true"]`).waitFor({ timeout: WAIT_MS });
+  try {
+    await page.waitForFunction(
+      (approvalId) => {
+        const box = document.querySelector(`[data-approval-id="${approvalId}"]`).getBoundingClientRect();
+        return box.top >= 0 && box.bottom <= window.innerHeight;
+      },
+      id,
+      { timeout: WAIT_MS },
+    );
+  } catch {
+    throw new Error(`${what} is marked but not scrolled into view`);
+  }
+}
+
 /** Nothing on the page is wider than the viewport: it never scrolls sideways. */
 async function expectNoSidewaysScroll(page, what) {
   const { wide, viewport } = await page.evaluate(() => ({
@@ -1238,6 +1255,41 @@ const SCENARIOS = {
     });
     await run.shot(inbox, 'inbox-decided');
     await run.shot(page, 'chat-done');
+  },
+
+  // A link to one approval (`/approvals#<id>`, the MCP gateway's link for a client that can only open a URL)
+  // lands on its row: marked as the current one and scrolled into view, in an inbox too short to show it
+  // otherwise; a new link moves the mark.
+  async 'inbox-linked'(run, browser) {
+    const ids = [];
+    for (const label of ['first chat', 'second chat']) {
+      const { page, id } = await openChat(run, await newContext(browser), { label });
+      await payAndAsk(run, page);
+      const found = await api(TOKEN, 'GET', `/api/approvals?state=pending&chat=${encodeURIComponent(id)}`);
+      const [approval] = found.body?.approvals ?? [];
+      if (!approval) throw new Error(`no pending approval in ${id}: ${JSON.stringify(found)}`);
+      ids.push(approval.id);
+    }
+    const [first, second] = ids;
+    const inbox = await (await newContext(browser, { viewport: { width: 1100, height: 480 } })).newPage();
+    run.watch(inbox, 'inbox');
+    await run.do('open the link to the second payment and sign in: its row alone is marked, in view', async () => {
+      await inbox.goto(`${BASE}/approvals#${encodeURIComponent(second)}`);
+      await inbox.getByTestId('token-input').fill(TOKEN);
+      await inbox.getByTestId('token-submit').click();
+      await expectLinked(inbox, second, 'the linked row');
+      const marked = await inbox.locator('[aria-current="true"]').count();
+      if (marked !== 1) throw new Error(`${marked} rows are marked as the linked one`);
+    });
+    await run.shot(inbox, 'inbox-linked');
+    await run.do('a link to the first payment moves the mark', async () => {
+      await inbox.evaluate((id) => {
+        window.location.hash = id;
+      }, first);
+      await expectLinked(inbox, first, 'the newly linked row');
+      const earlier = inbox.locator(`[data-approval-id="${second}"]`);
+      if ((await earlier.getAttribute('aria-current')) !== null) throw new Error('the earlier row is still marked');
+    });
   },
 
   // A chat belongs to whoever started it: another browser is told so, and sees nothing of it.

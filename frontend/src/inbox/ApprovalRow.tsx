@@ -9,16 +9,20 @@ import { Awaiting, Tally } from "../shared/Quorum";
 import { roughly, useNow } from "../shared/time";
 import { reveal } from "../shared/visible";
 import { DecisionForm, type DecisionBody } from "./DecisionForm";
+import { useLinkedRow } from "./useLinked";
 
 interface Props {
   approval: Approval;
   /** The viewer's principal id: its own vote reads "you". */
   me: string;
+  /** Whether the page's link names this approval. */
+  linked: boolean;
   onDecide: (body: DecisionBody) => Promise<void>;
 }
 
-export function ApprovalRow({ approval, me, onDecide }: Props) {
+export function ApprovalRow({ approval, me, linked, onDecide }: Props) {
   const now = useNow();
+  const mark = useLinkedRow(linked);
   // kept here, not in the form: a refusal may end the viewer's turn (a 409 "approved already"), and still shows
   const [problem, setProblem] = useState("");
   const description = reveal(approval.description);
@@ -36,7 +40,7 @@ export function ApprovalRow({ approval, me, onDecide }: Props) {
   }
 
   return (
-    <li className="row" data-testid="approval-row" data-approval-id={approval.id}>
+    <li className="row" data-testid="approval-row" data-approval-id={approval.id} {...mark}>
       <div className="row-head">
         <h3 data-testid="description">{description}</h3>
         <span className="age">asked {roughly(now - approval.created_at)} ago</span>

@@ -9,6 +9,7 @@ import type { DecisionBody } from "./DecisionForm";
 import { GrantsList } from "./GrantsList";
 import { RecentRow } from "./RecentRow";
 import { useApprovalFeed } from "./useApprovalFeed";
+import { useLinked } from "./useLinked";
 
 const RECENT = 10;
 const FEED_STATE = { connecting: "Connecting…", live: "Live", reconnecting: "Connection lost; reconnecting…" };
@@ -23,6 +24,7 @@ export function Inbox({ token, me, onUnauthorized }: Props) {
   const { approvals, upsert, state } = useApprovalFeed(token, onUnauthorized);
   const [conflicts, setConflicts] = useState<ReadonlyMap<string, string>>(new Map());
   const [decisions, countDecision] = useReducer((n: number) => n + 1, 0);
+  const linked = useLinked();
   const all = [...approvals.values()];
   const mine = (a: Approval) => a.may_decide !== false || votedBy(a, me.id);
   const pending = all.filter((a) => a.state === "pending" && mine(a)).sort((a, b) => a.created_at - b.created_at);
@@ -65,6 +67,7 @@ export function Inbox({ token, me, onUnauthorized }: Props) {
               key={approval.id}
               approval={approval}
               me={me.id}
+              linked={approval.id === linked}
               onDecide={(body) => decide(approval, body)}
             />
           ))}
@@ -75,7 +78,12 @@ export function Inbox({ token, me, onUnauthorized }: Props) {
           <h2 id="recent-title">Recent</h2>
           <ul className="recents">
             {decided.slice(0, RECENT).map((approval) => (
-              <RecentRow key={approval.id} approval={approval} conflict={conflicts.get(approval.id)} />
+              <RecentRow
+                key={approval.id}
+                approval={approval}
+                conflict={conflicts.get(approval.id)}
+                linked={approval.id === linked}
+              />
             ))}
           </ul>
         </section>
