@@ -67,7 +67,7 @@ def ui_messages(
     results = {e.call_id: e.outcome for e in told if isinstance(e, Result)}
     results.update({call_id: ("output-available", {"output": status}) for call_id, status in tasks.items()})
     by_call = {a.call.call_id: a for a in approvals}
-    transcript = Transcript()
+    transcript = _Transcript()
     for entry in told:
         match entry:
             case Prompt(texts):
@@ -84,11 +84,11 @@ def _part(
     asking: Mapping[str, str],
 ) -> UIMessage:
     if isinstance(part, ToolCall):
-        return tool_part(part, results.get(part.call_id), approvals, asking)
+        return _tool_part(part, results.get(part.call_id), approvals, asking)
     return {"type": "reasoning" if part.reasoning else "text", "text": part.text, "state": "done"}
 
 
-class Transcript:
+class _Transcript:
     """A chat's UI messages, built in order from any framework's history. Every step the agent takes
     between two user messages goes into one assistant message, after a `step-start`, as the live stream
     puts it; the ids are positional, so a reload gives every message the id it had before."""
@@ -115,7 +115,7 @@ class Transcript:
         return self.messages
 
 
-def tool_part(
+def _tool_part(
     call: ToolCall, result: PartOutcome | None, approvals: Mapping[str, Approval], asking: Mapping[str, str]
 ) -> UIMessage:
     """`asking` maps the calls waiting on a person to their approval ids; a call with no `result` and no
