@@ -205,11 +205,13 @@ class Translator:
         return [output(call_id, outcome)] if shown else []
 
     def finish(
-        self, left: Iterable[ToolCall], *, waiting: bool, metadata: dict[str, Any] | None = None
+        self, left: Iterable[ToolCall], *, waiting: bool, usage: dict[str, int] | None = None
     ) -> list[Chunk]:
         """The run's end: the approved browser calls among those `left` open handed over (see `handover`),
         the step closed, and `finish`, whose reason says whether the chat now waits (on a person, the
-        browser or a task) or the reply is done."""
+        browser or a task) or the reply is done, with the run's token usage as the AI SDK names it
+        (`inputTokens`, `outputTokens`, `totalTokens`) where the model reported any."""
+        metadata = {"usage": usage} if usage else None
         finish = Finish(finish_reason="tool-calls" if waiting else "stop", message_metadata=metadata)
         return [*self.handover(left), *self.close_step(), finish]
 

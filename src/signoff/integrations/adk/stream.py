@@ -121,9 +121,7 @@ class AdkTranslator(stream.Translator):
     def _end(self) -> list[Chunk]:
         self.ended = True
         waiting = bool(self.asking or self.open_calls)
-        return self.finish(
-            self.open_calls.values(), waiting=waiting, metadata={"usage": self.usage} if self.usage else None
-        )
+        return self.finish(self.open_calls.values(), waiting=waiting, usage=self.usage)
 
     def _count_usage(self, usage: types.GenerateContentResponseUsageMetadata) -> None:
         for key, value in (
