@@ -305,8 +305,8 @@ def report_tasks(
 
 def cancelling(dialect: Dialect, ids: Sequence[str]) -> Statement:
     """Which of the running tasks `ids` someone asked to cancel."""
-    marks = _marks(dialect.mark, len(ids))
-    return f"SELECT id FROM tasks WHERE id IN ({marks}) AND state = 'running' AND cancel_by != ''", tuple(ids)
+    among, params = dialect.among("id", ids)
+    return f"SELECT id FROM tasks WHERE {among} AND state = 'running' AND cancel_by != ''", params
 
 
 def beat(dialect: Dialect, worker: str, now: float) -> list[Statement]:

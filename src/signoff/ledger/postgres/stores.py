@@ -47,9 +47,8 @@ class PostgresTasks(TaskStore):
             statement, runs = rows.report_tasks(POSTGRES, reports, now, seq)
             async with conn.cursor() as cursor:
                 await cursor.executemany(statement.encode(), runs)
-            ids = [r.task_id for r in reports]
-            query = "SELECT id FROM tasks WHERE id = ANY(%s) AND state = 'running' AND cancel_by != ''"
-            return [task_id for (task_id,) in await (await conn.execute(query, (ids,))).fetchall()]
+            query, params = rows.cancelling(POSTGRES, [r.task_id for r in reports])
+            return [task_id for (task_id,) in await (await conn.execute(query, params)).fetchall()]
 
     async def beat(self, worker: str, now: float) -> list[str]:
         (renew, renew_params), (cancelling, cancelling_params) = rows.beat(POSTGRES, worker, now)
