@@ -52,6 +52,11 @@ Terms = tuple[bool, frozenset[str]]
 KINDS = ("elicitation", "sampling", "roots")
 
 
+def where(target: StdioServerParameters | str) -> str:
+    """An upstream as an operator reads it in a log line: its URL, or the command that spawns it."""
+    return target if isinstance(target, str) else " ".join([target.command, *target.args])
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """The client behind a request: its session's context, to relay the upstream's questions to."""
@@ -75,11 +80,6 @@ class Connection:
         self._connecting = asyncio.Lock()
         self._one_call = asyncio.Lock()
         self._caller: Caller | None = None
-
-    @property
-    def where(self) -> str:
-        target = self.target
-        return target if isinstance(target, str) else " ".join([target.command, *target.args])
 
     @contextlib.asynccontextmanager
     async def serving(self, caller: Caller | None) -> AsyncIterator[Client]:
@@ -136,7 +136,7 @@ class Connection:
             if not ready.done():
                 ready.set_exception(exc)
             else:
-                log.warning("the upstream %s went away: %s", self.where, exc)
+                log.warning("the upstream %s went away: %s", where(self.target), exc)
 
     async def _elicit(
         self, context: ClientRequestContext, params: ElicitRequestParams

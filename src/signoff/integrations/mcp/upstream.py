@@ -33,7 +33,7 @@ from mcp_types import (
 from pydantic import TypeAdapter
 
 from signoff.core.errors import SignoffError
-from signoff.integrations.mcp.connection import Caller, Connection, Terms
+from signoff.integrations.mcp.connection import Caller, Connection, Terms, where
 
 log = logging.getLogger("signoff.mcp")
 
@@ -70,8 +70,7 @@ class Upstream:
 
     @property
     def where(self) -> str:
-        target = self.target
-        return target if isinstance(target, str) else " ".join([target.command, *target.args])
+        return where(self.target)
 
     async def list_tools(
         self, params: PaginatedRequestParams | None = None, caller: Caller | None = None
