@@ -26,6 +26,7 @@ class Database(Protocol):
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T: ...
     def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]: ...
+    async def fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]: ...
     def execute(self, statements: Sequence[rows.Statement]) -> int: ...
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
     def reading(self) -> AbstractContextManager[sqlite3.Connection]: ...
@@ -38,15 +39,15 @@ class SqliteTasks(TaskStore):
     db: Database
 
     async def load(self, task_id: str) -> Task | None:
-        found = await self.db.run(self.db.select, *rows.task_by(SQLITE, "id", task_id))
+        found = await self.db.fetch(*rows.task_by(SQLITE, "id", task_id))
         return rows.task_from_row(found[0]) if found else None
 
     async def query(self, query: TaskQuery) -> list[Task]:
-        found = await self.db.run(self.db.select, *rows.tasks_query(SQLITE, query))
+        found = await self.db.fetch(*rows.tasks_query(SQLITE, query))
         return [rows.task_from_row(row) for row in found]
 
     async def last_seq(self) -> int:
-        return int((await self.db.run(self.db.select, rows.TASK_SEQ))[0][0])
+        return int((await self.db.fetch(rows.TASK_SEQ))[0][0])
 
     async def report(self, reports: Sequence[Progress], now: float) -> list[str]:
         def report() -> list[str]:
@@ -148,15 +149,15 @@ class SqlitePrincipals(PrincipalStore):
     db: Database
 
     async def load(self, principal_id: str) -> Registered | None:
-        found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,))
+        found = await self.db.fetch(f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,))
         return principal_record(found[0][0]) if found else None
 
     async def by_token(self, token_hash: str) -> Registered | None:
-        found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} WHERE token_hash = ?", (token_hash,))
+        found = await self.db.fetch(f"{rows.PRINCIPALS} WHERE token_hash = ?", (token_hash,))
         return principal_record(found[0][0]) if found else None
 
     async def all(self) -> list[Registered]:
-        found = await self.db.run(self.db.select, f"{rows.PRINCIPALS} ORDER BY created_at, rowid")
+        found = await self.db.fetch(f"{rows.PRINCIPALS} ORDER BY created_at, rowid")
         return [principal_record(record) for (record,) in found]
 
 
@@ -182,11 +183,11 @@ class SqliteOutbox(OutboxStore):
             }
 
     async def load(self, notice_id: str) -> Notice | None:
-        found = await self.db.run(self.db.select, *rows.notice_by_id(SQLITE, notice_id))
+        found = await self.db.fetch(*rows.notice_by_id(SQLITE, notice_id))
         return rows.notice_from_row(found[0]) if found else None
 
     async def query(
         self, *, state: Delivery | None, approval_id: str | None, limit: int | None
     ) -> list[Notice]:
         query = rows.notices_query(SQLITE, state=state, approval_id=approval_id, limit=limit)
-        return [rows.notice_from_row(row) for row in await self.db.run(self.db.select, *query)]
+        return [rows.notice_from_row(row) for row in await self.db.fetch(*query)]
