@@ -22,6 +22,7 @@ from signoff.cli.serving import Serving, with_serving
 from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.ledger import Ledger, open_ledger
+from signoff.ledger.background import Background
 
 # The gateway's own imports (the SDK, the server) wait for the command: every CLI call would pay for them.
 if TYPE_CHECKING:
@@ -137,7 +138,8 @@ async def _tending(ledger: Ledger, channels: Channels | None, public_url: str) -
     from signoff.channels.lines import lines_for
     from signoff.channels.webhook import Http
 
-    sweeping = asyncio.create_task(_sweep(ledger))
+    sweeping = Background("signoff-sweep")
+    sweeping.ensure(lambda: _sweep(ledger))
     try:
         if channels is None:
             yield
@@ -150,8 +152,8 @@ async def _tending(ledger: Ledger, channels: Channels | None, public_url: str) -
         finally:
             await outbox.stop()
             await http.close()
-    finally:
-        sweeping.cancel()
+    finally:  # ended before the ledger closes, never in the middle of a write
+        await sweeping.stop()
 
 
 async def _sweep(ledger: Ledger, every: float = 1.0) -> None:
