@@ -1,8 +1,9 @@
 """One piece of work a part of the process runs beside its requests, in one task at a time.
 
-The watcher, the outbox's settling writer, the channels' delivery, the feeds and the refusals' counter each
-keep such a task: started when there is work and none runs, and on close cancelled and awaited, so that
-nothing of it outlives what owns it. Those few lines were written once per owner before.
+The watcher, the outbox's settling writer, the channels' delivery, the feeds, the refusals' counter and the
+stdio gateway's sweep each keep such a task: started when there is work and none runs, and on close
+cancelled and awaited, so that nothing of it outlives what owns it. Those few lines were written once per
+owner before.
 """
 
 from __future__ import annotations

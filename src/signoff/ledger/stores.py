@@ -214,7 +214,7 @@ class Backend(ABC):
         principals: PrincipalStore,
         outbox: OutboxStore,
     ) -> None:
-        """Keep the backend's stores: one call, so that a backend's constructor says in one line which
+        """Keep the backend's stores: one call, so that a backend's constructor says in one place which
         stores it is made of, and a sixth store is a sixth argument everywhere at once."""
         self.approvals, self.tasks, self.chats = approvals, tasks, chats
         self.principals, self.outbox = principals, outbox
