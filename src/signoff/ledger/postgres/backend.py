@@ -47,7 +47,6 @@ from signoff.ledger.postgres.schema import lock_key, safe, upgrade
 from signoff.ledger.postgres.stores import (
     PostgresChats,
     PostgresOutbox,
-    PostgresPrincipals,
     PostgresTasks,
 )
 from signoff.ledger.records import Change, Stored
@@ -59,7 +58,7 @@ from signoff.ledger.rows import (
     grant_record,
     principal_record,
 )
-from signoff.ledger.sql import SqlApprovals
+from signoff.ledger.sql import SqlApprovals, SqlPrincipals
 from signoff.ledger.stores import Backend, Heard, Pool
 
 _PAYLOAD_LIMIT = 7900
@@ -67,16 +66,18 @@ _PAYLOAD_LIMIT = 7900
 
 
 class PostgresBackend(Backend):
+    dialect = POSTGRES
+
     def __init__(self, dsn: str, *, schema: str, pool: Pool) -> None:
         self.dsn = dsn
         self.schema = schema
         self.pooling = pool
         self.poll_interval = pool.poll_interval
         self._hold(
-            SqlApprovals(POSTGRES, self.select),
+            SqlApprovals(self),
             PostgresTasks(self),
             PostgresChats(self),
-            PostgresPrincipals(self),
+            SqlPrincipals(self),
             PostgresOutbox(self),
         )
         self.lock_key = lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
@@ -127,7 +128,7 @@ class PostgresBackend(Backend):
         except psycopg.DataError as exc:
             raise Unstorable(f"the PostgreSQL ledger cannot store this value: {exc}") from exc
 
-    async def select(self, query: str, params: Sequence[object] = ()) -> list[Any]:
+    async def fetch(self, query: str, params: Sequence[object] = ()) -> list[Any]:
         async with self.connection() as conn:
             cursor = await conn.execute(query, params)
             return await cursor.fetchall()

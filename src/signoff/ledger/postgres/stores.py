@@ -9,38 +9,26 @@ from typing import Any, Protocol
 
 import psycopg
 
-from signoff.core.notice import Delivery, Notice, soonest
-from signoff.core.principal import Registered
-from signoff.core.task import Task
+from signoff.core.notice import Notice, soonest
 from signoff.ledger import rows
-from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
-from signoff.ledger.rows import POSTGRES, principal_record
-from signoff.ledger.stores import ChatStore, OutboxStore, PrincipalStore, TaskStore
+from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat
+from signoff.ledger.rows import POSTGRES
+from signoff.ledger.sql import Reader, SqlOutboxReads, SqlTaskReads
+from signoff.ledger.stores import ChatStore
 
 
-class Database(Protocol):
+class Database(Reader, Protocol):
     """What the stores need of the backend that makes them: its pool, through these (and nothing of the
     backend itself, which imports them)."""
 
     def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
-    async def select(self, query: str, params: Sequence[object] = ()) -> list[Any]: ...
     async def execute(self, statements: Sequence[rows.Statement]) -> int: ...
     def task_write(self) -> AbstractAsyncContextManager[tuple[psycopg.AsyncConnection[Any], int]]: ...
 
 
 @dataclass
-class PostgresTasks(TaskStore):
+class PostgresTasks(SqlTaskReads):
     db: Database
-
-    async def load(self, task_id: str) -> Task | None:
-        found = await self.db.select(*rows.task_by(POSTGRES, "id", task_id))
-        return rows.task_from_row(found[0]) if found else None
-
-    async def query(self, query: TaskQuery) -> list[Task]:
-        return [rows.task_from_row(row) for row in await self.db.select(*rows.tasks_query(POSTGRES, query))]
-
-    async def last_seq(self) -> int:
-        return int((await self.db.select(rows.TASK_SEQ))[0][0])
 
     async def report(self, reports: Sequence[Progress], now: float) -> list[str]:
         async with self.db.task_write() as (conn, seq):
@@ -82,7 +70,7 @@ class PostgresChats(ChatStore):
             "SELECT bytes FROM chat_entries AS e WHERE e.chat_id = chats.chat_id ORDER BY n) END"
             " FROM chats WHERE chat_id = %s"
         )
-        found = await self.db.select(query, (held, held, chat_id))
+        found = await self.db.fetch(query, (held, held, chat_id))
         if not found:
             return None
         chat_id, version, state, updated_at, owner, entries = found[0]
@@ -104,11 +92,11 @@ class PostgresChats(ChatStore):
 
     async def reply_log(self, chat_id: str, after: int) -> ReplyLog | None:
         (head, head_params), (frames, frames_params) = rows.reply_log_queries(POSTGRES, chat_id, after)
-        found = await self.db.select(head, head_params)
+        found = await self.db.fetch(head, head_params)
         if not found:
             return None
         reply, meta, done, updated_at = found[0]
-        logged = [bytes(frame) for (frame,) in await self.db.select(frames, frames_params)]
+        logged = [bytes(frame) for (frame,) in await self.db.fetch(frames, frames_params)]
         return ReplyLog(reply, bytes(meta), done, updated_at, logged)
 
     async def forget_replies(self, before: float) -> int:
@@ -116,25 +104,7 @@ class PostgresChats(ChatStore):
 
 
 @dataclass
-class PostgresPrincipals(PrincipalStore):
-    db: Database
-
-    async def load(self, principal_id: str) -> Registered | None:
-        found = await self.db.select(f"{rows.PRINCIPALS} WHERE id = %s", (principal_id,))
-        return principal_record(found[0][0]) if found else None
-
-    async def by_token(self, token_hash: str) -> Registered | None:
-        found = await self.db.select(f"{rows.PRINCIPALS} WHERE token_hash = %s", (token_hash,))
-        return principal_record(found[0][0]) if found else None
-
-    async def all(self) -> list[Registered]:
-        return [
-            principal_record(record) for (record,) in await self.db.select(f"{rows.PRINCIPALS} ORDER BY seq")
-        ]
-
-
-@dataclass
-class PostgresOutbox(OutboxStore):
+class PostgresOutbox(SqlOutboxReads):
     db: Database
 
     async def claim(self, channel: str, holder: str, now: float, until: float, limit: int) -> list[Notice]:
@@ -151,13 +121,3 @@ class PostgresOutbox(OutboxStore):
                 statement, params = rows.settle_notice(POSTGRES, notice, holder)
                 cursors.append(await conn.execute(statement.encode(), params))
         return {n.id for (n, _), cursor in zip(notices, cursors, strict=True) if cursor.rowcount == 1}
-
-    async def load(self, notice_id: str) -> Notice | None:
-        found = await self.db.select(*rows.notice_by_id(POSTGRES, notice_id))
-        return rows.notice_from_row(found[0]) if found else None
-
-    async def query(
-        self, *, state: Delivery | None, approval_id: str | None, limit: int | None
-    ) -> list[Notice]:
-        query = rows.notices_query(POSTGRES, state=state, approval_id=approval_id, limit=limit)
-        return [rows.notice_from_row(row) for row in await self.db.select(*query)]

@@ -47,12 +47,11 @@ from signoff.ledger import rows
 from signoff.ledger.keys import Apply, ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.rows import AUDIT_HEAD, SQLITE, approval_record, grant_record, principal_record
-from signoff.ledger.sql import SqlApprovals
+from signoff.ledger.sql import SqlApprovals, SqlPrincipals
 from signoff.ledger.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from signoff.ledger.sqlite.stores import (
     SqliteChats,
     SqliteOutbox,
-    SqlitePrincipals,
     SqliteTasks,
 )
 from signoff.ledger.stores import Backend
@@ -71,15 +70,17 @@ and the WAL truncated: checkpoints beside a stream of writes never let the WAL s
 
 
 class SqliteBackend(Backend):
+    dialect = SQLITE
+
     def __init__(self, path: str | Path, *, synchronous: Synchronous, poll_interval: float) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
         self.poll_interval = poll_interval
         self._hold(
-            SqlApprovals(SQLITE, self.fetch),
+            SqlApprovals(self),
             SqliteTasks(self),
             SqliteChats(self),
-            SqlitePrincipals(self),
+            SqlPrincipals(self),
             SqliteOutbox(self),
         )
         self._db: sqlite3.Connection | None = None

@@ -9,45 +9,32 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from signoff.core.notice import Delivery, Notice, soonest
-from signoff.core.principal import Registered
-from signoff.core.task import Task
+from signoff.core.notice import Notice, soonest
 from signoff.ledger import rows
-from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
-from signoff.ledger.rows import SQLITE, principal_record
-from signoff.ledger.stores import ChatStore, OutboxStore, PrincipalStore, TaskStore
+from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat
+from signoff.ledger.rows import SQLITE
+from signoff.ledger.sql import Reader, SqlOutboxReads, SqlTaskReads
+from signoff.ledger.stores import ChatStore
 
 T = TypeVar("T")
 
 
-class Database(Protocol):
+class Database(Reader, Protocol):
     """What the stores need of the backend that makes them: its connection, through these (and nothing of
     the backend itself, which imports them)."""
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T: ...
     def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]: ...
-    async def fetch(self, sql: str, params: Sequence[object] = ()) -> list[Any]: ...
     def execute(self, statements: Sequence[rows.Statement]) -> int: ...
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
     def reading(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
 @dataclass
-class SqliteTasks(TaskStore):
+class SqliteTasks(SqlTaskReads):
     """Each write numbers its changes under the write lock, so numbers follow commit order."""
 
     db: Database
-
-    async def load(self, task_id: str) -> Task | None:
-        found = await self.db.fetch(*rows.task_by(SQLITE, "id", task_id))
-        return rows.task_from_row(found[0]) if found else None
-
-    async def query(self, query: TaskQuery) -> list[Task]:
-        found = await self.db.fetch(*rows.tasks_query(SQLITE, query))
-        return [rows.task_from_row(row) for row in found]
-
-    async def last_seq(self) -> int:
-        return int((await self.db.fetch(rows.TASK_SEQ))[0][0])
 
     async def report(self, reports: Sequence[Progress], now: float) -> list[str]:
         def report() -> list[str]:
@@ -145,24 +132,7 @@ class SqliteChats(ChatStore):
 
 
 @dataclass
-class SqlitePrincipals(PrincipalStore):
-    db: Database
-
-    async def load(self, principal_id: str) -> Registered | None:
-        found = await self.db.fetch(f"{rows.PRINCIPALS} WHERE id = ?", (principal_id,))
-        return principal_record(found[0][0]) if found else None
-
-    async def by_token(self, token_hash: str) -> Registered | None:
-        found = await self.db.fetch(f"{rows.PRINCIPALS} WHERE token_hash = ?", (token_hash,))
-        return principal_record(found[0][0]) if found else None
-
-    async def all(self) -> list[Registered]:
-        found = await self.db.fetch(f"{rows.PRINCIPALS} ORDER BY created_at, rowid")
-        return [principal_record(record) for (record,) in found]
-
-
-@dataclass
-class SqliteOutbox(OutboxStore):
+class SqliteOutbox(SqlOutboxReads):
     db: Database
 
     async def claim(self, channel: str, holder: str, now: float, until: float, limit: int) -> list[Notice]:
@@ -181,13 +151,3 @@ class SqliteOutbox(OutboxStore):
             return {
                 n.id for n, holder in notices if db.execute(*rows.settle_notice(SQLITE, n, holder)).rowcount
             }
-
-    async def load(self, notice_id: str) -> Notice | None:
-        found = await self.db.fetch(*rows.notice_by_id(SQLITE, notice_id))
-        return rows.notice_from_row(found[0]) if found else None
-
-    async def query(
-        self, *, state: Delivery | None, approval_id: str | None, limit: int | None
-    ) -> list[Notice]:
-        query = rows.notices_query(SQLITE, state=state, approval_id=approval_id, limit=limit)
-        return [rows.notice_from_row(row) for row in await self.db.fetch(*query)]
