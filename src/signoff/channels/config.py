@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from yarl import URL
+
 from signoff.channels.addresses import refused_host
 from signoff.core.errors import SignoffError
 from signoff.core.policy import Policy
@@ -181,6 +183,10 @@ class _Reader:
 def _webhook(reader: _Reader, path: str, name: str, table: Mapping[str, Any]) -> WebhookChannel:
     reader.keys(path, table, ("url", "secret_env"), ("allow_private", "retry_schedule", "give_up_after"))
     url = reader.url(f"{path}.url", table["url"], ("http", "https"))
+    try:
+        host = URL(url).raw_host or ""  # the host aiohttp connects to, which yarl may have folded
+    except ValueError as exc:
+        reader.fail(f"{path}.url", f"{url!r} is malformed: {exc}")
     secret = reader.secret(f"{path}.secret_env", table["secret_env"])
     if not secret.startswith("whsec_"):
         reader.fail(f"{path}.secret_env", "the secret must be whsec_ and base64, as Standard Webhooks has it")
@@ -191,7 +197,7 @@ def _webhook(reader: _Reader, path: str, name: str, table: Mapping[str, Any]) ->
     except Exception:  # the library raises what base64 does on a malformed secret
         reader.fail(f"{path}.secret_env", "the secret after whsec_ is not base64")
     allow_private = reader.flag(f"{path}.allow_private", table.get("allow_private", False))
-    if not allow_private and (why := refused_host(urlsplit(url).hostname or "")):
+    if not allow_private and (why := refused_host(host)):
         reader.fail(f"{path}.url", f"{url} {why}; set allow_private = true to allow it")
     schedule = table.get("retry_schedule", DEFAULT_RETRY_SCHEDULE)
     if isinstance(schedule, str) or not isinstance(schedule, list | tuple) or not schedule:

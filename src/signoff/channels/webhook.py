@@ -21,7 +21,7 @@ import aiohttp
 import msgspec
 from standardwebhooks.webhooks import Webhook
 
-from signoff.channels.addresses import PublicResolver, refused_literal
+from signoff.channels.addresses import guarded_socket
 from signoff.channels.config import WebhookChannel
 from signoff.channels.delivery import Delivered, Failed, Outcome, retry_after
 from signoff.core.approval import Approval
@@ -46,19 +46,21 @@ def event_body(notice: Notice, approval: Approval, inbox: str) -> bytes:
 
 class Http:
     """The HTTP sessions every webhook of a process shares, made in its event loop on first use: one whose
-    resolver reaches public addresses only, and one for channels that `allow_private`.
+    connector makes sockets only to addresses a delivery may reach (`guarded_socket`, on the address
+    each connection attempt is about to connect to), and one for channels that `allow_private`.
 
     aiohttp rather than httpx, which the rest of signoff uses: at 16 deliveries in flight, httpcore's
     connection pool spent most of a delivery's CPU choosing a connection (238 deliveries/s in
-    `bench/outbox.py`), and aiohttp takes a resolver of our own, which closes the DNS rebinding window."""
+    `bench/outbox.py`), and aiohttp's connector takes a socket factory of our own, which sees the address
+    each connection is made to, IP literal or resolved name, and so closes the DNS rebinding window."""
 
     def __init__(self) -> None:
         self._sessions: dict[bool, aiohttp.ClientSession] = {}
 
     def session(self, *, allow_private: bool) -> aiohttp.ClientSession:
         if (found := self._sessions.get(allow_private)) is None or found.closed:
-            resolver = None if allow_private else PublicResolver()
-            connector = aiohttp.TCPConnector(limit=256, resolver=resolver)
+            factory = None if allow_private else guarded_socket
+            connector = aiohttp.TCPConnector(limit=256, socket_factory=factory)
             found = self._sessions[allow_private] = aiohttp.ClientSession(connector=connector)
         return found
 
@@ -77,9 +79,6 @@ class WebhookSender:
 
     async def send(self, notice: Notice, approval: Approval, now: float) -> Outcome:
         channel = self.channel
-        host = urlsplit(channel.url).hostname or ""
-        if not channel.allow_private and (why := refused_literal(host)):  # a name: the resolver checks it
-            return Failed(f"{host} {why}; not sent")
         body = event_body(notice, approval, self.inbox)
         stamp = int(now)
         signature = self._signer.sign(notice.id, datetime.fromtimestamp(stamp, UTC), body.decode())
@@ -98,8 +97,8 @@ class WebhookSender:
                 status, wants = response.status, response.headers.get("retry-after")
         except TimeoutError:
             return Failed(f"no answer within {TIMEOUT:g} s")
-        except aiohttp.ClientError as exc:
-            return Failed(f"cannot reach {host}: {exc}")
+        except aiohttp.ClientError as exc:  # a refused address too: the connector names it
+            return Failed(f"cannot reach {urlsplit(channel.url).hostname}: {exc}")
         if 200 <= status < 300:
             return Delivered()
         if status == 410:
