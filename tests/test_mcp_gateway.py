@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +55,12 @@ action = "allow"
 
 [[tools.sleep]]
 action = "allow"
+
+[[tools.confirm]]
+when = "what in ['replayed round', 'replayed across']"
+action = "ask"
+approvers = ["role:finance"]
+requester_may_approve = false
 
 [[tools.confirm]]
 when = "what == 'ask first'"
@@ -112,6 +118,13 @@ class Gateway:
                     return found[-1]
                 await asyncio.sleep(0.05)
         raise AssertionError(f"no approval for a payment to {to}")
+
+    async def approval_of(self, tool: str, what: str) -> Approval:
+        """The approval of the call of `tool` whose `what` is `what`."""
+        async with self.ledger() as ledger:
+            found = [a for a in await ledger.approvals.query() if a.call.args.get("what") == what]
+        assert [a.call.tool for a in found] == [tool], found
+        return found[0]
 
     async def approvals(self, to: str) -> list[Approval]:
         async with self.ledger() as ledger:
@@ -485,6 +498,64 @@ async def test_a_replayed_answer_is_refused_after_its_call_ran(gateway: Gateway)
     assert gateway.ran("pay").count({"amount": 12.0, "to": "replayed"}) == 1
     assert len(await gateway.approvals("replayed")) == 1
     assert await _refusals(gateway, "alice") == before + 1
+
+
+SURE = {"sure": ElicitResult(action="accept", content={"sure": True})}
+
+
+async def replay_the_upstreams_round(asker: Gateway, replayers: Sequence[Gateway], what: str) -> list[Any]:
+    """Issue 41's attack: alice's `confirm` waits for finance (four eyes); bob approves it over REST; alice
+    calls again, the gateway claims the approval and the upstream answers with an input round of its own;
+    alice sends that round's state back four times, through each of `replayers` in turn, all at once.
+    Returns each replay's result, or the error it raised."""
+    args = {"what": what}
+    async with client(asker, "alice", elicitation_callback=answering("wait")) as mcp:
+        held = await mcp.session.call_tool("confirm", args, allow_input_required=True)
+        assert isinstance(held, InputRequiredResult)
+        approval = await asker.approval_of("confirm", what)
+        assert asker.decide(approval.id, "bob", True).status_code == 200
+        theirs = await mcp.session.call_tool("confirm", args, allow_input_required=True)
+        assert isinstance(theirs, InputRequiredResult) and "sure" in theirs.input_requests
+
+    async def replay(through: Gateway) -> Any:
+        async with client(through, "alice", elicitation_callback=answering("wait")) as again:
+            return await again.session.call_tool(
+                "confirm", args, request_state=theirs.request_state, input_responses=SURE,
+                allow_input_required=True,
+            )  # fmt: skip
+
+    replays = (replay(replayers[n % len(replayers)]) for n in range(4))
+    return [_leaf(outcome) for outcome in await asyncio.gather(*replays, return_exceptions=True)]
+
+
+def _leaf(outcome: Any) -> Any:
+    """The error itself, out of the task groups the client's context wraps it in."""
+    while isinstance(outcome, BaseExceptionGroup) and len(outcome.exceptions) == 1:
+        outcome = outcome.exceptions[0]
+    return outcome
+
+
+def ran_once_and_refused_the_rest(outcomes: list[Any], gateway: Gateway, what: str) -> None:
+    ran = [o for o in outcomes if isinstance(o, CallToolResult)]
+    refused = [o for o in outcomes if isinstance(o, MCPError)]
+    assert [text(r) for r in ran] == [f"did {what}"], outcomes
+    assert len(refused) == 3 and all(e.code == INVALID_PARAMS for e in refused), outcomes
+    assert gateway.ran("confirm").count({"what": what}) == 1
+
+
+async def test_one_approval_runs_the_upstreams_round_once_however_often_it_is_replayed(
+    gateway: Gateway,
+) -> None:
+    outcomes = await replay_the_upstreams_round(gateway, [gateway], "replayed round")
+    ran_once_and_refused_the_rest(outcomes, gateway, "replayed round")
+    approval = await gateway.approval_of("confirm", "replayed round")
+    assert approval.state is State.CONSUMED and len(approval.spent) == 1
+    async with gateway.ledger() as ledger:
+        entries = await ledger.audit.entries(0, 100_000)
+    refused = [e for e in entries if e.subject == approval.id and e.action == "refuse"]
+    assert len(refused) == 3 and all("used already" in e.detail["why"] for e in refused)
+    moves = [e.action for e in entries if e.subject == approval.id and e.action != "refuse"]
+    assert moves == ["open", "approve", "consume", "spend"]
 
 
 # -- bad input and a failing upstream ---------------------------------------------------------------------

@@ -23,6 +23,8 @@ from tests.test_mcp_gateway import (
     _principals,
     answering,
     client,
+    ran_once_and_refused_the_rest,
+    replay_the_upstreams_round,
     text,
 )
 
@@ -80,3 +82,9 @@ async def test_a_call_held_on_one_worker_runs_when_decided_through_the_other(
         result = await asyncio.wait_for(held, 15)
     assert text(result) == "paid 21.0 to held-across"
     assert one.ran("pay").count({"amount": 21.0, "to": "held-across"}) == 1
+
+
+async def test_a_round_replayed_on_both_workers_at_once_runs_once(pair: tuple[Gateway, Gateway]) -> None:
+    one, other = pair
+    outcomes = await replay_the_upstreams_round(one, [one, other], "replayed across")
+    ran_once_and_refused_the_rest(outcomes, one, "replayed across")

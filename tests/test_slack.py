@@ -229,5 +229,5 @@ async def test_a_forged_or_stale_interaction_is_401_and_audited(ledger: Ledger) 
         )
         assert unsigned.status_code == 401
         assert (await ledger.approvals.get(approval_id)).votes == ()
-    entries = [e for e in await ledger.audit.entries() if e.action == "refuse" and e.subject == "slack"]
+    entries = [e for e in await ledger.audit.entries() if e.action == "unauthorized" and e.subject == "slack"]
     assert entries and entries[0].detail["count"] >= 3

@@ -48,8 +48,8 @@ export function LoginForm({ problem, onSignIn }: Props) {
         {error}
       </p>
       <p className="hint">
-        <code>signoff demo</code> prints the admin's token when it starts (<code>SIGNOFF_API_TOKEN</code> chooses
-        it); <code>signoff principals add NAME --role ROLE</code> prints a personal one.
+        <code>signoff demo</code> prints the admin's token when it starts, unless <code>SIGNOFF_API_TOKEN</code>{" "}
+        gave it; <code>signoff principals add NAME --role ROLE</code> prints a personal one.
       </p>
     </form>
   );

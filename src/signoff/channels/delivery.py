@@ -8,6 +8,9 @@ its own line, and a notice that waits on a slow attempt in its line waits for a 
 slow one. Every worker runs every line: the claims share the notices out, and a worker that dies
 holding some loses them to the others once their lease runs out.
 
+Who hears of an approval comes from its sealed authority and proven principals only: a notice whose
+approval's seal fails (its rule rewritten in the table, say) goes to nobody, is given up on, and audited.
+
 What an outcome does: delivered is recorded; a failure is tried again after the channel's next delay
 (jittered by up to a tenth, so that many notices failed together do not all come back together) or after
 the receiver's `Retry-After`; past the schedule's end or the channel's `give_up_after` it is given up on,
@@ -33,6 +36,7 @@ from signoff.channels.config import DEFAULT_RETRY_SCHEDULE, GIVE_UP_AFTER
 from signoff.core.approval import Approval
 from signoff.core.errors import SignoffError
 from signoff.core.notice import Notice
+from signoff.core.proof import seal_holds
 from signoff.ledger.background import Background
 from signoff.ledger.base import Ledger
 
@@ -241,6 +245,10 @@ class Deliverer:
             return Failed(f"the endpoint is disabled: {self.disabled[notice.channel]}", gone=True)
         if approval is None:
             return Failed("its approval could not be read from the ledger")
+        if not seal_holds(self.ledger.audit.keyring, approval):  # whom to tell comes from the seal alone
+            why = "its approval's authority is not the one it was sealed with: nobody is told"
+            await self.ledger.audit.record("refuse", approval.id, "signoff:outbox", why=why, notice=notice.id)
+            return Failed(why, final=True)
         try:
             return await line.sender.send(notice, approval, self.ledger.outbox.clock())
         except Exception as exc:  # a sender's bug must cost one attempt, not the worker

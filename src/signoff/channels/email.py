@@ -25,7 +25,8 @@ import aiosmtplib
 
 from signoff.channels.config import EmailChannel
 from signoff.channels.delivery import Delivered, Failed, Outcome
-from signoff.channels.review import LIFETIME, PURPOSE, Review, details_html, mint
+from signoff.channels.review import LIFETIME, PURPOSE, Review, details_html
+from signoff.channels.review import link as review_link
 from signoff.core.approval import Approval
 from signoff.core.notice import Notice
 from signoff.core.principal import Registered
@@ -87,7 +88,7 @@ class EmailSender:
         if notice.type in ASKING:
             expires = min(approval.deadline or now + LIFETIME, now + LIFETIME)
             review = Review(approval.id, person.id, approval.approved_digest, expires, notice.id)
-            link = f"{self.base_url}/approvals/email/{mint(self._keys, review)}"
+            link = review_link(self.base_url, self._keys, review)
         message = EmailMessage()
         message["Subject"] = f"{SUBJECTS[notice.type]}: {reveal(approval.description)}"
         message["From"] = self.channel.sender

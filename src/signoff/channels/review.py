@@ -19,6 +19,7 @@ import base64
 import binascii
 import hmac
 import html
+import re
 
 import msgspec
 
@@ -28,6 +29,9 @@ from signoff.core.views import shown
 LIFETIME = 86400.0
 """The longest a link lives, whatever the approval's deadline."""
 PURPOSE = "email review"
+PATH = "/approvals/email/"
+"""Where a review link points, under the server's public URL, followed by its token."""
+_LINK = re.compile(re.escape(PATH) + r"[^/?#\s'\"<>]+")
 
 
 class Review(msgspec.Struct, frozen=True, array_like=True):
@@ -57,6 +61,17 @@ def read(keys: tuple[bytes, ...], token: str) -> Review | None:
         return msgspec.msgpack.decode(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), type=Review)
     except (binascii.Error, ValueError, msgspec.DecodeError):
         return None
+
+
+def link(base_url: str, keys: tuple[bytes, ...], review: Review) -> str:
+    """The review link for `review`, on the server at `base_url`."""
+    return f"{base_url.rstrip('/')}{PATH}{mint(keys, review)}"
+
+
+def hidden(text: str) -> str:
+    """`text` (a path, a URL, a log line) with the token of every review link in it hidden: the token is
+    a credential, and it is in the path, which access logs and refusals quote."""
+    return _LINK.sub(f"{PATH}<token>", text)
 
 
 def nonce(keys: tuple[bytes, ...], token: str) -> str:

@@ -19,6 +19,7 @@ from signoff.cli.common import (
     ReasonOption,
     fail,
     operator,
+    operator_proven,
     out,
     print_record,
     print_table,
@@ -102,9 +103,9 @@ def approvals_approve(
     rules = None
     try:
         if args is None:
-            decision = Decision.approve(operator(), reason, _remember(remember), any_args)
+            decision = Decision.approve(operator_proven(), reason, _remember(remember), any_args)
         else:
-            decision = Decision.edit(_json_object(args), operator(), reason, _remember(remember))
+            decision = Decision.edit(_json_object(args), operator_proven(), reason, _remember(remember))
             if policy is None:
                 fail("an edit is a new call that the policy rules on: give --policy FILE, the server's", 2)
             rules = Policy.from_toml(Path(policy).read_text(), source=policy)
@@ -120,7 +121,7 @@ def approvals_deny(
     reason: Annotated[str, typer.Option(help="Why; the model is told.")] = "",
 ) -> None:
     """Deny a pending approval."""
-    _decide(ledger, approval_id, Decision.deny(operator(), reason))
+    _decide(ledger, approval_id, Decision.deny(operator_proven(), reason))
 
 
 @approvals_app.command("cancel")

@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from signoff.core.errors import SignoffError
-from signoff.core.principal import ADMIN, Principal
+from signoff.core.principal import ADMIN, Principal, Proven
 from signoff.core.visible import reveal
 from signoff.ledger import Ledger, open_ledger
 from signoff.ledger.keyfile import KeyFile, load_keyring
@@ -52,6 +52,12 @@ def os_user() -> str:
 def operator() -> Principal:
     user = os_user()
     return Principal(id=f"cli:{user}", name=user, roles=(ADMIN,), via="cli")
+
+
+def operator_proven() -> Proven:
+    """The operator, to decide as: proven by the operating system, whose user runs this process, and by
+    the audit key it holds."""
+    return Proven(principal=operator())
 
 
 def with_ledger(url: str | None, action: Callable[[Ledger], Awaitable[T]]) -> T:

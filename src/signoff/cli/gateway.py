@@ -20,7 +20,7 @@ import typer
 from signoff.cli.common import audit_key, err, fail, os_user
 from signoff.cli.serving import Serving, with_serving
 from signoff.core.errors import SignoffError
-from signoff.core.principal import Principal
+from signoff.core.principal import Principal, Proven
 from signoff.ledger import Ledger, open_ledger
 from signoff.ledger.background import Background
 
@@ -116,9 +116,10 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
     _, policy, channels = served.build()
     user = os_user()
     principal = Principal(id=f"mcp:{user}", name=user, via="mcp")
+    proven = Proven(principal=principal)  # the OS user this process runs as, as the CLI's operator is
     key = audit_key()
     async with open_ledger(served.ledger, keyring=key.keyring) as ledger:
-        gateway = fronting.gateway(ledger, policy, lambda ctx: principal, None)
+        gateway = fronting.gateway(ledger, policy, lambda ctx: proven, None)
         err.print(f"signoff mcp-gateway: stdio, requester {principal.id}, upstream {gateway.upstream.where}")
         async with _tending(ledger, channels, served.public_url):
             try:  # no sessions opened ahead: which protocol the one client speaks is not known yet

@@ -26,6 +26,11 @@ from signoff.server.run import HEAD_TIMEOUT
 if TYPE_CHECKING:
     from signoff.cli.worker import Served
 
+TOKEN_ENV = "SIGNOFF_API_TOKEN"
+"""The environment variable that gives the bootstrap admin token. A token given there is never printed, since
+a server's stdout lands in systemd's journal and in Kubernetes' logs; only one signoff made, which nobody
+could know otherwise, is shown, once."""
+
 HostOption = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
 PortOption = Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).")]
 WaitOption = Annotated[
@@ -199,9 +204,11 @@ class Serving:
 
         if self.wait not in ("deferred", "blocking"):
             raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
+        given = os.environ.get(TOKEN_ENV)
         return Served(
             ledger=self.ledger,
-            token=os.environ.get("SIGNOFF_API_TOKEN") or new_admin_token(),
+            token=given or new_admin_token(),
+            token_from=TOKEN_ENV if given else None,
             wait=self.wait,  # type: ignore[arg-type]
             keepalive=self.keepalive,
             browser_timeout=self.browser_timeout,
@@ -311,7 +318,8 @@ def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
         out.print(f"approvals inbox: {url}/approvals", highlight=False, soft_wrap=True)
         if served.mailbox:
             out.print(f"mailbox: {url}/mailbox", highlight=False, soft_wrap=True)
-        out.print(f"approvals API token: {served.token}", highlight=False, soft_wrap=True)
+        token = f"from {served.token_from}" if served.token_from else served.token
+        out.print(f"approvals API token: {token}", highlight=False, soft_wrap=True)
         out.print(f"audit key: {key.path}", highlight=False, soft_wrap=True)
         out.print("Ctrl-C to stop", highlight=False)
 

@@ -67,6 +67,9 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
 
     ledger: str | None
     token: str
+    token_from: str | None = None
+    """The environment variable `token` came from, which the ready lines name instead of the token; None
+    when signoff made the token, and so prints it."""
     wait: Wait
     keepalive: float
     browser_timeout: float

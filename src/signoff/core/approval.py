@@ -5,14 +5,18 @@ The rules:
 - An approval opens `pending`, sealed: who may decide (its authority), under which rule, until when. Nothing
   is decided or run under an authority that is not the sealed one.
 - While pending, a principal the authority admits decides. A deny settles it `denied` at once. An approval
-  is a vote: it stays `pending` until `quorum` distinct principals voted, then it is `approved`. The same
-  principal votes once. An edit is a new call, ruled on by the policy afresh (see `core.edit`); the votes
-  before it approved another call and no longer count.
+  is a vote: it stays `pending` until `quorum` distinct principals voted, then it is `approved`. An edit is
+  a new call, ruled on by the policy afresh (see `core.edit`); the votes before it approved another call
+  and no longer count.
+- A second decision by the same maker follows one rule, whatever brought it (`again`): a bearer credential
+  (an email review link, a sealed MCP state) decides once, and is kept as `spent`; an identity approves
+  once, and may still deny while the approval waits for others, since one allowed deny denies.
 - At its deadline a pending approval expires: `expired`, or `approved` in signoff's name when its rule says
   `on_timeout = "allow"`. A decision that comes at or after the deadline finds it expired.
 - A pending approval is `cancelled` when nobody should decide it any more (its chat moved on).
 - An approved one is `consumed` exactly once, by exactly the approved call, just before it runs: the
-  single-use claim, taken only under decisions whose proofs hold.
+  single-use claim, taken only under decisions whose proofs hold. A bearer credential that rides on the
+  claimed call (an MCP upstream's own input round) is spent on it once (`spend`).
 - `denied`, `expired`, `cancelled` and `consumed` are final. The first decision wins; a later one is told
   who won.
 
@@ -43,6 +47,7 @@ from signoff.core.errors import (
     InvalidDecision,
     MayNotRemember,
     NotAnApprover,
+    Spent,
     Unproven,
 )
 from signoff.core.followup import FollowUp, Followups, advanced, due
@@ -77,6 +82,8 @@ class ApprovalEvent(StrEnum):
     CONSUME = "consume"
     FOLLOW_UP = "follow-up"
     """A reminder, an escalation or a deadline warning (see `core.followup`)."""
+    SPEND = "spend"
+    """A bearer credential riding on the claimed call, used (see `spend`)."""
 
 
 APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
@@ -90,6 +97,7 @@ APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
         ApprovalEvent.FOLLOW_UP: State.PENDING,
     },
     State.APPROVED: {ApprovalEvent.CONSUME: State.CONSUMED},
+    State.CONSUMED: {ApprovalEvent.SPEND: State.CONSUMED},
 }
 """For each state, the state each event leads to. A state with no row is final."""
 
@@ -145,6 +153,8 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     seal: str = ""
     """The ledger's MAC over who may decide what (see `core.proof`), made when it opens and when an edit
     changes it: a rule loosened in the table fails it, and nothing is decided or run under it."""
+    spent: tuple[str, ...] = ()
+    """The bearer credentials used on it (see `again` and `spend`): none decides or is forwarded twice."""
 
     @property
     def approved_call(self) -> ToolCall:
@@ -219,6 +229,10 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def is_due(self, now: float) -> bool:
         return self.state is State.PENDING and self.deadline is not None and now >= self.deadline
 
+    def voted(self, principal_id: str) -> bool:
+        """Whether `principal_id` approved it already, among the votes that still count."""
+        return any(v.decision.by == principal_id for v in self.votes)
+
 
 def _move(
     approval: Approval,
@@ -267,9 +281,12 @@ def decide(
         raise Unproven(approval.id, "its authority is not the one it was sealed with")
     if not approval.admits(decision.principal, now):
         raise NotAnApprover(approval, decision.by)
-    if decision.verdict == "approve" and any(v.decision.by == decision.by for v in approval.votes):
-        raise AlreadyVoted(approval, decision.by)
+    if (refused := again(approval, decision)) is not None:
+        raise refused
     detail: dict[str, object] = {"verdict": decision.verdict, "reason": decision.reason, "via": decision.via}
+    if decision.credential != "code":
+        detail["credential"] = decision.credential
+    spent = (*approval.spent, decision.spends) if decision.spends else approval.spent
     if decision.args is not None:
         approval = sealed(keyring.current, reruled(approval, decision.args, decision.principal, edited, now))
         detail.update(digest=approval.approved_digest, rule=approval.rule)
@@ -285,17 +302,34 @@ def decide(
         detail["remember"] = decision.remember
     decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
     if not decision.approved:
-        changes: dict[str, object] = {"decision": decision, "decided_at": now}
+        changes: dict[str, object] = {"decision": decision, "decided_at": now, "spent": spent}
         return _move(approval, ApprovalEvent.DENY, "deny", decision.by, now, detail, **changes)
     vote = Vote(decision=decision, at=now)
     votes = (vote,) if decision.args is not None else (*approval.votes, vote)
     if len(votes) < authority.quorum:
         detail["votes"] = len(votes)
-        return _move(approval, ApprovalEvent.VOTE, decision.verdict, decision.by, now, detail, votes=votes)
+        return _move(
+            approval, ApprovalEvent.VOTE, decision.verdict, decision.by, now, detail, votes=votes, spent=spent
+        )
     return _move(
         approval, ApprovalEvent.APPROVE, decision.verdict, decision.by, now, detail,
-        decision=decision, decided_at=now, votes=votes,
+        decision=decision, decided_at=now, votes=votes, spent=spent,
     )  # fmt: skip
+
+
+def again(approval: Approval, decision: Decision) -> Spent | AlreadyVoted | None:
+    """Why `decision` may not be taken after its maker's earlier one on `approval`, or None: the one rule
+    for a second decision, the same on every surface.
+
+    A bearer credential decides once: once it recorded a decision here, it decides nothing more, whatever
+    it says now (who holds a link is whoever has it; a person who changes their mind decides again with a
+    credential of their own). An identity approves once, since a quorum counts distinct principals, and
+    may still deny while the approval waits for others: it changed its mind, and one allowed deny denies."""
+    if decision.spends and decision.spends in approval.spent:
+        return Spent(approval, decision.spends)
+    if decision.verdict == "approve" and approval.voted(decision.by):
+        return AlreadyVoted(approval, decision.by)
+    return None
 
 
 def consume(
@@ -307,15 +341,36 @@ def consume(
         raise AlreadyConsumed(approval)
     if approval.state is State.APPROVED and (why := unproven(keyring, approval)) is not None:
         raise Unproven(approval.id, why)
+    _check_call(approval, call)
+    return _move(
+        approval, ApprovalEvent.CONSUME, "consume", actor, now, {"digest": call.digest},
+        consumed_at=now, consumed_by=actor,
+    )  # fmt: skip
+
+
+def spend(
+    approval: Approval, call: ToolCall, credential: str, actor: str, now: float
+) -> tuple[Approval, AuditEvent]:
+    """Spend `credential`, a bearer credential that rides on `call`, the call this approval's claim let run
+    (an MCP upstream's own input round): once, only after the claim was taken, and only for exactly that
+    call. Raises `Spent` for a second use, `IllegalTransition` before the claim, `CallMismatch` for
+    another call."""
+    if credential in approval.spent:
+        raise Spent(approval, credential)
+    if approval.state is State.CONSUMED:
+        _check_call(approval, call)
+    return _move(
+        approval, ApprovalEvent.SPEND, "spend", actor, now, {"credential": credential},
+        spent=(*approval.spent, credential),
+    )  # fmt: skip
+
+
+def _check_call(approval: Approval, call: ToolCall) -> None:
     approved = approval.approved_call
     if (call.call_id, call.tool, call.digest) != (approved.call_id, approved.tool, approved.digest):
         raise CallMismatch(
             f"call {call.call_id} ({call.tool}) is not the call approval {approval.id} approved"
         )
-    return _move(
-        approval, ApprovalEvent.CONSUME, "consume", actor, now, {"digest": call.digest},
-        consumed_at=now, consumed_by=actor,
-    )  # fmt: skip
 
 
 def follow_up(approval: Approval, step: FollowUp, now: float) -> tuple[Approval, AuditEvent]:

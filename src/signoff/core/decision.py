@@ -8,7 +8,7 @@ from typing import Any, Literal
 import msgspec
 
 from signoff.core.errors import InvalidDecision
-from signoff.core.principal import Principal, Via
+from signoff.core.principal import Credential, Principal, Proven, Via
 
 Verdict = Literal["approve", "deny", "edit"]
 Remember = Literal["once", "session", "always"]
@@ -23,6 +23,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     callback); the constructors take a `Principal` or a bare id.
     `remember` turns an approval into a grant: `session` for this chat, `always` for every chat.
     `any_args` widens that grant from these exact arguments to any arguments of the tool.
+    `credential` says what its maker proved itself with (see `core.principal.Credential`): a decision
+    made of a `Proven` principal carries its kind, and, for a bearer credential, what it `spends`; one a
+    program builds from a name or a `Principal` is `code`'s.
     `mac` is the ledger's proof of the decision once recorded (see `core.proof`); a caller leaves it empty.
     """
 
@@ -35,6 +38,8 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     name: str = ""
     roles: tuple[str, ...] = ()
     via: Via = "code"
+    credential: Credential = "code"
+    spends: str = ""
     mac: str = ""
 
     def __post_init__(self) -> None:
@@ -50,6 +55,8 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             raise InvalidDecision(
                 "only approvals can be remembered; a standing refusal belongs in the policy"
             )
+        if (self.credential == "bearer") != bool(self.spends):
+            raise InvalidDecision("a bearer credential's decision names what it spends, and only it does")
 
     @property
     def approved(self) -> bool:
@@ -61,17 +68,25 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     @classmethod
     def approve(
-        cls, by: str | Principal, reason: str = "", remember: Remember = "once", any_args: bool = False
+        cls,
+        by: str | Principal | Proven,
+        reason: str = "",
+        remember: Remember = "once",
+        any_args: bool = False,
     ) -> Decision:
         return cls(verdict="approve", reason=reason, remember=remember, any_args=any_args, **_who(by))
 
     @classmethod
-    def deny(cls, by: str | Principal, reason: str = "") -> Decision:
+    def deny(cls, by: str | Principal | Proven, reason: str = "") -> Decision:
         return cls(verdict="deny", reason=reason, **_who(by))
 
     @classmethod
     def edit(
-        cls, args: Mapping[str, Any], by: str | Principal, reason: str = "", remember: Remember = "once"
+        cls,
+        args: Mapping[str, Any],
+        by: str | Principal | Proven,
+        reason: str = "",
+        remember: Remember = "once",
     ) -> Decision:
         return cls(verdict="edit", reason=reason, args=dict(args), remember=remember, **_who(by))
 
@@ -79,7 +94,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def of(
         cls,
         approved: bool,
-        by: str | Principal,
+        by: str | Principal | Proven,
         reason: str = "",
         *,
         args: Mapping[str, Any] | None = None,
@@ -91,7 +106,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return cls(verdict=verdict, reason=reason, args=edited, remember=remember, **_who(by))
 
 
-def _who(by: str | Principal) -> dict[str, Any]:
+def _who(by: str | Principal | Proven) -> dict[str, Any]:
+    if isinstance(by, Proven):
+        return {**_who(by.principal), "credential": by.credential, "spends": by.spends}
     if isinstance(by, Principal):
         return {"by": by.id, "name": by.name, "roles": by.roles, "via": by.via}
     return {"by": by}

@@ -124,6 +124,21 @@ class AlreadyVoted(IllegalTransition):
         )
 
 
+class Spent(IllegalTransition):
+    """A bearer credential (an email review link, a sealed MCP state) used again: its first use spent it."""
+
+    def __init__(self, approval: Approval, credential: str) -> None:
+        self.approval = approval
+        self.credential = credential
+        kind = _BEARERS.get(credential.partition(":")[0], "the credential")
+        message = f"{kind} was used already on approval {approval.id}: it decides nothing more"
+        super().__init__(approval.id, approval.state, "spend", message)
+
+
+_BEARERS = {"email": "this review link", "mcp": "this requestState"}
+"""Bearer credentials' ids start with their kind (`email:<notice>/<principal>`, `mcp:<nonce>`)."""
+
+
 class Unproven(SignoffError):
     """The approval's state claims an approval its recorded decisions do not prove (their MACs fail, or
     too few distinct approvers are proven): the database was written around signoff, and nothing runs."""

@@ -79,6 +79,36 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return ADMIN in self.roles
 
 
+Credential = Literal["code", "identity", "bearer"]
+"""What a decision's maker proved itself with. `code`: it is the program (an approver callback, a decision
+a program records itself). `identity`: a credential checked for this very request (a session, a personal or
+OIDC token, the CLI's operator, a Slack user linked to a principal, an MCP client's token). `bearer`: a
+credential whose holder is whoever has it (an email review link, a sealed MCP state), which is why it is
+spent by its first use."""
+
+
+class Proven(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A principal whose credential was checked for the request at hand: the only thing a surface may
+    decide as (see `core.decision.Decision.of`). It is made where a credential is verified and nowhere
+    else (the server's edge, the ledger's principals, the CLI), which `tests/test_one_door.py` holds.
+
+    `spends` names the bearer credential it was proven by, which its decision spends: empty for an
+    identity, which decides again only as the core's rule for a second decision lets it
+    (`core.approval.again`)."""
+
+    principal: Principal
+    spends: str = ""
+
+    @property
+    def credential(self) -> Credential:
+        return "bearer" if self.spends else "identity"
+
+    def spending(self, credential: str) -> Proven:
+        """The same principal deciding with a bearer credential it presented as well (a sealed state bound
+        to it): its decision then spends that credential. Only ever narrower than the identity alone."""
+        return msgspec.structs.replace(self, spends=credential)
+
+
 ANONYMOUS: Final = Principal(id="anonymous", name="anonymous", via="none")
 """Whoever sends no credential at all (curl, a script): every such caller is this one principal, so a chat
 started without a credential stays open to every credential-less caller, and to nobody else."""

@@ -10,8 +10,9 @@ record that grants authority carries a MAC over exactly what it grants, and ever
   rule loosened in the table, a deadline moved, an escalation brought forward, a description reworded,
   fails the seal, and a decision, a vote or the single-use claim on it is refused (`Unproven`).
 - **A decision's MAC**, one per vote: the approval's seal (so a vote counts only under the authority it was
-  given under), the digest of the call it lets run, the verdict, and who decided with their roles. A deny
-  moved among the votes is still a deny.
+  given under), the digest of the call it lets run, the verdict, who decided with their roles, and the
+  credential it was made with (a bearer link's id among them). A deny moved among the votes is still a
+  deny.
 - **A principal's MAC**: every field of its record, roles, token hash and revocation included, so a row
   minted, promoted, un-revoked or given another token refuses its token.
 - **A grant's MAC**: every field of its record, its maker's roles and its revocation included.
@@ -87,8 +88,14 @@ def seal_holds(keyring: Keyring, approval: Approval) -> bool:
 
 
 def _decision_body(approval: Approval, decision: Decision, digest: str, at: float) -> bytes:
+    """Named field by field; what a decision proved itself with only where it is not a program's, so the
+    MACs of decisions recorded before it was kept still verify."""
+    spent: dict[str, str] = {} if decision.credential == "code" else {"credential": decision.credential}
+    if decision.spends:
+        spent["spends"] = decision.spends
     return _encoded(
         {
+            **spent,
             "approval": approval.id,
             "seal": approval.seal,
             "digest": digest,

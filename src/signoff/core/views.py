@@ -33,11 +33,7 @@ def may_see(principal: Principal, approval: Approval) -> bool:
 
 def may_decide(principal: Principal, approval: Approval) -> bool:
     """Whether a decision from `principal` would count now: pending, allowed, and not approved before."""
-    return (
-        approval.state is State.PENDING
-        and approval.admits(principal)
-        and all(v.decision.by != principal.id for v in approval.votes)
-    )
+    return approval.state is State.PENDING and approval.admits(principal) and not approval.voted(principal.id)
 
 
 def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[str, Any]:

@@ -79,7 +79,8 @@ async def register_approvers(ledger: Ledger) -> None:
     for name, address in APPROVERS:
         with contextlib.suppress(PrincipalExists):  # a ledger the demo used before
             await ledger.principals.register(name, ["finance"], actor="signoff:demo")
-        if (await ledger.principals.get(name)).email != address:
+        linked = await ledger.principals.identified("email", address)
+        if linked is None or linked.principal.id != name:
             await ledger.principals.link(name, email=address, actor="signoff:demo")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from signoff.core.approval import Approval, State
+from signoff.core.approval import Approval, State, again
 from signoff.core.call import digest
 from signoff.core.decision import Decision, Remember
 from signoff.core.errors import (
@@ -24,7 +24,7 @@ from signoff.core.errors import (
     SignoffError,
     Unproven,
 )
-from signoff.core.principal import Principal
+from signoff.core.principal import Principal, Proven
 from signoff.ledger.base import Ledger
 from signoff.protocol import ApprovalResponse, ToolOutput, verify
 
@@ -68,7 +68,8 @@ async def accept_responses(
 ) -> list[Approval]:
     """Check every response against the ledger first, then record the decisions, so one bad response in a
     request means none of its responses takes effect. A response counts as the decision of the chat's
-    `owner`, and only where the approval's rule lets the owner decide.
+    `owner`, the principal the server's edge proved for this request, and only where the approval's rule
+    lets the owner decide.
 
     `waiting` maps the call ids this chat is waiting on to their approval ids (a call whose approval is
     settled stays there until its result is told). A client keeps every part it was shown and sends them
@@ -88,9 +89,7 @@ async def accept_responses(
     for approval, response in checked:
         if approval.state is State.PENDING:
             try:
-                approval = await ledger.approvals.decide(
-                    approval.id, Decision.of(response.approved, owner, response.reason or "")
-                )
+                approval = await ledger.approvals.decide(approval.id, _decision(owner, response))
             except AlreadyDecided as lost:  # the inbox or the CLI was quicker; its decision stands
                 approval = lost.winner
             except (NotAnApprover, AlreadyVoted, Unproven) as refused:  # what `_check` could not see; audited
@@ -131,8 +130,13 @@ async def decide_in_chat(
     remembered denial.
     """
     approval = await _own(ledger, chat_id, approval_id, owner, tool="", call_id="")
-    decision = Decision.of(approved, owner, reason, remember=remember)
+    decision = Decision.of(approved, Proven(principal=owner), reason, remember=remember)
     return await ledger.approvals.decide(approval.id, decision)
+
+
+def _decision(owner: Principal, response: ApprovalResponse) -> Decision:
+    """What `response` decides, as the chat's owner: the principal the edge proved for this request."""
+    return Decision.of(response.approved, Proven(principal=owner), response.reason or "")
 
 
 async def _own(
@@ -206,7 +210,7 @@ async def _check(
     if approval.state is State.PENDING:  # checked here too, so a refused one stops every response
         if not approval.admits(owner):
             raise await refuse(NotAllowed, f"{owner.id} may not decide it: it waits for {approval.awaited}")
-        if response.approved and any(v.decision.by == owner.id for v in approval.votes):
+        if again(approval, _decision(owner, response)) is not None:  # the core's one rule
             raise await refuse(OutOfTurn, f"{owner.id} approved it already: it waits for {approval.awaited}")
     return approval
 

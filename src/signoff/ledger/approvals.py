@@ -19,11 +19,11 @@ from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import (
     AlreadyDecided,
-    AlreadyVoted,
     CallMismatch,
     EditRefused,
     IllegalTransition,
     NotAnApprover,
+    Spent,
     Unproven,
 )
 from signoff.core.followup import FollowUp, due
@@ -87,11 +87,18 @@ class Approvals(Part):
         )
 
     async def decide(self, approval_id: str, decision: Decision, *, policy: Policy | None = None) -> Approval:
-        """Record a decision if it is the first, or count it toward the approval's quorum. A loser gets
-        `AlreadyDecided` carrying the winner; a principal the approval's rule does not admit gets
-        `NotAnApprover` (an edit its own rule does not let it make, or a grant for every chat it may not
-        make, too), one that approved already `AlreadyVoted`, an edit the policy denies `EditRefused`, and
-        an approval whose seal fails `Unproven`: all audited.
+        """Record a decision if it is the first, or count it toward the approval's quorum: the one way a
+        decision is recorded, whatever surface brought it. A surface makes `decision` of the `Proven`
+        principal its credential gave (`Decision.of(approved, proven, ...)`), so the decision carries who,
+        through which channel (`via`) and with which kind of credential; a program's own decision names
+        its maker, and is `code`'s.
+
+        A loser gets `AlreadyDecided` carrying the winner; a principal the approval's rule does not admit
+        gets `NotAnApprover` (an edit its own rule does not let it make, or a grant for every chat it may
+        not make, too), a second decision the core's rule refuses `Spent` (a bearer credential used
+        again) or `AlreadyVoted`, an edit the policy denies `EditRefused`, and an approval whose seal fails
+        `Unproven`: every refusal is audited here, with the channel and the credential, so no surface
+        audits (or forgets to audit) on its own.
 
         An edit is a new call that `policy` rules on afresh (see `core.approval.decide`): without the
         policy, an edit is refused. A decision arriving after the deadline loses to it: the step writes the
@@ -115,24 +122,34 @@ class Approvals(Part):
 
         try:
             after = await self._apply(approval_id, step)
-        except (NotAnApprover, AlreadyVoted, EditRefused, Unproven) as refused:
-            await self._shared.record("refuse", approval_id, decision.by, why=str(refused), via=decision.via)
+            if late:
+                raise AlreadyDecided(after)
+        except (NotAnApprover, IllegalTransition, EditRefused, Unproven) as refused:
+            how = {"via": decision.via, "credential": decision.credential, "verdict": decision.verdict}
+            await self._shared.record("refuse", approval_id, decision.by, why=str(refused), **how)
             raise
-        if late:
-            raise AlreadyDecided(after)
         return after
 
-    async def consume(self, approval_id: str, call: ToolCall, actor: str) -> Approval:
+    async def consume(self, approval_id: str, call: ToolCall, actor: str, *, spends: str = "") -> Approval:
         """Take the single-use claim to run `call` now. A second claim raises `AlreadyConsumed`; one whose
-        approving decisions carry no valid proof raises `Unproven`, audited."""
+        approving decisions carry no valid proof raises `Unproven`, audited.
+
+        With `spends`, the claim was taken, and what is used is a bearer credential riding on the run it let
+        start (an MCP upstream's own input round, see `core.approval.spend`): once; a second use raises
+        `Spent`, audited."""
 
         def step(approval: Approval) -> Change:
-            return _one(*machine.consume(approval, call, actor, self.clock(), self._shared.keyring))
+            now, keyring = self.clock(), self._shared.keyring
+            if spends:
+                return _one(*machine.spend(approval, call, spends, actor, now))
+            return _one(*machine.consume(approval, call, actor, now, keyring))
 
         try:
             return await self._apply(approval_id, step)
-        except Unproven as refused:
-            await self._shared.record("refuse", approval_id, actor, why=refused.why, tool=call.tool)
+        except (Unproven, IllegalTransition) as refused:
+            if isinstance(refused, Unproven | Spent):
+                why = refused.why if isinstance(refused, Unproven) else str(refused)
+                await self._shared.record("refuse", approval_id, actor, why=why, tool=call.tool)
             raise
 
     async def cancel(self, approval_id: str, actor: str, reason: str = "") -> Approval:

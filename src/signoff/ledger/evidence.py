@@ -4,7 +4,8 @@
 - the chain: each entry's keyed hash and its link to the one before (`core.audit.ChainCheck`), and every
   checkpoint given (a chain cut short or rewritten up to a checkpoint fails);
 - the records against the chain: every approval's, task's, grant's and principal's stored state is the one
-  its audit entries lead to, so a state flipped in a table shows;
+  its audit entries lead to, so a state flipped in a table shows; a principal's roles and linked identities
+  too, so a row restored whole to an earlier, once-proven version of itself shows as well;
 - the proofs: every approved or consumed approval's decisions, and every grant, carry a MAC that verifies.
 
 What it can't prove: anything against someone who holds both the key and write access to the database
@@ -50,6 +51,7 @@ async def verify(ledger: Ledger, checkpoints: Iterable[Checkpoint] = ()) -> Evid
         if not mark.authentic(ledger.audit.keyring):
             raise BadCheckpoint(f"the checkpoint of {mark.count} entries is not signed by this keyring")
     check, after, states = ChainCheck(ledger.audit.keyring, marks), 0, dict[str, str]()
+    standing: dict[str, dict[str, object]] = {}
     evidence = Evidence()
     while page := await ledger.audit.entries(after, PAGE):
         if broken := check.feed(page):
@@ -58,24 +60,38 @@ async def verify(ledger: Ledger, checkpoints: Iterable[Checkpoint] = ()) -> Evid
         for entry in page:
             if entry.after is not None:
                 states[entry.subject] = entry.after
+            if entry.subject.startswith("principal:"):
+                _stood(standing.setdefault(entry.subject, {}), entry.action, entry.detail)
         after = page[-1].seq
     evidence.count, evidence.broken = check.count, check.end()
-    evidence.problems = await _records(ledger, states)
+    evidence.problems = await _records(ledger, states, standing)
     return evidence
 
 
-async def _records(ledger: Ledger, states: dict[str, str]) -> list[str]:
+def _stood(held: dict[str, object], action: str, detail: dict[str, object]) -> None:
+    """What a principal's roles and identities are after `action`, as its audit entries tell them."""
+    if action == "register":
+        held.update(roles=list(detail.get("roles") or []), email="", slack="")  # type: ignore[call-overload]
+    elif action == "roles":
+        held["roles"] = list(detail.get("after") or [])  # type: ignore[call-overload]
+    elif action == "link":
+        held.update({kind: value or "" for kind, value in detail.items() if kind in ("email", "slack")})
+
+
+async def _records(
+    ledger: Ledger, states: dict[str, str], standing: dict[str, dict[str, object]]
+) -> list[str]:
     """Each record whose stored state is not the one its audit entries lead to, whose proof fails, or that
     the audit knows and the tables lost."""
     problems, seen = [], set()
 
     def compare(kind: str, subject: str, stored: str) -> None:
         seen.add(subject)
-        audited = states.get(subject)
+        audited, name = states.get(subject), subject.removeprefix(f"{kind}:")
         if audited is None:
-            problems.append(f"{kind} {subject} is {stored} in the table, and the audit never recorded it")
+            problems.append(f"{kind} {name} is {stored} in the table, and the audit never recorded it")
         elif audited != stored:
-            problems.append(f"{kind} {subject} is {stored} in the table, and {audited} in the audit")
+            problems.append(f"{kind} {name} is {stored} in the table, and {audited} in the audit")
 
     keyring = ledger.audit.keyring
     for approval in await ledger.approvals.query():
@@ -94,9 +110,18 @@ async def _records(ledger: Ledger, states: dict[str, str]) -> list[str]:
         if not grant_holds(keyring, grant):
             problems.append(f"grant {grant.id} carries no valid proof")
     for principal in await ledger.principals.all():
-        compare("principal", f"principal:{principal.id}", "active" if principal.active else "revoked")
+        subject = f"principal:{principal.id}"
+        compare("principal", subject, "active" if principal.active else "revoked")
         if not principal_holds(keyring, principal):
             problems.append(f"principal {principal.id}'s record carries no valid proof")
+        stored = {"roles": list(principal.roles), "email": principal.email, "slack": principal.slack}
+        told = standing.get(subject, {})
+        for held, value in stored.items():
+            if held in told and told[held] != value:
+                problems.append(
+                    f"principal {principal.id}'s {held} is {value!r} in the table, and {told[held]!r}"
+                    " in the audit"
+                )
     for subject, audited in states.items():
         kind = next((kind for prefix, kind in _KINDS if subject.startswith(prefix)), None)
         if kind is not None and subject not in seen:

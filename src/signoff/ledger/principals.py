@@ -16,6 +16,7 @@ from signoff.core.errors import InvalidPrincipal
 from signoff.core.principal import (
     Identity,
     Principal,
+    Proven,
     Registered,
     assign_roles,
     link,
@@ -25,7 +26,7 @@ from signoff.core.principal import (
 )
 from signoff.core.principal import revoke as revoke_principal
 from signoff.core.proof import principal_holds
-from signoff.ledger.keys import PrincipalKey, found
+from signoff.ledger.keys import PrincipalKey
 from signoff.ledger.parts import Part, Shared
 from signoff.ledger.records import Change
 
@@ -56,9 +57,6 @@ class Principals(Part):
         assert registered is not None
         return registered, made[-1]
 
-    async def get(self, principal_id: str) -> Registered:
-        return found(await self._store.load(principal_id), PrincipalKey(principal_id))
-
     async def all(self) -> list[Registered]:
         """Every registered principal, revoked ones too, oldest first."""
         return await self._store.all()
@@ -68,25 +66,47 @@ class Principals(Part):
         on every worker; None for an unknown or revoked token, or one whose record does not verify (that
         refusal is audited: someone wrote the table around signoff)."""
         hashed = token_hash(token)
-        found = await self._store.by_token(hashed)
-        if found is None or not self._holds(found) or found.token_hash != hashed:
-            if found is not None:
-                await self._shared.record("refuse", f"principal:{found.id}", "signoff:ledger", why=UNPROVEN)
+        record = await self._store.by_token(hashed)
+        if record is None:
             return None
-        return found.principal if found.active else None
+        if record.token_hash != hashed:  # its index and its record disagree: written around signoff
+            await self._shared.record("refuse", f"principal:{record.id}", "signoff:ledger", why=UNPROVEN)
+            return None
+        return await self._verified(record)
+
+    async def named(self, principal_id: str, kind: Identity, *, spends: str) -> Proven | None:
+        """The principal a bearer credential of a channel names (an email review link names its
+        approver), as its record stands now: only if the record proves itself, is active and still has
+        that channel's identity linked. The credential decides as that principal, through that channel,
+        and is spent by its first decision (`spends`)."""
+        record = await self._store.load(principal_id)
+        if record is None or not record.identity(kind):
+            return None
+        principal = await self._verified(record)
+        if principal is None:
+            return None
+        return Proven(principal=msgspec.structs.replace(principal, via=kind), spends=spends)
 
     async def standing(self, principal: Principal) -> Principal | None:
         """`principal` as it stands now, for a decision it made earlier (a grant): a registered one with the
         roles its record holds today, None once revoked or unproven; one from an identity provider or a host
         app with no roles, since signoff can't ask them what roles it has now; any other as it was."""
         if principal.via == "token":
-            found = await self._store.load(principal.id)
-            if found is None or not self._holds(found):
-                return None
-            return found.principal if found.active else None
+            record = await self._store.load(principal.id)
+            return None if record is None else await self._verified(record, audited=False)
         if principal.via in ("oidc", "host"):
             return msgspec.structs.replace(principal, roles=())
         return principal
+
+    async def _verified(self, record: Registered, *, audited: bool = True) -> Principal | None:
+        """The one check every identification passes: the principal `record` proves, if its proof holds
+        and it is active; a record that fails its proof was written around signoff, and using it is
+        refused (audited, where someone presented a credential of it)."""
+        if not self._holds(record):
+            if audited:
+                await self._shared.record("refuse", f"principal:{record.id}", "signoff:ledger", why=UNPROVEN)
+            return None
+        return record.principal if record.active else None
 
     def _holds(self, record: Registered) -> bool:
         return principal_holds(self._shared.keyring, record)
@@ -134,16 +154,19 @@ class Principals(Part):
             proven=True,
         )
 
-    async def identified(self, kind: Identity, value: str) -> Principal | None:
-        """The principal an email address or a Slack user id is linked to, with its roles as they are now:
-        None when it is linked to nobody active, and also when two principals hold it (written around
-        signoff, or two links that raced), audited: an answer from it is nobody's decision."""
+    async def identified(self, kind: Identity, value: str) -> Proven | None:
+        """The principal an email address or a Slack user id is linked to, with its roles as they are now,
+        proven through that channel: None when it is linked to nobody active, and also when two principals
+        hold it (written around signoff, or two links that raced), audited: an answer from it is nobody's
+        decision."""
         holders = _holding(await self._proven(), kind, value)
         if len(holders) > 1:
             why = f"{kind} {value!r} is linked to {', '.join(h.id for h in holders)}"
             await self._shared.record("refuse", f"{kind}:{value}", "signoff:ledger", why=why)
             return None
-        return holders[0].principal if holders else None
+        if not holders:
+            return None
+        return Proven(principal=msgspec.structs.replace(holders[0].principal, via=kind))
 
     async def reachable(self, kind: Identity) -> list[Registered]:
         """The active principals with an identity of that kind linked, proven: whom a channel may tell."""

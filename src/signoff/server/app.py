@@ -28,6 +28,7 @@ from signoff.approvers.callback import Approver
 from signoff.channels.config import Channels, SlackChannel
 from signoff.channels.delivery import Deliverer
 from signoff.channels.lines import lines_for
+from signoff.channels.review import hidden
 from signoff.channels.webhook import Http
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.policy import Policy
@@ -38,7 +39,6 @@ from signoff.ledger.evidence import append_checkpoint
 from signoff.server.approvals import ApprovalsAPI
 from signoff.server.auth import (
     Authenticator,
-    Forbidden,
     HostLogin,
     client_of,
     principal_of,
@@ -48,7 +48,7 @@ from signoff.server.auth import (
 from signoff.server.chat import ChatAPI
 from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS, Edge, Hosts, Origins
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import BadBody, json_response, refusal
+from signoff.server.http import Forbidden, json_response, refusal
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
 from signoff.server.oidc import Oidc, OidcSettings
@@ -263,26 +263,25 @@ def _refuser(ledger: Ledger, refusals: Refusals) -> Callable[[Request, Exception
         assert isinstance(exc, Forbidden)
         principal = principal_of(request)
         if principal is None:
-            refusals.note(exc.action, "api", client_of(request), exc.kind, exc.why, request.url.path)
+            refusals.note(exc.action, exc.subject, client_of(request), exc.kind, exc.why, request.url.path)
         else:
-            await ledger.audit.record(exc.action, "api", principal.id, path=request.url.path, why=exc.why)
-        return exc.response
+            path = hidden(request.url.path)
+            await ledger.audit.record(exc.action, exc.subject, principal.id, path=path, why=exc.why)
+        return refusal(exc)
 
     return refused
 
 
 async def _refused(request: Request, exc: Exception) -> Response:
-    """A route's refusal as its status (`server.http.STATUS`), a body that can't be used as its own 4xx;
-    any other error signoff raises is a bug, and a 500."""
-    if isinstance(exc, BadBody):
-        return exc.response
+    """A route's refusal as its status (`server.http.STATUS`); any other error signoff raises is a bug,
+    and a 500."""
     assert isinstance(exc, SignoffError)
     return refusal(exc)
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
     """The ledger's server is down or restarting: a 503 the client can retry, never a 500."""
-    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    log.warning("%s %s: %s", request.method, hidden(request.url.path), exc)
     assert isinstance(exc, LedgerUnavailable)
     return refusal(exc)
 

@@ -31,12 +31,12 @@ from signoff.core.errors import (
 )
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy
-from signoff.core.principal import Principal
+from signoff.core.principal import Principal, Proven
 from signoff.core.views import approval_json, may_see, notice_json
 from signoff.ledger.base import Ledger
-from signoff.server.auth import signed_in
+from signoff.server.auth import deciding, signed_in
 from signoff.server.feed import ApprovalFeed
-from signoff.server.http import DECISION_BODY, BadBody, ListQuery, json_response, read_body, refusal
+from signoff.server.http import DECISION_BODY, ListQuery, json_response, read_body, refusal
 
 
 class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -47,9 +47,9 @@ class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
     args: dict[str, Any] | None = None
     remember: Literal["once", "session", "always"] = "once"
 
-    def decision(self, principal: Principal) -> Decision:
+    def decision(self, proven: Proven) -> Decision:
         """The core's `Decision` checks what makes no sense (a remembered denial) and says why."""
-        return Decision.of(self.approved, principal, self.reason, args=self.args, remember=self.remember)
+        return Decision.of(self.approved, proven, self.reason, args=self.args, remember=self.remember)
 
 
 def grant_json(grant: Grant) -> dict[str, Any]:
@@ -115,10 +115,7 @@ class ApprovalsAPI:
 
     async def list(self, request: Request) -> Response:
         viewer = signed_in(request)
-        try:
-            query = ListQuery.of(request, State)
-        except BadBody as exc:
-            return exc.response
+        query = ListQuery.of(request, State)
         limit = query.limit if viewer.is_admin else None  # the rest are filtered first, then cut
         found = await self.ledger.approvals.query(chat_id=query.chat, state=query.state, limit=limit)
         shown = [approval_json(a, viewer) for a in found if may_see(viewer, a)][: query.limit]
@@ -141,11 +138,12 @@ class ApprovalsAPI:
 
     async def decide(self, request: Request) -> Response:
         """An approval the principal may not see is as unknown here as on GET: a 404 with no record."""
-        principal, approval_id = signed_in(request), request.path_params["id"]
+        proven, approval_id = deciding(request), request.path_params["id"]
+        principal = proven.principal
         try:
             body = await read_body(request, DecisionBody, limit=DECISION_BODY, what="decision")
             await self._visible(principal, approval_id)
-            decision = body.decision(principal)
+            decision = body.decision(proven)
             approval = await self.ledger.approvals.decide(approval_id, decision, policy=self.policy)
         except SignoffError as exc:
             return await refused(exc, self.ledger, principal, approval_id)

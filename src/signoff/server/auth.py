@@ -28,10 +28,9 @@ import msgspec
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
-from signoff.core.errors import SignoffError
-from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal
+from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal, Proven
 from signoff.ledger.base import Ledger
-from signoff.server.http import error
+from signoff.server.http import NeedsCredential
 from signoff.server.oidc import Oidc, Unverified
 from signoff.server.refusals import Kind, Refusals
 
@@ -49,19 +48,6 @@ def new_admin_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-class Unauthenticated(SignoffError):
-    """A credential that proves nothing: a 401 saying why."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def response(self) -> Response:
-        answer = error(401, self.message)
-        answer.headers["www-authenticate"] = "Bearer"
-        return answer
-
-
 @dataclass(frozen=True)
 class Authenticator:
     ledger: Ledger
@@ -77,7 +63,8 @@ class Authenticator:
     host: HostLogin | None = None
 
     async def authenticate(self, conn: HTTPConnection) -> Principal | None:
-        """The request's principal; None without a credential; `Unauthenticated` for a bad one."""
+        """The request's principal; None without a credential; `NeedsCredential` for a bad one (audited,
+        counted per source and second)."""
         scheme, _, given = conn.headers.get("authorization", "").partition(" ")
         if scheme:
             return await self._bearer(conn, scheme, given.strip())
@@ -107,9 +94,9 @@ class Authenticator:
                 raise self._refuse(conn, "oidc-invalid", f"the OIDC token is not valid: {exc}") from None
         raise self._refuse(conn, "bad-token", "the bearer token is not valid")
 
-    def _refuse(self, conn: HTTPConnection, kind: Kind, why: str) -> Unauthenticated:
+    def _refuse(self, conn: HTTPConnection, kind: Kind, why: str) -> NeedsCredential:
         self.refusals.note("unauthorized", "api", client_of(conn), kind, why, conn.url.path)
-        return Unauthenticated(why)
+        return NeedsCredential(why, kind)
 
     # -- anonymous browser sessions -------------------------------------------------------------------------
 
@@ -148,42 +135,43 @@ def set_session(response: Response, cookie: str, *, secure: bool) -> None:
 
 
 def remember(conn: HTTPConnection, principal: Principal | None) -> None:
-    conn.scope[_STATE_KEY] = principal
+    """Keep the principal the edge authenticated, proven by the credential it checked, for the routes."""
+    conn.scope[_STATE_KEY] = None if principal is None else Proven(principal=principal)
+
+
+def proven_of(conn: HTTPConnection) -> Proven | None:
+    """The principal the edge authenticated for this request, as the one thing a decision may be made by
+    (see `ledger.approvals.decide`); None when it sent no credential."""
+    found: Proven | None = conn.scope.get(_STATE_KEY)
+    return found
 
 
 def principal_of(conn: HTTPConnection) -> Principal | None:
     """The principal the edge authenticated for this request; None when it sent no credential."""
-    found: Principal | None = conn.scope.get(_STATE_KEY)
-    return found
-
-
-class Forbidden(SignoffError):
-    """A request a route will not serve for who it is from: 401 without a credential, 403 for a
-    principal that may not; the server answers it and audits `why` (counted by `kind` when the request
-    carried no credential)."""
-
-    def __init__(self, status: int, why: str, kind: Kind | None = None) -> None:
-        super().__init__(why)
-        self.why = why
-        self.kind: Kind = kind or ("no-credential" if status == 401 else "forbidden")
-        self.action = "unauthorized" if status == 401 else "refuse"
-        self.response = Unauthenticated(why).response() if status == 401 else error(status, why)
+    found = proven_of(conn)
+    return None if found is None else found.principal
 
 
 def signed_in(conn: HTTPConnection) -> Principal:
-    """The request's principal; `Forbidden` (401) without a credential."""
-    principal = principal_of(conn)
-    if principal is None:
-        raise Forbidden(401, "a credential is required: 'Authorization: Bearer <token>'")
-    return principal
+    """The request's principal; `NeedsCredential` without a credential."""
+    return deciding(conn).principal
+
+
+def deciding(conn: HTTPConnection) -> Proven:
+    """The request's principal as proven at the edge, to decide as; `NeedsCredential` without a
+    credential."""
+    proven = proven_of(conn)
+    if proven is None:
+        raise NeedsCredential("a credential is required: 'Authorization: Bearer <token>'")
+    return proven
 
 
 def chatter(conn: HTTPConnection, anonymous: bool) -> Principal:
     """Who talks in a chat: the request's principal, or, without a credential, the anonymous principal
-    where the server takes credential-less chats; `Forbidden` (401) otherwise."""
+    where the server takes credential-less chats; `NeedsCredential` otherwise."""
     principal = principal_of(conn)
     if principal is not None:
         return principal
     if anonymous:
         return ANONYMOUS
-    raise Forbidden(401, "this server takes chats only with a credential (--anonymous-chats allows them)")
+    raise NeedsCredential("this server takes chats only with a credential (--anonymous-chats allows them)")

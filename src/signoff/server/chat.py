@@ -43,7 +43,6 @@ from signoff.protocol import (
     DONE,
     HEADERS,
     KEEPALIVE,
-    BadRequest,
     ClientVersion,
     client_version,
     encode,
@@ -53,7 +52,7 @@ from signoff.protocol import (
 from signoff.server.approvals import approval_event, event_response, refused
 from signoff.server.auth import principal_of
 from signoff.server.feed import ApprovalFeed, TaskFeed
-from signoff.server.http import DECISION_BODY, error, json_response, read_body
+from signoff.server.http import DECISION_BODY, NOTHING_RUNNING, json_response, read_body
 from signoff.server.owners import Owners
 from signoff.server.refusals import Kind
 from signoff.server.replies import Replies
@@ -123,12 +122,9 @@ class ChatAPI:
         """A chat request over SSE; a `wait` the body names wins over the route's, then the server's."""
         principal = self.owners.principal(request)
         body = await request.body()  # the edge read it, within CHAT_BODY
-        try:
-            parsed = parse_chat_request(body)
-            version = client_version(request.headers, parsed.client_hint)
-            stream = await self.replies.begin(parsed, parsed.wait or wait or self.replies.wait, principal)
-        except BadRequest as exc:
-            return error(400, exc.message, exc.field)
+        parsed = parse_chat_request(body)
+        version = client_version(request.headers, parsed.client_hint)
+        stream = await self.replies.begin(parsed, parsed.wait or wait or self.replies.wait, principal)
         return self._sse(stream, version)
 
     async def get(self, request: Request) -> Response:
@@ -161,7 +157,7 @@ class ChatAPI:
         await self.owners.owned(chat_id, self.owners.principal(request), request)
         stream = await self.replies.streams.find(chat_id, ended=True)
         if stream is None:
-            return Response(status_code=204)
+            return Response(status_code=NOTHING_RUNNING)
         return self._sse(stream, client_version(request.headers))
 
     async def events(self, request: Request) -> Response:

@@ -36,9 +36,21 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
-from signoff.server.auth import Authenticator, Unauthenticated, client_of, remember
-from signoff.server.http import CHAT_BODY, error
+from signoff.channels.review import PATH as REVIEW_PATH
+from signoff.server.auth import Authenticator, client_of, remember
+from signoff.server.http import (
+    CHAT_BODY,
+    BadInput,
+    Forbidden,
+    NeedsCredential,
+    NotJson,
+    Refusal,
+    TooLarge,
+    TooSlow,
+    refusal,
+)
 from signoff.server.refusals import Refusals
+from signoff.server.slack import PATH as SLACK_PATH
 
 log = logging.getLogger("signoff.server")
 _DEFAULT_PORT = {"http": 80, "https": 443, "ws": 80, "wss": 443}
@@ -129,7 +141,7 @@ class Edge:
         http = scope["type"] == "http"
         conn = HTTPConnection(scope)
         if http and not scope["path"].isprintable():
-            await error(400, "the path must not contain control characters")(scope, receive, send)
+            await refusal(BadInput("the path must not contain control characters"))(scope, receive, send)
             return
         foreign = self.origins.foreign(conn)
         if not http and foreign:
@@ -138,26 +150,25 @@ class Edge:
             return
         try:
             principal = await self.auth.authenticate(conn)
-        except Unauthenticated as exc:
+        except NeedsCredential as exc:
             if http:
-                await exc.response()(scope, receive, send)
+                await refusal(exc)(scope, receive, send)
             else:
-                await WebSocketClose(POLICY_VIOLATION, exc.message[:100])(scope, receive, send)
+                await WebSocketClose(POLICY_VIOLATION, exc.why[:100])(scope, receive, send)
             return
         if foreign and (principal is None or principal.via in ("session", "host")):
             await self._refuse_site(conn, "a request from another site without a bearer token")
-            await error(403, "requests from another site need a bearer token")(scope, receive, send)
+            await refusal(Forbidden("requests from another site need a bearer token"))(scope, receive, send)
             return
         if http and scope["method"] == "POST" and not _json(conn) and not _form(conn):
-            message = "send the body as application/json"
-            await error(415, message, "content-type")(scope, receive, send)
+            await refusal(NotJson("send the body as application/json", "content-type"))(scope, receive, send)
             return
         remember(conn, principal)
         if http and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
             try:
                 receive = await self._bounded(conn, receive)
-            except _EdgeRefusal as refused:
-                await error(refused.status, refused.message)(scope, receive, send)
+            except Refusal as refused:
+                await refusal(refused)(scope, receive, send)
                 return
             except _Gone:
                 log.info(
@@ -171,9 +182,9 @@ class Edge:
         route and then passes on what the server sends next (a disconnect, for a streamed reply)."""
         declared = conn.headers.get("content-length")
         if declared is not None and not declared.isdigit():
-            raise _EdgeRefusal(400, "content-length must be a number of bytes")
+            raise BadInput("content-length must be a number of bytes", "content-length")
         if declared is not None and int(declared) > MAX_BODY:
-            raise _EdgeRefusal(413, f"the body is over {MAX_BODY} bytes")
+            raise TooLarge(f"the body is over {MAX_BODY} bytes")
         chunks, size = [], 0
         try:
             async with asyncio.timeout(self.body_timeout):
@@ -184,12 +195,12 @@ class Edge:
                     chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > MAX_BODY:
-                        raise _EdgeRefusal(413, f"the body is over {MAX_BODY} bytes")
+                        raise TooLarge(f"the body is over {MAX_BODY} bytes")
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            raise _EdgeRefusal(408, f"the body did not arrive within {self.body_timeout:g} s") from None
+            raise TooSlow(f"the body did not arrive within {self.body_timeout:g} s") from None
         body, handed = b"".join(chunks), False
 
         async def replay() -> Message:
@@ -208,18 +219,11 @@ class Edge:
         )
 
 
-class _EdgeRefusal(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class _Gone(Exception):
     """The client disconnected."""
 
 
-FORMS = ("/approvals/email/", "/api/channels/slack/interactions")
+FORMS = (REVIEW_PATH, SLACK_PATH)
 """The routes that take a form, not JSON: an email's review page posts its buttons as a plain HTML form, and
 Slack posts its interactions so. Each checks where its request comes from itself (a same-origin `Origin`
 and the page's nonce; Slack's signature)."""

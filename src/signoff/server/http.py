@@ -1,4 +1,5 @@
-"""JSON responses and errors, one shape everywhere: `{"error": {"message", "field"?}}` with a 4xx."""
+"""JSON responses and errors, one shape everywhere: `{"error": {"message", "field"?}}` with a 4xx; the
+kinds of refusal every route raises, and the one table of their statuses."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from signoff.core.errors import (
     AlreadyDecided,
     AlreadyRevoked,
     AlreadyVoted,
+    CallMismatch,
     EditRefused,
     InvalidCall,
     InvalidDecision,
@@ -21,6 +23,7 @@ from signoff.core.errors import (
     NotAnApprover,
     NotFound,
     SignoffError,
+    Spent,
     StaleChat,
     TaskFinished,
     Unproven,
@@ -28,6 +31,7 @@ from signoff.core.errors import (
 )
 from signoff.integrations.trust import Malformed, NotAllowed, OutOfTurn, Unknown, Untrusted
 from signoff.protocol import BadRequest, parse_json
+from signoff.server.refusals import Kind
 
 T = TypeVar("T")
 
@@ -50,28 +54,101 @@ def error(status: int, message: str, field: str | None = None, **extra: Any) -> 
     return json_response({"error": body, **extra}, status)
 
 
+class Refusal(SignoffError):
+    """A request the server will not serve as it was sent: its kind says why, and `STATUS` the status;
+    `field` names the part of the request at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class BadInput(Refusal):
+    """Input that can't be read at all: a path, a header, a form or a frame no client of ours sends."""
+
+
+class TooSlow(Refusal):
+    """A body that did not arrive in time."""
+
+
+class TooLarge(Refusal):
+    """A body over what the route takes."""
+
+
+class NotJson(Refusal):
+    """A state-changing request that is not `application/json` (a form route's is its own)."""
+
+
+class Unprocessable(Refusal):
+    """A body or a query that reads, but does not fit what the route takes."""
+
+
+class LinkGone(Refusal):
+    """A link that was genuine, and no longer is: it expired."""
+
+
+class Forbidden(Refusal):
+    """A request refused for who it is from (or whom it does not say it is from): the server answers it
+    and audits `why` about `subject` (the surface refused), counted per source and second, as `kind`, when
+    the request carried no credential (see `server.refusals`)."""
+
+    action = "refuse"
+
+    def __init__(self, why: str, kind: Kind = "forbidden", subject: str = "api") -> None:
+        super().__init__(why)
+        self.why = why
+        self.kind: Kind = kind
+        self.subject = subject
+
+
+class NeedsCredential(Forbidden):
+    """A request that needs a credential and carried none, or one that proves nothing: 401, with the
+    `WWW-Authenticate` challenge."""
+
+    action = "unauthorized"
+
+    def __init__(self, why: str, kind: Kind = "no-credential", subject: str = "api") -> None:
+        super().__init__(why, kind, subject)
+
+
 STATUS: Final[dict[type[SignoffError], int]] = {
     Unknown: 404,
     NotFound: 404,
+    NeedsCredential: 401,
+    Forbidden: 403,
     NotAllowed: 403,
     NotAnApprover: 403,
     OutOfTurn: 409,
     AlreadyDecided: 409,
     AlreadyVoted: 409,
+    Spent: 409,
     AlreadyRevoked: 409,
     EditRefused: 409,
     Unproven: 409,
     TaskFinished: 409,
     StaleChat: 409,
+    CallMismatch: 409,
+    LinkGone: 410,
+    BadInput: 400,
+    BadRequest: 400,
     Malformed: 400,
     Untrusted: 400,
     Unstorable: 400,
+    TooSlow: 408,
+    TooLarge: 413,
+    NotJson: 415,
+    Unprocessable: 422,
     InvalidDecision: 422,
     InvalidCall: 422,
     LedgerUnavailable: 503,
 }
-"""The HTTP status of each refusal a route answers, found by the error's kind (its nearest class here):
-the one place statuses are chosen. An error of no kind here is a bug, and a 500."""
+"""The HTTP status of each refusal, found by the error's kind (its nearest class here): the one place
+statuses are chosen, for every route, page and the edge. An error of no kind here is a bug, and a 500."""
+SERVED: Final = 200
+NOTHING_RUNNING: Final = 204
+"""What resuming a chat answers while no reply runs in it."""
+UNAVAILABLE: Final = STATUS[LedgerUnavailable]
+"""What a probe answers while this worker can't serve."""
 
 
 def status_of(exc: SignoffError) -> int | None:
@@ -80,34 +157,30 @@ def status_of(exc: SignoffError) -> int | None:
 
 def refusal(exc: SignoffError, **extra: Any) -> Response:
     """`exc` as its 4xx (or 503): its message, the request field that caused it, and `extra` (the record
-    it is about, say)."""
+    it is about, say). A 401 carries the bearer challenge."""
     status = status_of(exc)
     if status is None:
         raise exc
-    return error(status, str(exc), getattr(exc, "field", None), **extra)
-
-
-class BadBody(SignoffError):
-    """A request body (or query) that can't be used; `response` says why."""
-
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.response = error(status, message, field)
+    message = exc.message if isinstance(exc, BadRequest) else str(exc)  # its field is said apart
+    answer = error(status, message, getattr(exc, "field", None), **extra)
+    if isinstance(exc, NeedsCredential):
+        answer.headers["www-authenticate"] = "Bearer"
+    return answer
 
 
 async def read_body(request: Request, schema: type[T], *, limit: int, what: str) -> T:
-    """The body decoded as `schema`, or `BadBody`: 413 when over `limit` bytes, 422 when it doesn't fit
-    (or nests deeper than `MAX_DEPTH`)."""
+    """The body decoded as `schema`: `TooLarge` when over `limit` bytes, `Unprocessable` when it doesn't
+    fit (or nests deeper than `MAX_DEPTH`)."""
     body = await request.body()
     if len(body) > limit:
-        raise BadBody(413, f"the {what} body is over {limit} bytes")
+        raise TooLarge(f"the {what} body is over {limit} bytes")
     try:
         document = parse_json(body)
         return msgspec.convert(document, type=schema)
     except BadRequest as exc:
-        raise BadBody(422, f"the {what} {exc.message}") from None
+        raise Unprocessable(f"the {what} {exc.message}") from None
     except msgspec.ValidationError as exc:
-        raise BadBody(422, f"invalid {what}: {exc}", _field_of(exc)) from None
+        raise Unprocessable(f"invalid {what}: {exc}", _field_of(exc)) from None
 
 
 MAX_LIMIT = 10_000
@@ -124,14 +197,14 @@ class ListQuery:
 
     @classmethod
     def of(cls, request: Request, states: Iterable[str]) -> ListQuery:
-        """Raises `BadBody` (422, naming the parameter) for a state or limit that cannot be used."""
+        """Raises `Unprocessable`, naming the parameter, for a state or limit that cannot be used."""
         query, states = request.query_params, list(states)
         state = query.get("state")
         if state is not None and state not in states:
-            raise BadBody(422, f"state must be one of {', '.join(states)}, not {state!r}", "state")
+            raise Unprocessable(f"state must be one of {', '.join(states)}, not {state!r}", "state")
         limit = query.get("limit", "")
         if limit and not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= MAX_LIMIT):
-            raise BadBody(422, f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}", "limit")
+            raise Unprocessable(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}", "limit")
         return cls(query.get("chat"), state, int(limit) if limit else None)
 
 

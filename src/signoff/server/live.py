@@ -59,7 +59,13 @@ from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 from signoff.core.approval import State
 from signoff.core.principal import Principal
 from signoff.integrations.chat import Reply
-from signoff.integrations.trust import Untrusted, accept_outputs, accept_responses, ran_with_approval
+from signoff.integrations.trust import (
+    OutOfTurn,
+    Untrusted,
+    accept_outputs,
+    accept_responses,
+    ran_with_approval,
+)
 from signoff.integrations.turn import Browser, Turn
 from signoff.protocol import (
     BadRequest,
@@ -72,9 +78,9 @@ from signoff.protocol import (
     parse_chat_request,
     parse_json,
 )
-from signoff.server.auth import Forbidden, client_of, principal_of
+from signoff.server.auth import client_of, principal_of
 from signoff.server.edge import POLICY_VIOLATION
-from signoff.server.http import CHAT_BODY
+from signoff.server.http import CHAT_BODY, BadInput, Forbidden, Refusal, TooLarge
 from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
@@ -137,12 +143,6 @@ class Sockets:
         if self.closed >= max(COLLECT_AFTER, sum(self.principals.values()) // 4):
             self.closed = 0
             gc.collect()
-
-
-class _FrameRefused(Exception):
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message)
 
 
 class LiveAPI:
@@ -247,7 +247,7 @@ class _Socket:
         client's stream for it ends; any other refusal leaves the client's streams alone."""
         try:
             if len(text) > CHAT_BODY:
-                raise _FrameRefused(f"the frame is over {CHAT_BODY} bytes")
+                raise TooLarge(f"the frame is over {CHAT_BODY} bytes")
             document = _document(text)
             match document.get("type"):
                 case "ping":
@@ -260,15 +260,15 @@ class _Socket:
                     starts = not self._busy()
                     await self._message(parse_chat_request(text.encode()))
                 case kind:
-                    raise _FrameRefused(f"type: must be message, resume, interrupt or ping, not {kind!r}")
+                    raise BadInput(f"type: must be message, resume, interrupt or ping, not {kind!r}", "type")
         except BadRequest as exc:
             await self._error(f"{exc.field}: {exc.message}", ends_turn=starts)
-        except (Untrusted, _FrameRefused) as exc:
+        except (Untrusted, Refusal) as exc:
             await self._error(str(exc), ends_turn=starts)
 
     async def _message(self, request: ChatRequest) -> None:
         if self._busy() and request.chat_id != self.chat_id:
-            raise _FrameRefused(f"this socket follows a reply in chat {self.chat_id}; interrupt it first")
+            raise OutOfTurn("id", f"this socket follows a reply in chat {self.chat_id}; interrupt it first")
         if self._busy() or await self.replies.streams.find(request.chat_id) is not None:
             await self._answer(request)
             return
@@ -280,9 +280,8 @@ class _Socket:
         """Approval responses and browser results for the chat's running reply; the reply itself, here
         or on another worker, goes on when the ledger hears the decision."""
         if request.user_message is not None or request.trigger == "regenerate-message":
-            raise _FrameRefused(
-                f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
-            )
+            running = f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
+            raise OutOfTurn("messages", running)
         await self.owners.owned(request.chat_id, self.principal, self.socket)
         chat, reply = self.replies.chat, self.replies.running.get(request.chat_id)
         if reply is not None and reply.browser is not None and reply.turn is not None:
@@ -294,8 +293,8 @@ class _Socket:
             chat.browser_names,
         )  # fmt: skip
         if request.outputs:
-            raise _FrameRefused(
-                f"the reply in chat {request.chat_id} takes browser results from its own socket"
+            raise OutOfTurn(
+                "messages", f"the reply in chat {request.chat_id} takes browser results from its own socket"
             )
 
     async def _answer_turn(self, request: ChatRequest, reply: Reply, browser: Browser, turn: Turn) -> None:
@@ -337,7 +336,7 @@ class _Socket:
 
     async def _resume(self, chat_id: str) -> None:
         if self._busy():
-            raise _FrameRefused(f"this socket already follows a reply in chat {self.chat_id}")
+            raise OutOfTurn("id", f"this socket already follows a reply in chat {self.chat_id}")
         await self.owners.owned(chat_id, self.principal, self.socket)
         running = await self.replies.streams.find(chat_id, ended=True)
         if running is None:
@@ -348,7 +347,7 @@ class _Socket:
     def _interrupt(self) -> None:
         reply = self.replies.running.get(self.chat_id or "") if self._busy() else None
         if reply is None:
-            raise _FrameRefused("no reply of this socket is running here to interrupt")
+            raise OutOfTurn("type", "no reply of this socket is running here to interrupt")
         reply.interrupt()
 
     def _follow(self, chat_id: str, running: Followed) -> None:
@@ -390,7 +389,7 @@ def _document(text: str) -> dict[str, Any]:
     try:
         document = parse_json(text)
     except BadRequest as exc:
-        raise _FrameRefused(f"the frame {exc.message}") from None
+        raise BadInput(f"the frame {exc.message}") from None
     if not isinstance(document, dict):
-        raise _FrameRefused("the frame must be a JSON object with a type")
+        raise BadInput("the frame must be a JSON object with a type")
     return document

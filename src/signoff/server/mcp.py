@@ -18,18 +18,19 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from signoff.core.principal import Principal
+from signoff.core.principal import Proven
 from signoff.integrations.mcp import Gateway
-from signoff.server.auth import Forbidden, principal_of
+from signoff.server.auth import principal_of, proven_of
+from signoff.server.http import NeedsCredential
 
 PATH = "/mcp"
 _BEARERS = ("token", "bootstrap", "oidc")
 
 
-def requester(ctx: ServerRequestContext[Any, Any]) -> Principal | None:
-    """The principal the edge found for the HTTP request that carried this MCP request."""
+def requester(ctx: ServerRequestContext[Any, Any]) -> Proven | None:
+    """The principal the edge proved for the HTTP request that carried this MCP request."""
     request = ctx.request
-    return principal_of(request) if isinstance(request, HTTPConnection) else None
+    return proven_of(request) if isinstance(request, HTTPConnection) else None
 
 
 def gateway_routes(
@@ -54,7 +55,7 @@ def gateway_routes(
 
 
 class _BearerOnly:
-    """Only a bearer's request reaches the SDK. A refusal is the server's `Forbidden`, which its one
+    """Only a bearer's request reaches the SDK. A refusal is the server's `NeedsCredential`, which its one
     handler answers and audits, as on every other route (counted per source and second when nobody
     answers for it)."""
 
@@ -64,5 +65,5 @@ class _BearerOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = principal_of(HTTPConnection(scope))
         if principal is None or principal.via not in _BEARERS:
-            raise Forbidden(401, "an MCP request needs a bearer token: Authorization: Bearer <token>")
+            raise NeedsCredential("an MCP request needs a bearer token: Authorization: Bearer <token>")
         await self.app(scope, receive, send)

@@ -26,7 +26,7 @@ class Owners:
         """Whether chats are taken without a credential, from the anonymous principal."""
 
     def principal(self, conn: HTTPConnection) -> Principal:
-        """Who talks in a chat through this request; `Forbidden` (401) where a credential is needed."""
+        """Who talks in a chat through this request; `NeedsCredential` where a credential is needed."""
         return chatter(conn, self.anonymous)
 
     async def owned(self, chat_id: str, principal: Principal, conn: HTTPConnection) -> bool:

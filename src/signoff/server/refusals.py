@@ -15,6 +15,7 @@ import asyncio
 import logging
 from typing import Literal
 
+from signoff.channels.review import hidden
 from signoff.ledger.background import Background
 from signoff.ledger.base import Ledger
 
@@ -65,7 +66,7 @@ class Refusals:
         if key not in self._first:
             self._first[key] = {name: value[:EXAMPLE] for name, value in {**detail, "why": why}.items()}
         paths = self._paths.setdefault(key, [])
-        if len(paths) < MAX_PATHS and (path := path[:EXAMPLE]) not in paths:
+        if len(paths) < MAX_PATHS and (path := hidden(path)[:EXAMPLE]) not in paths:
             paths.append(path)
         self._writer.ensure(self._write)
 

@@ -33,6 +33,7 @@ from uvicorn.config import LOGGING_CONFIG
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.supervisors import Multiprocess
 
+from signoff.channels.review import hidden
 from signoff.server.http import CHAT_BODY
 
 HEAD_TIMEOUT = 10.0
@@ -99,11 +100,40 @@ class Utf8Refused(logging.Filter):
         return True
 
 
+class ReviewLinks(logging.Filter):
+    """Hides the token of every email review link a log line names, as `/approvals/email/<token>`. The
+    token is a credential (whoever holds it may decide that approval once, as its approver) and it is in
+    the path, which uvicorn's access line and a warning about a request both quote."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = _hidden(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_hidden(arg) for arg in record.args)
+        return True
+
+
+def _hidden(value: object) -> object:
+    return hidden(value) if isinstance(value, str) else value
+
+
 def _logging() -> dict[str, Any]:
-    """uvicorn's own logging, with `Utf8Refused` on the logger its protocols write to."""
+    """uvicorn's own logging, with `Utf8Refused` on the logger its protocols write to, and `ReviewLinks`
+    on every handler. Every other logger (signoff's, the libraries') gets a handler at the root that writes
+    what Python's last resort wrote, the message on stderr from warnings up, so their lines pass the filter
+    too."""
     made = copy.deepcopy(LOGGING_CONFIG)
-    made["filters"] = {"utf8": {"()": Utf8Refused}}
+    made["filters"] = {"utf8": {"()": Utf8Refused}, "links": {"()": ReviewLinks}}
     made["loggers"]["uvicorn.error"]["filters"] = ["utf8"]
+    made["formatters"]["plain"] = {"format": "%(message)s"}
+    made["handlers"]["root"] = {
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+        "formatter": "plain",
+        "level": "WARNING",
+    }
+    made["root"] = {"handlers": ["root"]}
+    for handler in made["handlers"].values():
+        handler["filters"] = ["links"]
     return made
 
 

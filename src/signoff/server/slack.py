@@ -15,11 +15,9 @@ goes out after the answer. The message itself is edited through the outbox, with
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Sequence
-from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qsl
 
 import msgspec
 from slack_sdk.errors import SlackClientError
@@ -35,13 +33,13 @@ from signoff.core.decision import Decision
 from signoff.core.errors import AlreadyDecided, NotFound, SignoffError
 from signoff.core.policy import Policy
 from signoff.ledger.base import Ledger
-from signoff.server.auth import client_of
-from signoff.server.http import error
+from signoff.server.http import SERVED, BadInput, NeedsCredential
 from signoff.server.refusals import Refusals
 
 log = logging.getLogger("signoff.server")
 PATH = "/api/channels/slack/interactions"
 MAY_NOT = "You may not decide this"
+MAX_REASON = 2000
 
 
 class SlackInteractions:
@@ -62,26 +60,29 @@ class SlackInteractions:
 
     async def interact(self, request: Request) -> Response:
         body = await request.body()
-        stamp, signature = (
-            request.headers.get(h) for h in ("x-slack-request-timestamp", "x-slack-signature")
-        )
-        channel = next((c for verifier, c in self.apps if verifier.is_valid(body, stamp, signature)), None)
-        if channel is None:
-            why = "a Slack interaction whose signature fails, or over 5 minutes old"
-            self.refusals.note("refuse", "slack", client_of(request), "bad-signature", why, request.url.path)
-            return error(401, "the Slack signature is invalid or stale")
-        try:
-            payload = json.loads(parse_qs(body.decode())["payload"][0])
-            action = payload["actions"][0]
-            user, verb, approval_id = payload["user"]["id"], action["action_id"], action["value"]
-        except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
-            return error(400, "not a Slack block action")
-        if payload.get("type") != "block_actions" or verb not in (APPROVE, DENY):
-            return Response(status_code=200)  # the reason box, say: nothing to decide
-        told = await self._decide(channel, user, verb == APPROVE, approval_id, _reason(payload))
-        where = str((payload.get("channel") or {}).get("id") or channel.channel)
+        channel = self._signed(request, body)
+        if channel is None:  # answered and counted by the server's one refusal handler
+            why = "the Slack signature is invalid, or over 5 minutes old"
+            raise NeedsCredential(why, "bad-signature", subject="slack")
+        interaction = Interaction.of(body)
+        action = interaction.actions[0] if interaction.actions else None
+        if interaction.type != "block_actions" or action is None or action.action_id not in (APPROVE, DENY):
+            return Response(status_code=SERVED)  # the reason box, say: nothing to decide
+        user = interaction.user.id
+        approved = action.action_id == APPROVE
+        told = await self._decide(channel, user, approved, action.value, interaction.reason)
+        where = (interaction.channel.id if interaction.channel else "") or channel.channel
         self._tell(channel, where, user, told)
-        return Response(status_code=200)
+        return Response(status_code=SERVED)
+
+    def _signed(self, request: Request, body: bytes) -> SlackChannel | None:
+        """The channel whose signing secret signed `body`, or None. A timestamp that is no number is no
+        signature (the verifier would raise on it)."""
+        headers = request.headers
+        stamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
+        if stamp is None or not stamp.isascii() or not stamp.isdigit():
+            return None
+        return next((c for verifier, c in self.apps if verifier.is_valid(body, stamp, signature)), None)
 
     async def _decide(
         self, channel: SlackChannel, user: str, approved: bool, approval_id: str, reason: str
@@ -95,19 +96,17 @@ class SlackInteractions:
         if f"slack:{channel.name}" not in approval.notify:
             await self._refuse(approval_id, actor, "the approval is not announced on this Slack channel")
             return f"{MAY_NOT}: it was not asked here."
-        linked = await self.ledger.principals.identified("slack", user)
-        if linked is None:
+        proven = await self.ledger.principals.identified("slack", user)
+        if proven is None:
             await self._refuse(approval_id, actor, "a Slack user linked to no principal")
             return f"{MAY_NOT}: your Slack account is not linked to a signoff principal."
-        principal = msgspec.structs.replace(linked, via="slack")
         try:
             await self.ledger.approvals.decide(
-                approval_id, Decision.of(approved, principal, reason), policy=self.policy
+                approval_id, Decision.of(approved, proven, reason), policy=self.policy
             )
-        except AlreadyDecided as lost:
-            await self._refuse(approval_id, linked.id, str(lost))
+        except AlreadyDecided as lost:  # audited by the ledger, as every refusal below
             return f"Nothing was decided: it is {lost.winner.state} already."
-        except SignoffError as exc:  # not an approver, voted already, unproven: audited by the ledger
+        except SignoffError as exc:  # not an approver, voted already, unproven
             return f"{MAY_NOT}: {exc}"
         return "You approved it." if approved else "You denied it."
 
@@ -128,6 +127,52 @@ class SlackInteractions:
         task.add_done_callback(self._telling.discard)
 
 
-def _reason(payload: dict[str, Any]) -> str:
-    values = ((payload.get("state") or {}).get("values") or {}).get("reason") or {}
-    return str((values.get(REASON) or {}).get("value") or "")[:2000]
+class _User(msgspec.Struct):
+    id: str
+
+
+class _Action(msgspec.Struct):
+    action_id: str
+    value: str = ""
+
+
+class _Channel(msgspec.Struct):
+    id: str = ""
+
+
+class _Input(msgspec.Struct):
+    value: str | None = None
+
+
+class _State(msgspec.Struct):
+    values: dict[str, dict[str, _Input]] = {}
+
+
+class Interaction(msgspec.Struct):
+    """The part of a Slack interaction payload the route reads, typed: a payload whose parts have other
+    types (a `value` that is an object, a `channel` that is a string) is refused before anything is
+    decided. What Slack sends besides is ignored."""
+
+    type: str
+    user: _User
+    actions: list[_Action] = []
+    channel: _Channel | None = None
+    state: _State | None = None
+
+    @classmethod
+    def of(cls, body: bytes) -> Interaction:
+        """`BadInput` for a body that is not one form field `payload` holding such a JSON object."""
+        try:
+            fields = parse_qsl(body.decode(), max_num_fields=1, strict_parsing=True)
+            [(name, payload)] = fields
+            if name != "payload":
+                raise ValueError(name)
+            return msgspec.json.decode(payload, type=cls)
+        except (UnicodeDecodeError, ValueError, msgspec.DecodeError) as exc:
+            raise BadInput(f"not a Slack block action: {exc}") from None
+
+    @property
+    def reason(self) -> str:
+        inputs = (self.state.values if self.state else {}).get("reason", {})
+        given = inputs.get(REASON)
+        return (given.value or "")[:MAX_REASON] if given else ""

@@ -23,9 +23,9 @@ from signoff.core.principal import Principal
 from signoff.core.task import Task, TaskState
 from signoff.core.wording import OWNER
 from signoff.server.approvals import event_response
-from signoff.server.auth import Forbidden, signed_in
+from signoff.server.auth import signed_in
 from signoff.server.feed import TaskFeed
-from signoff.server.http import ListQuery, json_response, read_body, refusal
+from signoff.server.http import Forbidden, ListQuery, json_response, read_body, refusal
 from signoff.server.owners import Owners
 from signoff.tasks import Tasks
 
@@ -113,8 +113,8 @@ class TasksAPI:
 
 
 def _operator(request: Request) -> Principal:
-    """The request's principal if it is an admin; `Forbidden` otherwise (403, audited)."""
+    """The request's principal if it is an admin; `Forbidden` otherwise (audited)."""
     principal = signed_in(request)
     if not principal.is_admin:
-        raise Forbidden(403, "the tasks API needs an admin's credential")
+        raise Forbidden("the tasks API needs an admin's credential")
     return principal

@@ -32,7 +32,8 @@ from signoff.channels.delivery import Deliverer
 from signoff.core.approval import State
 from signoff.core.audit import AuditEntry
 from signoff.ledger.base import Ledger
-from signoff.server.auth import Forbidden, signed_in
+from signoff.server.auth import signed_in
+from signoff.server.http import UNAVAILABLE, Forbidden
 
 log = logging.getLogger("signoff.server")
 
@@ -178,15 +179,15 @@ def watch_routes(ledger: Ledger, figures: ApprovalFigures, outbox: Deliverer) ->
                 await ledger.audit.last_seq()
         except Exception as exc:  # whatever it is, this worker can't serve: say so, and nothing more
             log.warning("not ready: the ledger did not answer (%s)", exc)
-            return PlainTextResponse("not ready\n", status_code=503)
+            return PlainTextResponse("not ready\n", status_code=UNAVAILABLE)
         if not outbox.running:
             log.warning("not ready: the outbox worker is not running")
-            return PlainTextResponse("not ready\n", status_code=503)
+            return PlainTextResponse("not ready\n", status_code=UNAVAILABLE)
         return PlainTextResponse("ready\n")
 
     async def metrics(request: Request) -> Response:
         if not signed_in(request).is_admin:
-            raise Forbidden(403, "only the admin reads the metrics")
+            raise Forbidden("only the admin reads the metrics")
         return await figures.response()
 
     return [

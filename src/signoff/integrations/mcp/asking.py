@@ -6,17 +6,21 @@ open) its only choice is `wait`, "Check again". A client's `decline` is a denial
 nothing.
 
 The `requestState` of a 2026-07-28 round says which approval, which generation of the call and which
-principal the form was for. It leaves here as plain JSON: the SDK's `RequestStateBoundary` seals it, binds
-it to the tool, the arguments and the principal, and refuses a tampered or expired one before the gateway
-reads it. What it cannot know, that an answer was used already, the gateway checks against the ledger.
+principal the form was for, and carries a nonce of its own. It leaves here as plain JSON: the SDK's
+`RequestStateBoundary` seals it, binds it to the tool, the arguments and the principal, and refuses a
+tampered or expired one before the gateway reads it. What it cannot know, that a state was used already,
+the ledger knows: a state is a bearer credential, spent by its first use (`core.approval.again`, and
+`core.approval.spend` for the upstream's own rounds).
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import Literal
 
 import msgspec
-from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 
 from signoff.core.approval import Approval
 from signoff.core.views import shown
@@ -30,18 +34,34 @@ Verdict = Literal["approve", "deny", "wait", "cancel"]
 
 
 class Asked(msgspec.Struct, frozen=True, tag="signoff"):
-    """A round that asked about `approval`, for generation `call` of the identity, of `principal`."""
+    """A round that asked about `approval`, for generation `call` of the identity, of `principal`; the
+    answer it brings back spends it (`credential`)."""
 
     approval: str
     call: str
     principal: str
+    nonce: str = msgspec.field(default_factory=lambda: secrets.token_urlsafe(16))
+
+    @property
+    def credential(self) -> str:
+        return f"mcp:{self.nonce}"
 
 
 class Passed(msgspec.Struct, frozen=True, tag="upstream"):
-    """A round the upstream asked for itself: its own state, to hand back to it. The gateway's claim
-    was taken in the first round, so the retry goes straight to the upstream."""
+    """A round the upstream asked for itself: its own state, to hand back to it. The gateway's claim was
+    taken in the first round, so the retry goes to the upstream, once: where an approval's claim let the
+    call run (`approval`, its `call`), forwarding the retry spends the round (`credential`) on that claim,
+    so however often the round is replayed, one approval runs the upstream's side of it once. A round
+    of a call the policy or a grant allowed outright binds nothing: calling the tool again does the same."""
 
     state: str
+    approval: str = ""
+    call: str = ""
+    nonce: str = msgspec.field(default_factory=lambda: secrets.token_urlsafe(16))
+
+    @property
+    def credential(self) -> str:
+        return f"mcp:{self.nonce}"
 
 
 RoundState = Asked | Passed
@@ -68,6 +88,22 @@ def round_state(plain: str | None) -> RoundState | None:
 class Answer(msgspec.Struct, frozen=True):
     verdict: Verdict
     reason: str = ""
+
+
+def read_answer(result: object) -> Answer | None:
+    """The person's answer in what a client sent back for signoff's question, if it is one: a JSON-RPC
+    error for a form that is not this one's."""
+    if not isinstance(result, ElicitResult):
+        return None
+    try:
+        return answer_of(result)
+    except ValueError as exc:
+        raise MCPError(INVALID_PARAMS, str(exc)) from None
+
+
+def refused_state() -> MCPError:
+    """The JSON-RPC error for a `requestState` that is no round of this gateway's, or one used already."""
+    return MCPError(INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"})
 
 
 def answer_of(result: ElicitResult) -> Answer:

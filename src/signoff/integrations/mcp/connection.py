@@ -20,6 +20,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 from mcp import Client
@@ -53,8 +54,12 @@ KINDS = ("elicitation", "sampling", "roots")
 
 
 def where(target: StdioServerParameters | str) -> str:
-    """An upstream as an operator reads it in a log line: its URL, or the command that spawns it."""
-    return target if isinstance(target, str) else " ".join([target.command, *target.args])
+    """An upstream as an operator reads it in a log line: its URL, without what may be a secret in it (a
+    password, a key in its query), or the command that spawns it."""
+    if not isinstance(target, str):
+        return " ".join([target.command, *target.args])
+    parts = urlsplit(target)  # hosted MCP servers take their API key in the query
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,8 @@ input rounds included.
 
 The upstream sees the call on the terms of the client behind it (see `connection`). On 2026-07-28 it asks
 for input by answering with an `InputRequiredResult`, which the client takes as it is: its retry comes back
-with the upstream's state sealed in the gateway's (`asking.Passed`), so it goes straight to the upstream
-(the call's claim was taken in its first round). On an older protocol it asks mid-call, relayed to the
-client.
+with the upstream's state sealed in the gateway's (`asking.Passed`, bound to the approval whose claim let
+the call run), and goes to the upstream once. On an older protocol it asks mid-call, relayed to the client.
 """
 
 from __future__ import annotations
@@ -43,13 +42,15 @@ async def forward(
         )
     except UpstreamFailed as exc:
         return error(str(exc))
-    return passed(result)
+    return result
 
 
-def passed(result: T) -> T:
-    """The upstream's answer, its input round's state (if it asks) sealed so the retry finds it again."""
+def passed(result: T, *, approval: str = "", call: str = "") -> T:
+    """The upstream's answer, its input round's state (if it asks) sealed so the retry finds it again:
+    bound to `approval`'s claim of `call`, where one let the call run, under a nonce of its own."""
     if isinstance(result, InputRequiredResult):
-        return result.model_copy(update={"request_state": seal_later(Passed(result.request_state or ""))})
+        state = Passed(result.request_state or "", approval=approval, call=call)
+        return result.model_copy(update={"request_state": seal_later(state)})
     return result
 
 

@@ -24,7 +24,7 @@ from importlib.metadata import version
 from typing import Any
 
 import msgspec
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError, NoBackChannelError
@@ -33,7 +33,6 @@ from mcp_types import (
     INVALID_REQUEST,
     CallToolRequestParams,
     ElicitRequest,
-    ElicitResult,
     InputRequest,
     InputRequiredResult,
     InputResponses,
@@ -43,17 +42,21 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from signoff.core.approval import Approval, State
+from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import (
     AlreadyConsumed,
     AlreadyDecided,
     AlreadyVoted,
     CallMismatch,
+    IllegalTransition,
     InvalidCall,
     NotAnApprover,
+    NotFound,
+    Spent,
     Unproven,
 )
-from signoff.core.principal import Principal
+from signoff.core.principal import Principal, Proven
 from signoff.core.views import may_decide
 from signoff.gate import Gate, Pending, Refused
 from signoff.integrations.mcp.asking import (
@@ -61,29 +64,30 @@ from signoff.integrations.mcp.asking import (
     Answer,
     Asked,
     Passed,
-    answer_of,
     form,
+    read_answer,
+    refused_state,
     round_state,
     seal_later,
     url_form,
     waiting,
 )
+from signoff.integrations.mcp.boundary import Audited
 from signoff.integrations.mcp.connection import Caller
-from signoff.integrations.mcp.forwarding import Result, error, forward
+from signoff.integrations.mcp.forwarding import Result, error, forward, passed
 from signoff.integrations.mcp.identity import CallIdentity, Generations
 from signoff.integrations.mcp.passthrough import pass_through
 from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
 from signoff.protocol.limits import MAX_DEPTH, too_deep
 
-Requester = Callable[[ServerRequestContext[Any, Any]], Principal | None]
-"""Who made a request: the HTTP edge's principal, or the stdio gateway's own."""
+Requester = Callable[[ServerRequestContext[Any, Any]], Proven | None]
+"""Who made a request, proven: the HTTP edge's principal, or the stdio gateway's own."""
 
 MAX_ARGUMENTS = 256 * 1024
 """Bytes a call's arguments may take as JSON: past it, the call is refused before anything reads them."""
 
 WAITS = "(signoff: a call of this tool may wait for a person's approval.)"
 _PROGRESS_EVERY = 5.0
-_REFUSED_STATE = "Invalid or expired requestState"
 _ROUNDS = 4
 
 
@@ -116,7 +120,8 @@ class Gateway:
         )
         pass_through(self.server, upstream)
         security = RequestStateSecurity(keys=state_keys, bind_principal=self._principal_id)
-        self.server.middleware.append(_Audited(RequestStateBoundary(security, default_audience=name), self))
+        boundary = RequestStateBoundary(security, default_audience=name)
+        self.server.middleware.append(Audited(boundary, requester, self.audit_refused))
 
     # -- tools/list -----------------------------------------------------------------------------------------
 
@@ -135,13 +140,12 @@ class Gateway:
     # -- tools/call -----------------------------------------------------------------------------------------
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Result:
-        principal = self._who(ctx)
+        proven = self._who(ctx)
+        principal = proven.principal
         args = _bounded(params.arguments or {})
         state = round_state(params.request_state)
         if isinstance(state, Passed):  # the upstream's own round of a call already claimed
-            return await forward(
-                self.upstream, ctx, params.name, args, state.state or None, params.input_responses
-            )
+            return await self._continued(ctx, principal, params, args, state)
         if params.request_state is not None and state is None:
             await self._refuse_state(principal, params.name, "a requestState of no round of this gateway")
         if await self.upstream.schema(params.name) is None:
@@ -154,7 +158,31 @@ class Gateway:
             ruled = await self._ruled(ctx, identity, 0, principal, params.input_responses)
             assert not isinstance(ruled, Pending)  # only a rule that asks leaves a call pending
             return ruled
-        return await self._asked(ctx, principal, identity, state, params)
+        return await self._asked(ctx, proven, identity, state, params)
+
+    async def _continued(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        principal: Principal,
+        params: CallToolRequestParams,
+        args: dict[str, Any],
+        state: Passed,
+    ) -> Result:
+        """The upstream's own round of a call already claimed, forwarded once: the round is spent on the
+        approval's claim first (a replayed, copied or late state is a JSON-RPC error, audited, and never
+        forwarded), and a further round the upstream asks is sealed anew to the same claim."""
+        if state.approval:
+            claimed = ToolCall(state.call, params.name, args)
+            approvals = self.gate.ledger.approvals
+            try:
+                await approvals.consume(state.approval, claimed, principal.id, spends=state.credential)
+            except Spent:  # audited by the ledger
+                raise refused_state() from None
+            except (NotFound, IllegalTransition, CallMismatch) as exc:
+                await self._refuse_state(principal, params.name, f"an upstream round that {exc}")
+        responses = params.input_responses
+        result = await forward(self.upstream, ctx, params.name, args, state.state or None, responses)
+        return passed(result, approval=state.approval, call=state.call)
 
     async def _ruled(
         self,
@@ -180,32 +208,36 @@ class Gateway:
             return error(str(exc))
         if isinstance(outcome, Refused):
             return error(outcome.message)
+        if isinstance(outcome, InputRequiredResult):  # the upstream's own round: bound to the claim, if any
+            asked = await self.gate.ledger.approvals.find(identity.chat_id, call.call_id)
+            claim = asked.id if asked is not None and asked.state is State.CONSUMED else ""
+            return passed(outcome, approval=claim, call=call.call_id if claim else "")
         return outcome
 
     async def _asked(
         self,
         ctx: ServerRequestContext[Any, Any],
-        principal: Principal,
+        proven: Proven,
         identity: CallIdentity,
         state: Asked | None,
         params: CallToolRequestParams,
     ) -> Result:
         """A call whose rule may ask: its current generation, ruled on, answered, held, until it ran, was
         refused, or waits on someone the client can't reach now."""
-        answer = None
+        principal, answer, answering = proven.principal, None, proven
         for _ in range(_ROUNDS):
             generation = await self.generations.current(identity)
             if state is not None:
                 answer = await self._answer(principal, identity.call(generation).call_id, state, params)
-                state = None
+                answering, state = proven.spending(state.credential), None
             try:
                 outcome = await self._ruled(ctx, identity, generation, principal, params.input_responses)
             except AlreadyConsumed:  # it ran: this is a new call of the next generation
                 await self.generations.advance(identity, generation, principal.id)
                 continue
             if isinstance(outcome, Pending):
-                found = await self._pending(ctx, principal, outcome.approval, identity, generation, answer)
-                answer = None  # an answer is used once
+                found = await self._pending(ctx, answering, outcome.approval, identity, generation, answer)
+                answer, answering = None, proven  # an answer is used once
                 if found is None:
                     continue  # decided meanwhile: rule again
                 return found
@@ -216,16 +248,18 @@ class Gateway:
     async def _pending(
         self,
         ctx: ServerRequestContext[Any, Any],
-        principal: Principal,
+        proven: Proven,
         approval: Approval,
         identity: CallIdentity,
         generation: int,
         answer: Answer | None,
     ) -> Result | None:
         """What a client sees of a pending call, by what it can do; None once the approval was decided
-        here or meanwhile (the caller rules again)."""
+        here or meanwhile (the caller rules again). An answer is `proven`'s decision, spending the state it
+        came in where it came in one."""
+        principal = proven.principal
         if answer is not None and answer.verdict in ("approve", "deny"):
-            if await self._decide(principal, approval, answer):
+            if await self._decide(proven, approval, answer):
                 return None
             answer = None  # a vote that does not count: the call waits on, and the client is asked again
         if answer is not None and answer.verdict == "cancel":
@@ -253,8 +287,10 @@ class Gateway:
                 )
             except NoBackChannelError:
                 asked_now = None
-            if asked_now is not None:
-                return await self._pending(ctx, principal, approval, identity, generation, _read(asked_now))
+            if asked_now is not None:  # the answer to a question asked in this very request: the identity's
+                return await self._pending(
+                    ctx, proven, approval, identity, generation, read_answer(asked_now)
+                )
         elif by_url:
             link = self._link(approval)
             with contextlib.suppress(NoBackChannelError):
@@ -293,21 +329,18 @@ class Gateway:
         earlier generation (an answer replayed after its call ran) is refused and audited."""
         if state.call != call_id or state.principal != principal.id:
             await self._refuse_state(principal, params.name, "a requestState of an earlier or another call")
-        return _read((params.input_responses or {}).get(KEY))
+        return read_answer((params.input_responses or {}).get(KEY))
 
-    async def _decide(self, principal: Principal, approval: Approval, answer: Answer) -> bool:
+    async def _decide(self, proven: Proven, approval: Approval, answer: Answer) -> bool:
         """The requester's vote, and whether it counted. One its rule doesn't count (four eyes, a vote
-        already given) is audited and changes nothing: the call goes on waiting for those who may decide."""
-        verdict = Decision.approve if answer.verdict == "approve" else Decision.deny
-        decision = verdict(principal, answer.reason)
+        already given, a state used already) changes nothing but the audit, where the ledger records it:
+        the call goes on waiting for those who may decide."""
+        decision = Decision.of(answer.verdict == "approve", proven, answer.reason)
         try:
             await self.gate.ledger.approvals.decide(approval.id, decision, policy=self.gate.policy)
         except AlreadyDecided:
             return True  # someone else decided first: the caller rules on theirs
-        except (NotAnApprover, AlreadyVoted) as exc:
-            await self.gate.ledger.audit.record(
-                "refuse", approval.id, principal.id, why=str(exc), via="mcp", verdict=answer.verdict
-            )
+        except (NotAnApprover, AlreadyVoted, Spent):
             return False
         return True
 
@@ -319,61 +352,26 @@ class Gateway:
 
     # -- who, and refusals ----------------------------------------------------------------------------------
 
-    def _who(self, ctx: ServerRequestContext[Any, Any]) -> Principal:
-        principal = self.requester(ctx)
-        if principal is None:
+    def _who(self, ctx: ServerRequestContext[Any, Any]) -> Proven:
+        proven = self.requester(ctx)
+        if proven is None:
             raise MCPError(INVALID_REQUEST, "this gateway needs a credential for every request")
-        return principal
+        return proven
 
     def _principal_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
-        principal = self.requester(ctx)
-        return principal.id if principal is not None else None
+        proven = self.requester(ctx)
+        return proven.principal.id if proven is not None else None
 
     def _link(self, approval: Approval) -> str:
         return f"{self.inbox}/approvals#{approval.id}" if self.inbox else ""
 
     async def _refuse_state(self, principal: Principal | None, tool: str, why: str) -> None:
         await self.audit_refused(principal, tool, why)
-        raise MCPError(INVALID_PARAMS, _REFUSED_STATE, {"reason": "invalid_request_state"})
+        raise refused_state()
 
     async def audit_refused(self, principal: Principal | None, tool: str, why: str) -> None:
         actor = principal.id if principal is not None else "unknown"
         await self.gate.ledger.audit.record("refuse", tool, actor, why=why, via="mcp")
-
-
-class _Audited:
-    """The SDK's `requestState` boundary, with each state it refuses audited: a tampered, expired or
-    foreign state is an attack or a bug an operator should see, and the SDK only logs it."""
-
-    def __init__(self, boundary: RequestStateBoundary, gateway: Gateway) -> None:
-        self.boundary = boundary
-        self.gateway = gateway
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        entered = False
-
-        async def inner(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
-            nonlocal entered
-            entered = True
-            return await call_next(ctx)
-
-        try:
-            return await self.boundary(ctx, inner)
-        except MCPError:
-            if not entered:
-                tool = str((ctx.params or {}).get("name", ""))
-                why = "a tampered, expired or foreign requestState"
-                await self.gateway.audit_refused(self.gateway.requester(ctx), tool, why)
-            raise
-
-
-def _read(result: object) -> Answer | None:
-    if not isinstance(result, ElicitResult):
-        return None
-    try:
-        return answer_of(result)
-    except ValueError as exc:
-        raise MCPError(INVALID_PARAMS, str(exc)) from None
 
 
 def _progress(ctx: ServerRequestContext[Any, Any]) -> bool:

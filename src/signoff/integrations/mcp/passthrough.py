@@ -11,7 +11,6 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
-    INVALID_PARAMS,
     CompleteRequest,
     CompleteRequestParams,
     CompleteResult,
@@ -32,7 +31,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, TypeAdapter
 
-from signoff.integrations.mcp.asking import Passed, round_state
+from signoff.integrations.mcp.asking import Passed, refused_state, round_state
 from signoff.integrations.mcp.connection import Caller
 from signoff.integrations.mcp.forwarding import passed
 from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
@@ -81,5 +80,5 @@ def _their_state(params: BaseModel) -> dict[str, Any]:
         return {}
     state = round_state(plain)
     if not isinstance(state, Passed):
-        raise MCPError(INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"})
+        raise refused_state()
     return {"request_state": state.state or None}
