@@ -20,6 +20,7 @@ LAYERS = {
     "approvers": 2,
     "gate": 2,
     "tasks": 2,
+    "upkeep": 2,
     "channels": 2,
     "protocol": 3,
     "integrations": 4,

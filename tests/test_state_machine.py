@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signoff.core import approval as machine
+from signoff.core import claim
 from signoff.core.approval import APPROVAL_TRANSITIONS, Approval, State
 from signoff.core.audit import Keyring
 from signoff.core.call import ToolCall
@@ -53,10 +54,10 @@ def test_approve_then_consume() -> None:
     approved, event = machine.decide(fresh(), Decision.approve("alice", "fine"), 101.0, KEYS)
     assert approved.state is State.APPROVED and approved.by == "alice" and approved.reason == "fine"
     assert (event.before, event.after, event.actor) == ("pending", "approved", "alice")
-    consumed, event = machine.consume(approved, CALL, "gate", 102.0, KEYS)
+    consumed, event = claim.consume(approved, CALL, "gate", 102.0, KEYS)
     assert consumed.state is State.CONSUMED and consumed.consumed_at == 102.0
     with pytest.raises(AlreadyConsumed):
-        machine.consume(consumed, CALL, "gate", 103.0, KEYS)
+        claim.consume(consumed, CALL, "gate", 103.0, KEYS)
 
 
 def test_first_decision_wins_and_the_loser_learns_the_winner() -> None:
@@ -78,7 +79,7 @@ def test_only_an_approved_call_can_be_consumed(state: State) -> None:
     elif state is State.CANCELLED:
         approval, _ = machine.cancel(approval, "ops", "withdrawn", 101.0)
     with pytest.raises(IllegalTransition):
-        machine.consume(approval, CALL, "gate", 120.0, KEYS)
+        claim.consume(approval, CALL, "gate", 120.0, KEYS)
 
 
 def test_edit_approves_new_args_and_only_those_can_run() -> None:
@@ -89,8 +90,8 @@ def test_edit_approves_new_args_and_only_those_can_run() -> None:
     assert edited.approved_call.args == {"amount": 20, "currency": "USD"}
     assert event.detail["digest"] == edited.approved_call.digest != CALL.digest
     with pytest.raises(CallMismatch):
-        machine.consume(edited, CALL, "gate", 102.0, KEYS)
-    consumed, _ = machine.consume(edited, edited.approved_call, "gate", 102.0, KEYS)
+        claim.consume(edited, CALL, "gate", 102.0, KEYS)
+    consumed, _ = claim.consume(edited, edited.approved_call, "gate", 102.0, KEYS)
     assert consumed.state is State.CONSUMED
 
 
@@ -146,7 +147,7 @@ def test_random_sequences_follow_the_transition_table(actions: list[str]) -> Non
             elif action == "edit":
                 approval, _ = machine.decide(approval, Decision.edit({"amount": 1}, "c"), now, KEYS, ALLOWED)
             elif action == "consume":
-                approval, _ = machine.consume(approval, approval.approved_call, "g", now, KEYS)
+                approval, _ = claim.consume(approval, approval.approved_call, "g", now, KEYS)
             elif action == "cancel":
                 approval, _ = machine.cancel(approval, "ops", "", now)
             else:

@@ -10,9 +10,7 @@ protocol's: everything this command says goes to stderr.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -21,15 +19,12 @@ from signoff.cli.common import audit_key, err, fail, os_user
 from signoff.cli.serving import Serving, with_serving
 from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal, Proven
-from signoff.ledger import Ledger, open_ledger
-from signoff.ledger.background import Background
+from signoff.ledger import open_ledger
 
 # The gateway's own imports (the SDK, the server) wait for the command: every CLI call would pay for them.
 if TYPE_CHECKING:
-    from signoff.channels.config import Channels
-    from signoff.cli.worker import Fronting, Served
-
-log = logging.getLogger("signoff.mcp")
+    from signoff.cli.worker import Served
+    from signoff.integrations.mcp import Fronting
 
 PolicyOption = Annotated[
     str | None, typer.Option("--policy", help="A policy TOML file (default: ask for every tool).")
@@ -83,7 +78,7 @@ def mcp_gateway(
     serving: Serving,
 ) -> None:
     """Front one upstream MCP server: every MCP client's tool calls pass signoff's gate."""
-    from signoff.cli.worker import Fronting
+    from signoff.integrations.mcp import Fronting
 
     if (upstream_url is None) == (not command):
         raise typer.BadParameter(
@@ -111,7 +106,10 @@ def mcp_gateway(
 
 
 async def _stdio(served: Served, fronting: Fronting) -> None:
+    """A stdio gateway tends its ledger as a server does (`Upkeep`): it may be the only process on it."""
     from mcp.server.stdio import stdio_server
+
+    from signoff.upkeep import Upkeep
 
     _, policy, channels = served.build()
     user = os_user()
@@ -121,47 +119,12 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
     async with open_ledger(served.ledger, keyring=key.keyring) as ledger:
         gateway = fronting.gateway(ledger, policy, lambda ctx: proven, None)
         err.print(f"signoff mcp-gateway: stdio, requester {principal.id}, upstream {gateway.upstream.where}")
-        async with _tending(ledger, channels, served.public_url):
+        checkpoints = Path(served.audit_checkpoints) if served.audit_checkpoints else None
+        upkeep = Upkeep(ledger, channels, served.public_url, checkpoints=checkpoints)
+        async with upkeep.running():
             try:  # no sessions opened ahead: which protocol the one client speaks is not known yet
                 async with stdio_server() as (read, write):
                     options = gateway.server.create_initialization_options()
                     await gateway.server.run(read, write, options)
             finally:
                 await gateway.upstream.close()
-
-
-@contextlib.asynccontextmanager
-async def _tending(ledger: Ledger, channels: Channels | None, public_url: str) -> AsyncIterator[None]:
-    """What a server does for its ledger beside answering: deadlines and follow-ups applied on time, and
-    the outbox's notices delivered where the policy's rules notify channels. A stdio gateway may be the only
-    process on its ledger."""
-    from signoff.channels.delivery import Deliverer
-    from signoff.channels.lines import lines_for
-    from signoff.channels.webhook import Http
-
-    sweeping = Background("signoff-sweep")
-    sweeping.ensure(lambda: _sweep(ledger))
-    try:
-        if channels is None:
-            yield
-            return
-        http = Http()
-        outbox = Deliverer(ledger, lines_for(channels, ledger, http, public_url))
-        outbox.start()
-        try:
-            yield
-        finally:
-            await outbox.stop()
-            await http.close()
-    finally:  # ended before the ledger closes, never in the middle of a write
-        await sweeping.stop()
-
-
-async def _sweep(ledger: Ledger, every: float = 1.0) -> None:
-    while True:
-        try:
-            await ledger.approvals.expire_due()
-            await ledger.approvals.follow_up_due()
-        except Exception:  # the next sweep tries again: a hiccup must not stop deadlines for good
-            log.exception("the sweep failed")
-        await asyncio.sleep(every)

@@ -15,51 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from mcp.client.stdio import StdioServerParameters
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from signoff.channels.config import Channels, load_channels
 from signoff.core.policy import Policy
 from signoff.demo import mailbox
-from signoff.gate import Gate, Wait
-from signoff.integrations.mcp import Gateway, Upstream, upstream_env
-from signoff.integrations.mcp.gateway import Requester
-from signoff.integrations.mcp.statekeys import state_keys
+from signoff.gate import Wait
+from signoff.integrations.mcp import Fronting
 from signoff.ledger import Ledger, open_ledger
 from signoff.server.app import Settings, create_app
 from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS
 from signoff.server.loading import load_agent
-from signoff.server.mcp import gateway_routes, requester
+from signoff.server.mcp import gateway_app
 from signoff.server.oidc import OidcSettings
 from signoff.server.run import HEAD_TIMEOUT, settle
 
 ENV = "SIGNOFF_SERVED"
-
-
-class Fronting(msgspec.Struct, frozen=True, kw_only=True):
-    """The upstream MCP server a gateway fronts (`signoff mcp-gateway`): a URL, or a command to spawn with
-    the SDK's safe environment and the `upstream_env` entries (`NAME` or `NAME=VALUE`)."""
-
-    upstream_url: str | None = None
-    command: tuple[str, ...] = ()
-    upstream_env: tuple[str, ...] = ()
-    state_keys: str | None = None
-    hold: float = 60.0
-    upstream_timeout: float = 60.0
-
-    def gateway(self, ledger: Ledger, policy: Policy, requester: Requester, inbox: str | None) -> Gateway:
-        """Raises `SignoffError` for an `upstream_env` name the environment lacks, or a state key file
-        that can't be used."""
-        if self.upstream_url is not None:
-            target: StdioServerParameters | str = self.upstream_url
-        else:
-            env = upstream_env(self.upstream_env)
-            target = StdioServerParameters(command=self.command[0], args=list(self.command[1:]), env=env)
-        keys, _ = state_keys(Path(self.state_keys) if self.state_keys else None)
-        gate = Gate(ledger, policy, actor="signoff:mcp-gateway")
-        upstream = Upstream(target, timeout=self.upstream_timeout)
-        return Gateway(gate, upstream, requester, state_keys=keys, hold=self.hold, inbox=inbox)
 
 
 class Served(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,17 +108,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     def app(self, ledger: Ledger) -> Starlette:
         agent, policy, channels = self.build()
         if self.fronting is not None:
-            gateway = self.fronting.gateway(ledger, policy, requester, self.public_url)
-            routes, running = gateway_routes(gateway)
-            return create_app(
-                None,
-                ledger,
-                self.settings,
-                policy=policy,
-                channels=channels,
-                routes=routes,
-                services=[running],
-            )
+            return gateway_app(self.fronting, ledger, self.settings, policy=policy, channels=channels)
         model = self.model if self.agent is not None else None  # the demo agent was built with it
         routes = [mailbox.mailbox_route(self.mailbox)] if self.mailbox else []
         return create_app(

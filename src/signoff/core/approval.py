@@ -15,8 +15,8 @@ The rules:
   `on_timeout = "allow"`. A decision that comes at or after the deadline finds it expired.
 - A pending approval is `cancelled` when nobody should decide it any more (its chat moved on).
 - An approved one is `consumed` exactly once, by exactly the approved call, just before it runs: the
-  single-use claim, taken only under decisions whose proofs hold. A bearer credential that rides on the
-  claimed call (an MCP upstream's own input round) is spent on it once (`spend`).
+  single-use claim, taken only under decisions whose proofs hold (`core.claim`). A bearer credential that
+  rides on the claimed call (an MCP upstream's own input round) is spent on it once.
 - `denied`, `expired`, `cancelled` and `consumed` are final. The first decision wins; a later one is told
   who won.
 
@@ -39,10 +39,8 @@ from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.edit import reruled
 from signoff.core.errors import (
-    AlreadyConsumed,
     AlreadyDecided,
     AlreadyVoted,
-    CallMismatch,
     IllegalTransition,
     InvalidDecision,
     MayNotRemember,
@@ -53,7 +51,7 @@ from signoff.core.errors import (
 from signoff.core.followup import FollowUp, Followups, advanced, due
 from signoff.core.policy import OnTimeout, Ruling
 from signoff.core.principal import Authority, Principal, distinct
-from signoff.core.proof import prove_decision, seal_holds, sealed, unproven
+from signoff.core.proof import prove_decision, seal_holds, sealed
 from signoff.core.wording import OWNER, WITHDRAWN
 
 FOLLOW_UP_ACTOR = "signoff:follow-up"
@@ -234,7 +232,7 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return any(v.decision.by == principal_id for v in self.votes)
 
 
-def _move(
+def move(
     approval: Approval,
     event: ApprovalEvent,
     action: str,
@@ -303,15 +301,15 @@ def decide(
     decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
     if not decision.approved:
         changes: dict[str, object] = {"decision": decision, "decided_at": now, "spent": spent}
-        return _move(approval, ApprovalEvent.DENY, "deny", decision.by, now, detail, **changes)
+        return move(approval, ApprovalEvent.DENY, "deny", decision.by, now, detail, **changes)
     vote = Vote(decision=decision, at=now)
     votes = (vote,) if decision.args is not None else (*approval.votes, vote)
     if len(votes) < authority.quorum:
         detail["votes"] = len(votes)
-        return _move(
+        return move(
             approval, ApprovalEvent.VOTE, decision.verdict, decision.by, now, detail, votes=votes, spent=spent
         )
-    return _move(
+    return move(
         approval, ApprovalEvent.APPROVE, decision.verdict, decision.by, now, detail,
         decision=decision, decided_at=now, votes=votes, spent=spent,
     )  # fmt: skip
@@ -332,47 +330,6 @@ def again(approval: Approval, decision: Decision) -> Spent | AlreadyVoted | None
     return None
 
 
-def consume(
-    approval: Approval, call: ToolCall, actor: str, now: float, keyring: Keyring
-) -> tuple[Approval, AuditEvent]:
-    """Take the single-use claim to run `call`, which must be exactly the approved call, approved by
-    decisions whose proofs hold under `keyring`: a state written into the table by hand runs nothing."""
-    if approval.state is State.CONSUMED:
-        raise AlreadyConsumed(approval)
-    if approval.state is State.APPROVED and (why := unproven(keyring, approval)) is not None:
-        raise Unproven(approval.id, why)
-    _check_call(approval, call)
-    return _move(
-        approval, ApprovalEvent.CONSUME, "consume", actor, now, {"digest": call.digest},
-        consumed_at=now, consumed_by=actor,
-    )  # fmt: skip
-
-
-def spend(
-    approval: Approval, call: ToolCall, credential: str, actor: str, now: float
-) -> tuple[Approval, AuditEvent]:
-    """Spend `credential`, a bearer credential that rides on `call`, the call this approval's claim let run
-    (an MCP upstream's own input round): once, only after the claim was taken, and only for exactly that
-    call. Raises `Spent` for a second use, `IllegalTransition` before the claim, `CallMismatch` for
-    another call."""
-    if credential in approval.spent:
-        raise Spent(approval, credential)
-    if approval.state is State.CONSUMED:
-        _check_call(approval, call)
-    return _move(
-        approval, ApprovalEvent.SPEND, "spend", actor, now, {"credential": credential},
-        spent=(*approval.spent, credential),
-    )  # fmt: skip
-
-
-def _check_call(approval: Approval, call: ToolCall) -> None:
-    approved = approval.approved_call
-    if (call.call_id, call.tool, call.digest) != (approved.call_id, approved.tool, approved.digest):
-        raise CallMismatch(
-            f"call {call.call_id} ({call.tool}) is not the call approval {approval.id} approved"
-        )
-
-
 def follow_up(approval: Approval, step: FollowUp, now: float) -> tuple[Approval, AuditEvent]:
     """Take the follow-up `step`, which must be the one due now (see `core.followup`)."""
     if approval.state is not State.PENDING:
@@ -386,13 +343,13 @@ def follow_up(approval: Approval, step: FollowUp, now: float) -> tuple[Approval,
     if step == "escalate":
         detail.update(joined=list(approval.authority.escalate_to), why="nobody decided in time")
     after = advanced(approval.followups, step)
-    return _move(approval, ApprovalEvent.FOLLOW_UP, step, FOLLOW_UP_ACTOR, now, detail, followups=after)
+    return move(approval, ApprovalEvent.FOLLOW_UP, step, FOLLOW_UP_ACTOR, now, detail, followups=after)
 
 
 def cancel(approval: Approval, actor: str, reason: str, now: float) -> tuple[Approval, AuditEvent]:
     if approval.state is not State.PENDING:
         raise AlreadyDecided(approval, "cancel")
-    return _move(
+    return move(
         approval, ApprovalEvent.CANCEL, "cancel", actor, now, {"reason": reason},
         closed_by=actor, closed_reason=reason, decided_at=now,
     )  # fmt: skip
@@ -411,11 +368,11 @@ def expire(approval: Approval, now: float, keyring: Keyring) -> tuple[Approval, 
     if approval.on_timeout == "allow" and seal_holds(keyring, approval):
         decision = Decision.approve(by=TIMEOUT_ACTOR, reason=f"{reason}; the policy allows on timeout")
         decision = prove_decision(keyring.current, approval, decision, approval.approved_digest, now)
-        return _move(
+        return move(
             approval, ApprovalEvent.ALLOW_ON_TIMEOUT, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "allow"},
             decision=decision, decided_at=now,
         )  # fmt: skip
-    return _move(
+    return move(
         approval, ApprovalEvent.EXPIRE, "expire", TIMEOUT_ACTOR, now, {"on_timeout": "deny"},
         closed_by=TIMEOUT_ACTOR, closed_reason=reason, decided_at=now,
     )  # fmt: skip

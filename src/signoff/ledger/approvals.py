@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Unpack
 
 from signoff.core import approval as machine
+from signoff.core import claim
 from signoff.core.approval import Approval, State
 from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
@@ -141,8 +142,8 @@ class Approvals(Part):
         def step(approval: Approval) -> Change:
             now, keyring = self.clock(), self._shared.keyring
             if spends:
-                return _one(*machine.spend(approval, call, spends, actor, now))
-            return _one(*machine.consume(approval, call, actor, now, keyring))
+                return _one(*claim.spend(approval, call, spends, actor, now))
+            return _one(*claim.consume(approval, call, actor, now, keyring))
 
         try:
             return await self._apply(approval_id, step)

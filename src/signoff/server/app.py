@@ -26,16 +26,12 @@ from starlette.staticfiles import StaticFiles
 
 from signoff.approvers.callback import Approver
 from signoff.channels.config import Channels, SlackChannel
-from signoff.channels.delivery import Deliverer
-from signoff.channels.lines import lines_for
 from signoff.channels.review import hidden
-from signoff.channels.webhook import Http
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.policy import Policy
 from signoff.core.views import principal_json
 from signoff.gate import Gate, Wait
 from signoff.ledger.base import Ledger
-from signoff.ledger.evidence import append_checkpoint
 from signoff.server.approvals import ApprovalsAPI
 from signoff.server.auth import (
     Authenticator,
@@ -61,6 +57,7 @@ from signoff.server.slack import SlackInteractions
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
 from signoff.server.watch import ApprovalFigures, metrics_port, watch_routes
+from signoff.upkeep import Step, Upkeep
 
 log = logging.getLogger("signoff.server")
 
@@ -158,9 +155,12 @@ def create_app(
     approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
     tasks = TasksAPI(gate.tasks, task_feed, owners, ping=settings.keepalive)
     figures = ApprovalFigures(ledger)
-    http = Http()
-    lines = lines_for(channels, ledger, http, settings.public_url) if channels else {}
-    outbox = Deliverer(ledger, lines, registry=figures.registry)
+    upkeep = Upkeep(
+        ledger, channels, settings.public_url, every=settings.sweep, task_silence=settings.task_silence,
+        checkpoints=Path(settings.audit_checkpoints) if settings.audit_checkpoints else None,
+        checkpoint_every=settings.checkpoint_every, steps=_steps(replies, streams, live),
+        registry=figures.registry,
+    )  # fmt: skip
     slack_channels = [
         c for c in (channels.by_name.values() if channels else ()) if isinstance(c, SlackChannel)
     ]
@@ -169,13 +169,10 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await feed.start()
         await task_feed.start()
-        loop = asyncio.get_running_loop()
-        sweeper = loop.create_task(_sweep(ledger, replies, streams, live, settings))
-        marker = loop.create_task(_checkpoints(ledger, settings)) if settings.audit_checkpoints else None
-        warming = loop.create_task(figures.warm())
-        outbox.start()
+        warming = asyncio.get_running_loop().create_task(figures.warm())
         try:
             async with contextlib.AsyncExitStack() as stack:
+                await stack.enter_async_context(upkeep.running())
                 if settings.metrics_port is not None:
                     port, host = settings.metrics_port, settings.metrics_host
                     await stack.enter_async_context(metrics_port(figures, host, port))
@@ -183,19 +180,12 @@ def create_app(
                     await stack.enter_async_context(service())
                 yield
         finally:
-            await outbox.stop()
-            await http.close()
-            sweeper.cancel()
             warming.cancel()
-            if marker is not None:
-                marker.cancel()
             await refusals.close()
             await streams.close()
             await gate.tasks.close()
             await task_feed.close()
             await feed.close()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
 
     pages = [Route(path, _page(html, auth), methods=["GET"]) for path, html in PAGES.items()]
     static = Mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -215,7 +205,7 @@ def create_app(
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
             Route("/api/openapi.json", _described(), methods=["GET"]),
-            *watch_routes(ledger, figures, outbox),
+            *watch_routes(ledger, figures, upkeep.outbox),
             *EmailReview(ledger, gate.policy, refusals).routes(),
             *SlackInteractions(ledger, gate.policy, refusals, slack_channels).routes(),
             *pages,
@@ -291,37 +281,18 @@ STATIC = Path(__file__).with_name("static")
 PAGES = {"/": "index.html", "/approvals": "approvals.html"}
 
 
-async def _sweep(
-    ledger: Ledger, replies: Replies | None, streams: Streams, live: LiveAPI | None, settings: Settings
-) -> None:
-    while True:
-        try:
-            await ledger.approvals.expire_due()
-            await ledger.approvals.follow_up_due()
-            await ledger.tasks.abandon(settings.task_silence)
-            if replies is not None and live is not None:
-                await replies.sweep()
-                live.sockets.collect()
-            await streams.forget_logs()
-        except Exception:  # the next sweep tries again; a hiccup must not stop deadlines for good
-            log.exception("the sweep failed")
-        await asyncio.sleep(settings.sweep)
+def _steps(replies: Replies | None, streams: Streams, live: LiveAPI | None) -> list[Step]:
+    """What a server's sweep does beside the ledger's upkeep: the replies and sockets it holds, and the
+    reply logs it keeps."""
+    own: list[Step] = [streams.forget_logs]
+    if replies is not None and live is not None:
+        sockets = live.sockets
 
+        async def collect() -> None:
+            sockets.collect()
 
-async def _checkpoints(ledger: Ledger, settings: Settings) -> None:
-    """Append a signed checkpoint to the file whenever the audit grew, so an audit later cut short or
-    rewritten fails `audit verify --checkpoint` (see `ledger.evidence`)."""
-    assert settings.audit_checkpoints is not None
-    path, last = Path(settings.audit_checkpoints), -1
-    while True:
-        try:
-            mark = await ledger.audit.checkpoint()
-            if mark.count != last:
-                await asyncio.to_thread(append_checkpoint, path, mark)
-                last = mark.count
-        except Exception:  # the next round tries again; the server goes on
-            log.exception("the audit checkpoint could not be written to %s", path)
-        await asyncio.sleep(settings.checkpoint_every)
+        own = [replies.sweep, collect, *own]
+    return own
 
 
 def _page(name: str, auth: Authenticator) -> Callable[[Request], Awaitable[Response]]:

@@ -14,12 +14,17 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from starlette.applications import Starlette
 from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from signoff.channels.config import Channels
+from signoff.core.policy import Policy
 from signoff.core.principal import Proven
-from signoff.integrations.mcp import Gateway
+from signoff.integrations.mcp import Fronting, Gateway
+from signoff.ledger.base import Ledger
+from signoff.server.app import Settings, create_app
 from signoff.server.auth import principal_of, proven_of
 from signoff.server.http import NeedsCredential
 
@@ -31,6 +36,18 @@ def requester(ctx: ServerRequestContext[Any, Any]) -> Proven | None:
     """The principal the edge proved for the HTTP request that carried this MCP request."""
     request = ctx.request
     return proven_of(request) if isinstance(request, HTTPConnection) else None
+
+
+def gateway_app(
+    fronting: Fronting, ledger: Ledger, settings: Settings, *, policy: Policy, channels: Channels | None
+) -> Starlette:
+    """The gateway for `fronting`, served with the inbox and the REST API people decide its calls in, and
+    no chat (see `create_app`)."""
+    gateway = fronting.gateway(ledger, policy, requester, settings.public_url)
+    routes, running = gateway_routes(gateway)
+    return create_app(
+        None, ledger, settings, policy=policy, channels=channels, routes=routes, services=[running]
+    )
 
 
 def gateway_routes(
