@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from signoff.core.errors import AlreadyConsumed, CallMismatch
 from signoff.core.policy import Policy
 from signoff.gate import Allowed, Cancelled, Denied, Expired, Gate, Pending, Refused
 from signoff.ledger import Ledger
+from tests.conftest import FakeClock
 
 PAY = ToolCall("call_1", "process_payment", {"amount": 50, "currency": "USD", "recipient": "Hanako"})
 POLICY = Policy.from_dict(
@@ -127,15 +127,74 @@ async def test_abstaining_approvers_leave_the_decision_to_other_channels(ledger:
     assert isinstance(outcome, Allowed) and outcome.by == "inbox:carol"
 
 
-async def test_deadline_expires_within_100ms_and_is_refused(ledger: Ledger) -> None:
+class Timeline:
+    """The ledger's fake clock and the event loop's clock made one, standing still until `advance` moves
+    both: an asyncio timer armed for a deadline fires once the ledger's clock has passed it and not before,
+    however fast or slow the machine is."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.loop = asyncio.get_running_loop()
+        self.now = self.loop.time()
+
+    def __enter__(self) -> Timeline:
+        self.loop.time = lambda: self.now  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.loop.time  # the loop's own clock again
+
+    async def advance(self, seconds: float) -> None:
+        """Move both clocks on, and let the loop run whatever that made due."""
+        self.now += seconds
+        self.clock.advance(seconds)
+        for _ in range(5):  # a due timer's callback, then the task it wakes, then that task's next step
+            await asyncio.sleep(0)
+
+
+async def test_the_deadline_wakes_the_blocking_wait_and_expires_it_not_before(
+    clocked_ledger: Ledger, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no approver and nobody deciding, only the gate's own timer, armed for the deadline by the
+    ledger's clock, can end the wait: it must end it expired once the deadline has passed, and no sooner."""
+    ledger = clocked_ledger
     policy = Policy.from_dict({"tools": {"process_payment": [{"action": "ask", "deadline": "200ms"}]}})
-    started = time.monotonic()
-    outcome = await Gate(ledger, policy).authorize(PAY, chat_id="chat")
-    elapsed = time.monotonic() - started
+    get, expire = ledger.approvals.get, ledger.approvals.expire
+    parked = asyncio.Event()
+    woke: list[float] = []
+    """The ledger's clock each time the gate gave up waiting and expired the approval."""
+
+    async def reading(approval_id: str) -> Approval:  # the wait's read, its last step before it parks
+        try:
+            return await get(approval_id)
+        finally:
+            parked.set()
+
+    async def expiring(approval_id: str) -> Approval:
+        woke.append(clock())
+        return await expire(approval_id)
+
+    monkeypatch.setattr(ledger.approvals, "get", reading)
+    monkeypatch.setattr(ledger.approvals, "expire", expiring)
+    with Timeline(clock) as timeline:
+        waiting = asyncio.create_task(Gate(ledger, policy).authorize(PAY, chat_id="chat"))
+        try:
+            await parked.wait()
+            (approval,) = await ledger.approvals.query()
+            assert approval.deadline == clock() + 0.2
+            await timeline.advance(0.199)
+            assert (await get(approval.id)).state is State.PENDING
+            assert woke == [] and not waiting.done()  # 1 ms before the deadline, the wait still waits
+            await timeline.advance(0.051)  # 50 ms past the deadline, at the latest, it is over
+            assert woke == [clock()]  # the gate's timer woke it, and it expired the approval at once
+            outcome = await waiting
+        finally:  # a failed check leaves no waiter behind
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
     assert isinstance(outcome, Expired) and outcome.by == "signoff:timeout"
-    assert "deadline" in outcome.message
-    assert 0.2 <= elapsed <= 0.3, elapsed
-    assert (await ledger.approvals.get(outcome.approval_id or "")).state is State.EXPIRED
+    assert "deadline" in outcome.message and outcome.approval_id == approval.id
+    expired = await get(approval.id)
+    assert expired.state is State.EXPIRED and expired.decided_at == clock() > approval.deadline
 
 
 async def test_on_timeout_allow_lets_the_call_run(ledger: Ledger) -> None:

@@ -6,16 +6,17 @@ import asyncio
 import contextlib
 import itertools
 import sqlite3
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.errors import ConnectionTimeout
 
-from signoff.core.approval import State
+from signoff.core.approval import Approval, State
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.core.errors import (
@@ -138,7 +139,8 @@ async def test_a_burst_of_mixed_writes_lands_whole_and_in_one_chain(ledger: Ledg
     assert not [r for r in results[10:] if isinstance(r, BaseException)]
     assert len(await ledger.grants.query()) == 59
     count, broken = await ledger.audit.verify()
-    assert broken is None and count == 60 + 1 + 59 * 2 + 20  # opens, one winner, decisions + grants, notes
+    # opens, one winner, the 9 losers refused (audited), decisions + grants, notes
+    assert broken is None and count == 60 + 1 + 9 + 59 * 2 + 20
 
 
 async def test_a_write_the_database_refuses_fails_alone() -> None:
@@ -297,33 +299,59 @@ async def test_memory_waiters_wake_without_polling() -> None:
     assert waiter.done()
 
 
-async def test_waiters_wake_for_decisions_from_another_ledger_instance(shared: str) -> None:
-    """What another worker decides wakes this one's waiter at once: by NOTIFY, pub/sub or data_version,
-    well within the PostgreSQL and Redis ledgers' 1 s safety sweep."""
+NO_SWEEP = 3600.0
+"""A safety sweep put off past any test's end."""
+
+
+async def parked(ledger: Ledger, approval_id: str, monkeypatch: pytest.MonkeyPatch) -> asyncio.Task[Approval]:
+    """A waiter on `approval_id`, once `ledger`'s watcher listens and has read what it waits on: a decision
+    from then on reaches it only as the backend hears of it, by PostgreSQL's NOTIFY, Redis pub/sub or
+    SQLite's data_version (which the watcher reads every 50 ms: SQLite's only way to hear). The sweep that
+    reads every waited-on approval each `poll_interval` on the other two, in case a message was dropped,
+    is put off for an hour, so it is not what wakes the waiter."""
+    backend = ledger._backend
+    if not isinstance(ledger, SqliteLedger):
+        monkeypatch.setattr(backend, "poll_interval", NO_SWEEP)
+    decided, read = backend.approvals.decided, asyncio.Event()
+
+    async def reading(approval_ids: list[str]) -> list[Approval]:  # the watcher's first look, once listening
+        try:
+            return await decided(approval_ids)
+        finally:
+            read.set()
+
+    monkeypatch.setattr(backend.approvals, "decided", reading)
+    waiter = asyncio.create_task(ledger.approvals.wait(approval_id))
+    await read.wait()
+    assert not waiter.done()
+    return waiter
+
+
+async def test_waiters_wake_for_decisions_from_another_ledger_instance(
+    shared: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What another worker decides wakes this one's waiter as its backend hears of it: by NOTIFY, pub/sub
+    or data_version, not by the PostgreSQL and Redis ledgers' safety sweep."""
     async with open_ledger(shared) as waiting, open_ledger(shared) as deciding:
         approval = await ask(waiting)
-        waiter = asyncio.create_task(waiting.approvals.wait(approval.id))
-        await asyncio.sleep(0.1)
-        started = time.monotonic()
+        waiter = await parked(waiting, approval.id, monkeypatch)
         await deciding.approvals.decide(approval.id, Decision.approve("alice"))
-        woken = await asyncio.wait_for(waiter, 1)
+        woken = await waiter
         assert woken.by == "alice"
-        assert time.monotonic() - started < 0.5
 
 
-async def test_a_decision_too_big_for_a_notification_still_wakes_at_once(shared: str) -> None:
+async def test_a_decision_too_big_for_a_notification_still_wakes_at_once(
+    shared: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """PostgreSQL notifications carry the decided record, but at most 8000 bytes: a bigger one sends the
-    id, and the waiter's process reads the record."""
+    id, and the waiter's process reads the record, still without waiting for the safety sweep."""
     big = ToolCall("call_big", "upload", {"blob": "x" * 20_000})
     async with open_ledger(shared) as waiting, open_ledger(shared) as deciding:
         approval = await ask(waiting, big)
-        waiter = asyncio.create_task(waiting.approvals.wait(approval.id))
-        await asyncio.sleep(0.1)
-        started = time.monotonic()
+        waiter = await parked(waiting, approval.id, monkeypatch)
         await deciding.approvals.decide(approval.id, Decision.approve("alice"))
-        woken = await asyncio.wait_for(waiter, 1)
+        woken = await waiter
         assert woken.by == "alice" and woken.call.args == big.args
-        assert time.monotonic() - started < 0.5
 
 
 async def test_only_one_worker_sweeps_deadlines_at_a_time(shared: str) -> None:
@@ -365,63 +393,86 @@ def test_bad_urls_are_clear_errors(url: str, message: str) -> None:
         open_ledger(url)
 
 
-async def test_an_unreachable_postgres_is_a_clear_error_not_a_hang() -> None:
-    started = time.monotonic()
-    with pytest.raises(LedgerUnavailable, match=r"cannot reach PostgreSQL ledger .*host=127\.0\.0\.1 port=1"):
+async def test_an_unreachable_postgres_is_a_clear_error_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one refused connection ends the start: no retry, and no timeout waited out."""
+    connect = psycopg.AsyncConnection.connect
+    attempts: list[tuple[Any, ...]] = []
+
+    async def connecting(*args: Any, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+        assert not attempts, "the ledger tried to connect again"
+        attempts.append(args)
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", connecting)
+    with pytest.raises(
+        LedgerUnavailable, match=r"cannot reach PostgreSQL ledger .*host=127\.0\.0\.1 port=1"
+    ) as failed:
         async with open_ledger("postgresql://nobody:secret@127.0.0.1:1/none"):
             pass
-    assert time.monotonic() - started < 10
+    assert len(attempts) == 1
+    refused = failed.value.__cause__
+    assert isinstance(refused, psycopg.OperationalError) and not isinstance(refused, ConnectionTimeout)
+    assert "Connection refused" in str(refused)
+
+
+CONNECT_TIMEOUT = 0.2
 
 
 def one_connection(backend: str, pool_timeout: float) -> PostgresLedger | RedisLedger:
-    """A networked ledger with a pool of one, reached within 0.2 s."""
+    """A networked ledger with a pool of one, reached within `CONNECT_TIMEOUT`."""
     name = f"test_{uuid.uuid4().hex[:12]}"
     if backend == "postgres":
         return PostgresLedger(
-            POSTGRES, schema=name, pool_size=1, connect_timeout=0.2, pool_timeout=pool_timeout
+            POSTGRES, schema=name, pool_size=1, connect_timeout=CONNECT_TIMEOUT, pool_timeout=pool_timeout
         )
-    return RedisLedger(REDIS, prefix=name, pool_size=1, connect_timeout=0.2, pool_timeout=pool_timeout)
+    return RedisLedger(
+        REDIS, prefix=name, pool_size=1, connect_timeout=CONNECT_TIMEOUT, pool_timeout=pool_timeout
+    )
 
 
 @contextlib.asynccontextmanager
-async def busy(ledger: PostgresLedger | RedisLedger, seconds: float = 1.0) -> AsyncIterator[None]:
-    """The ledger's only pooled connection kept busy on the server for `seconds`, from before the body
-    runs until after it."""
-
-    async def hold() -> None:
-        if isinstance(ledger, PostgresLedger):
-            async with ledger._backend.connection() as conn:
-                await conn.execute("SELECT pg_sleep(%s)", (seconds,))
-        else:
-            await ledger.redis.blpop([ledger._backend.key("nothing")], timeout=seconds)
-
-    holding = asyncio.ensure_future(hold())
-    await asyncio.sleep(0.1)
-    yield
-    await holding
+async def held(ledger: PostgresLedger | RedisLedger) -> AsyncIterator[None]:
+    """The ledger's only pooled connection taken, from before the body runs until after it."""
+    if isinstance(ledger, PostgresLedger):
+        async with ledger._backend.connection():
+            yield
+        return
+    pool = ledger.redis.connection_pool
+    connection = await pool.get_connection()
+    try:
+        yield
+    finally:
+        await pool.release(connection)
 
 
 @pytest.mark.parametrize("backend", ["postgres", "redis"])
 async def test_a_call_queued_for_a_busy_pool_waits_longer_than_the_connect_timeout(backend: str) -> None:
-    """A busy worker queues for its pool long before its server is slow: that queue is not an outage."""
+    """A busy worker queues for its pool long before its server is slow: that queue is not an outage. The
+    call waits for as long as the connection is busy, and runs once it is free."""
     async with one_connection(backend, pool_timeout=30) as ledger:
         approval = await ask(ledger)
-        async with busy(ledger):
-            started = time.monotonic()
-            assert await ledger.approvals.get(approval.id) == approval
-            assert time.monotonic() - started > 0.5  # it did queue, for longer than connect_timeout
+        async with held(ledger):
+            queued = asyncio.ensure_future(ledger.approvals.get(approval.id))
+            await asyncio.sleep(3 * CONNECT_TIMEOUT)  # a wait bounded by connect_timeout would be over
+            assert not queued.done()  # still queued: neither refused nor answered
+        assert await queued == approval
     await drop(ledger)
+
+
+POOL_TIMEOUT = {"postgres": "couldn't get a connection after 0.20 sec", "redis": "No connection available"}
+"""What each backend's pool says when no connection came free within its timeout."""
 
 
 @pytest.mark.parametrize("backend", ["postgres", "redis"])
 async def test_a_pool_busy_past_its_timeout_is_a_clear_error(backend: str) -> None:
+    """A call that gets no connection within the pool timeout fails with a clear error while the connection
+    is still busy, rather than waiting for it; the pool serves the next call once it is free."""
     async with one_connection(backend, pool_timeout=0.2) as ledger:
         approval = await ask(ledger)
-        async with busy(ledger):
-            started = time.monotonic()
-            with pytest.raises(LedgerUnavailable, match=r"ledger .* failed"):
+        async with held(ledger):  # held until the call below has ended
+            with pytest.raises(LedgerUnavailable, match=r"ledger .* failed") as failed:
                 await ledger.approvals.get(approval.id)
-            assert time.monotonic() - started < 0.8
+        assert POOL_TIMEOUT[backend] in str(failed.value)
         assert await ledger.approvals.get(approval.id) == approval
     await drop(ledger)
 

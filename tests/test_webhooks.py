@@ -28,13 +28,21 @@ from signoff.channels.config import ChannelsError, WebhookChannel, parse_channel
 from signoff.channels.delivery import Deliverer, Line, Retries, retry_after
 from signoff.channels.webhook import Http, WebhookSender
 from signoff.core.call import ToolCall
+from signoff.core.notice import Notice
 from signoff.core.policy import Policy
 from signoff.ledger import Ledger
-from tests.conftest import SIGNOFF
+from tests.conftest import SIGNOFF, FakeClock
 from tests.servers import in_loop
 
 FAST = Retries((0.05, 0.05, 0.05), 60.0)
 SECRET = "whsec_" + base64.b64encode(b"a secret of thirty-two bytes!!!!").decode()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The ledger's fake clock, started now: a receiver checks the timestamp a delivery is signed with
+    (the ledger's time) against its own clock."""
+    return FakeClock(time.time())
 
 
 @dataclass
@@ -44,7 +52,10 @@ class Receiver:
 
     answers: list[int | tuple[int, dict[str, str]]] = field(default_factory=lambda: [200])
     delay: float = 0.0
-    seen: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list)
+    hold: asyncio.Event | None = None
+    """If given, each delivery waits for it to be set before it is answered: until then, no answers."""
+    seen: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    """Each verified delivery: its webhook id, its headers and its payload."""
     forged: int = 0
 
     async def hook(self, request: Request) -> Response:
@@ -54,8 +65,10 @@ class Receiver:
         except Exception:
             self.forged += 1
             return Response(status_code=400)
-        self.seen.append((request.headers["webhook-id"], time.monotonic(), payload))
+        self.seen.append((request.headers["webhook-id"], dict(request.headers), payload))
         await asyncio.sleep(self.delay)
+        if self.hold is not None:
+            await self.hold.wait()
         answer = self.answers[min(len(self.seen) - 1, len(self.answers) - 1)]
         status, headers = answer if isinstance(answer, tuple) else (answer, {})
         return Response(status_code=status, headers=headers)
@@ -147,13 +160,36 @@ async def test_a_decision_is_delivered_too(ledger: Ledger) -> None:
     assert len(set(receiver.ids)) == 2
 
 
-async def test_retry_after_sets_the_next_attempt(ledger: Ledger) -> None:
+async def test_retry_after_sets_the_next_attempt(
+    clocked_ledger: Ledger, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 429 asking to come back in 1 s puts the next attempt 1 s later by the ledger's clock (the schedule
+    alone would have put it 0.05 s later), and the notice is not tried again before then."""
+    ledger = clocked_ledger
+    looks: list[tuple[float, int]] = []
+    """Each of the worker's claims: the ledger's clock it claimed at, and how many notices it got."""
+    claim = ledger.outbox.claim
+
+    async def claiming(channel: str, **options: Any) -> list[Notice]:
+        now = clock()
+        found = await claim(channel, **options)
+        looks.append((now, len(found)))
+        return found
+
+    monkeypatch.setattr(ledger.outbox, "claim", claiming)
     receiver = Receiver([(429, {"retry-after": "1"}), 200])
     async with receiving(receiver) as url, delivering(ledger, {"ops": url}):
-        await ask(ledger, "c1", "webhook:ops")
-        await until(lambda: len(receiver.seen) == 2)
-    waited = receiver.seen[1][1] - receiver.seen[0][1]
-    assert 0.9 <= waited < 3.0, waited  # the schedule alone would have waited 0.05 s
+        approval_id = await ask(ledger, "c1", "webhook:ops")
+        await until(lambda: _notice(ledger, approval_id, lambda n: n.last_error == "HTTP 429"))
+        (notice,) = await ledger.outbox.query(approval_id=approval_id)
+        assert (notice.attempts, notice.state, notice.next_at) == (1, "pending", clock() + 1.0)
+        clock.now = notice.next_at - 0.01
+        await until(lambda: (clock(), 0) in looks)  # the worker looked 10 ms before it,
+        assert not [found for at, found in looks if at == clock() and found]  # and found nothing due
+        assert len(receiver.seen) == 1
+        clock.now = notice.next_at
+        await until(lambda: _notice(ledger, approval_id, lambda n: n.state == "delivered"))
+    assert len(receiver.seen) == 2 and (notice.next_at, 1) in looks
 
 
 def test_retry_after_reads_seconds_and_http_dates() -> None:
@@ -190,20 +226,24 @@ async def test_delivery_gives_up_after_the_schedule_audited(ledger: Ledger) -> N
 
 
 async def test_a_dead_receiver_delays_no_other(ledger: Ledger) -> None:
-    """One receiver takes 3 s to answer each delivery; the other's notices arrive meanwhile, as fast as
-    they do when nothing else is slow."""
-    slow, fast = Receiver(delay=3.0), Receiver()
+    """One receiver answers no delivery until the test lets it; the other's notices all arrive and are
+    recorded delivered meanwhile, while those sent to the first still wait for their answers."""
+    answer = asyncio.Event()
+    slow, fast = Receiver(hold=answer), Receiver()
     async with (
         receiving(slow) as slow_url,
         receiving(fast) as fast_url,
         delivering(ledger, {"slow": slow_url, "fast": fast_url}),
     ):
-        started = time.monotonic()
-        for index in range(20):
-            await ask(ledger, f"c{index}", "webhook:slow", "webhook:fast")
-        await until(lambda: len(fast.seen) == 20, within=2.5)
-        assert time.monotonic() - started < 2.5
-        assert len(slow.seen) >= 1  # in flight, still answering
+        try:
+            for index in range(20):
+                await ask(ledger, f"c{index}", "webhook:slow", "webhook:fast")
+            await until(lambda: _delivered(ledger, "webhook:fast", 20))
+            assert len(fast.seen) == 20
+            assert len(slow.seen) >= 1 and not answer.is_set()  # in flight, still unanswered
+            assert await _delivered(ledger, "webhook:slow", 0)
+        finally:
+            answer.set()
 
 
 async def test_a_forged_signature_fails_the_receivers_check() -> None:
@@ -218,6 +258,17 @@ async def test_a_forged_signature_fails_the_receivers_check() -> None:
         headers = {"webhook-id": "msg_1", "webhook-timestamp": str(stamp), "webhook-signature": signature}
         assert (await client.post(url, content=b"{}", headers=headers)).status_code == 400
     assert receiver.forged == 1
+
+
+async def _notice(ledger: Ledger, approval_id: str, check: Callable[[Notice], bool]) -> bool:
+    """Whether the approval's one notice passes `check`."""
+    notices = await ledger.outbox.query(approval_id=approval_id)
+    return len(notices) == 1 and check(notices[0])
+
+
+async def _delivered(ledger: Ledger, channel: str, count: int) -> bool:
+    """Whether exactly `count` of the channel's notices are recorded delivered."""
+    return sum(n.channel == channel for n in await ledger.outbox.query(state="delivered")) == count
 
 
 async def _states(ledger: Ledger, approval_id: str, state: str) -> bool:
