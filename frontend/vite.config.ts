@@ -1,6 +1,8 @@
-// Two pages, one build: the chat (index.html, served at /) and the approvals inbox (approvals.html, served at
-// /approvals). The server serves the output folder at /static/. Same sources, same bytes: file names carry
-// content hashes only, and there are no source maps (they would carry paths).
+// Four pages, one build: the chat (index.html, served at /), the approvals inbox (approvals.html, served at
+// /approvals), and two the server renders into their built HTML: the email review page (review.html) and the
+// demo's mailbox (mailbox.html, its stylesheet only). The server serves the output folder at /static/. Same
+// sources, same bytes: file names carry content hashes only, and there are no source maps (they would carry
+// paths).
 import react from "@vitejs/plugin-react";
 import { defineConfig } from "vite";
 
@@ -12,8 +14,9 @@ export default defineConfig({
     emptyOutDir: true,
     sourcemap: false,
     rolldownOptions: {
-      input: { chat: "index.html", approvals: "approvals.html" }, // relative to this folder (Vite's root)
-      output: { chunkFileNames: "assets/shared-[hash].js" }, // the one chunk both pages load (React, CSS)
+      // relative to this folder (Vite's root)
+      input: { chat: "index.html", approvals: "approvals.html", review: "review.html", mailbox: "mailbox.html" },
+      output: { chunkFileNames: "assets/shared-[hash].js" }, // what the pages share (React, CSS)
     },
   },
 });

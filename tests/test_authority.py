@@ -290,3 +290,25 @@ async def test_principals_that_read_alike_are_told_apart(ledger: Ledger) -> None
     done = await ledger.approvals.decide(other, Decision.approve(ALICE))
     assert done.tally == "2 of 2: Alice (oidc: intruder-42), Alice"
     assert intruder.described == "Alice (oidc: intruder-42; finance)"
+
+
+async def test_a_session_grant_answers_only_for_its_chats_requester(ledger: Ledger) -> None:
+    """Two principals can ask in chats of one name (the MCP gateway names a token's `alice` and the stdio
+    OS user `mcp:alice` both `mcp:alice`): a grant remembered for this chat answers only for the calls of
+    the requester it was given for."""
+    gate = Gate(ledger, Policy())
+    admin = Principal(id="admin", roles=("admin",), via="bootstrap")
+    asked = await gate.authorize(PAY, chat_id="mcp:alice", wait="deferred", requester="alice")
+    assert isinstance(asked, Pending)
+    await ledger.approvals.decide(asked.approval.id, Decision.approve(admin, remember="session"))
+    again = ToolCall("call_2", PAY.tool, PAY.args)
+    theirs = await gate.authorize(again, chat_id="mcp:alice", wait="deferred", requester="mcp:alice")
+    assert isinstance(theirs, Pending), "another requester's identical call is asked anew"
+    mine = await gate.authorize(
+        ToolCall("call_3", PAY.tool, PAY.args), chat_id="mcp:alice", requester="alice"
+    )
+    assert isinstance(mine, Allowed) and mine.via == "grant"
+    unused = [e for e in await ledger.audit.entries() if e.action == "unused"]
+    assert [e.detail["why"] for e in unused] == [
+        "it was given for alice's calls in this chat, not mcp:alice's"
+    ]

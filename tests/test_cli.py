@@ -125,13 +125,18 @@ def test_the_operator_is_the_processs_user_not_what_user_says(cli_env: dict[str,
 @pytest.mark.parametrize(
     ("args", "message", "code"),
     [
-        (["approvals", "show", "apr_missing"], "error: no approval apr_missing", 1),
+        (["approvals", "approve", "apr_missing"], "error: no approval apr_missing", 1),
         (["approvals", "approve", "apr_x", "--remember", "forever"], "must be once, session or always", 2),
         (["approvals", "approve", "apr_x", "--args", "{nope"], "not JSON", 2),
         (["approvals", "approve", "apr_x", "--args", "[1]"], "must be a JSON object", 2),
         (["approvals", "list", "--ledger", "mysql://x"], "unsupported ledger URL 'mysql://x'", 1),
         (
             ["approvals", "list", "--ledger", "sqlite:////nonexistent/dir/x.db"],
+            "error: no ledger at /nonexistent/dir/x.db: pass --ledger URL or set SIGNOFF_LEDGER",
+            1,
+        ),
+        (
+            ["approvals", "expire", "--ledger", "sqlite:////nonexistent/dir/x.db"],
             "cannot open SQLite ledger",
             1,
         ),
@@ -233,9 +238,9 @@ def test_serve_finds_an_agent_in_the_working_directory_and_asks_for_unlisted_too
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["serve", "--agent", "nowhere:agent"], "cannot import 'nowhere' for --agent"),
-        (["serve", "--agent", "json:dumps"], "json:dumps is function, not a pydantic-ai Agent"),
-        (["serve", "--agent", "json"], "--agent must look like module:attribute"),
+        (["serve", "--agent", "nowhere:agent"], "--agent nowhere:agent: cannot import nowhere"),
+        (["serve", "--agent", "json:dumps"], "--agent json:dumps: a function, not a pydantic-ai Agent"),
+        (["serve", "--agent", "json"], "--agent json: must be module:attribute"),
         (["demo", "--wait", "soon"], "must be deferred or blocking"),
         (["demo", "--ledger", "sqlite:////nonexistent/dir/x.db"], "cannot open SQLite ledger"),
     ],

@@ -32,6 +32,8 @@ from tests.conftest import FakeClock
 from tests.servers import in_loop
 
 TOKEN = "admin-token"
+SCRIPT = re.compile(r'<script type="module" crossorigin src="/static/assets/[\w-]+\.js">')
+"""The review page's one script tag: the front end's bundle, from /static/."""
 
 
 @dataclass
@@ -161,7 +163,11 @@ async def test_each_admitted_approver_is_mailed_a_link_whose_form_decides_once(l
         page = await s.client.get(link)
         assert page.status_code == 200 and "Approve" in page.text and "Pay 700 USD to Bob" in page.text
         assert page.headers["referrer-policy"] == "same-origin"
-        assert "<script" not in page.text.lower()
+        # the page's one script is the front end's, from /static/, and its CSP runs no other
+        scripts = re.findall(r"<script[^>]*>", page.text, re.IGNORECASE)
+        assert len(scripts) == 1 and SCRIPT.fullmatch(scripts[0]), scripts
+        policy = page.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "unsafe" not in policy and "form-action 'self'" in policy
         assert (await ledger.approvals.get(approval_id)).votes == ()  # GET never decides
 
         nonce = await form_nonce(s.client, link)

@@ -688,7 +688,8 @@ async def test_over_stdio_the_requester_is_the_os_user_and_the_cli_decides(tmp_p
         first = await mcp.call_tool("pay", {"amount": 3, "to": "stdio"})
         async with open_ledger(f"sqlite:///{db}") as ledger:
             (approval,) = await ledger.approvals.query()
-        assert first.is_error and f"signoff approvals approve {approval.id}" in text(first)
+        hint = f"signoff approvals approve {approval.id} --ledger sqlite:///{db}"
+        assert first.is_error and hint in text(first), "the hint names the ledger the gateway was given"
         assert approval.requester.startswith("mcp:")
         decided = await asyncio.to_thread(
             subprocess.run,

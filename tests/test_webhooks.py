@@ -218,6 +218,7 @@ async def test_delivery_gives_up_after_the_schedule_audited(ledger: Ledger) -> N
     async with receiving(receiver) as url, delivering(ledger, {"ops": url}, Retries((0.05, 0.05), 60.0)):
         approval_id = await ask(ledger, "c1", "webhook:ops")
         await until(lambda: _states(ledger, approval_id, "failed"))
+        await until(lambda: _audited(ledger, "notice-failed"))  # written just after the state
     assert len(receiver.seen) == 3  # the first attempt and one after each delay
     (notice,) = await ledger.outbox.query(approval_id=approval_id)
     assert notice.last_error == "gave up after 3 attempts; the last: HTTP 503"
@@ -269,6 +270,10 @@ async def _notice(ledger: Ledger, approval_id: str, check: Callable[[Notice], bo
 async def _delivered(ledger: Ledger, channel: str, count: int) -> bool:
     """Whether exactly `count` of the channel's notices are recorded delivered."""
     return sum(n.channel == channel for n in await ledger.outbox.query(state="delivered")) == count
+
+
+async def _audited(ledger: Ledger, action: str) -> bool:
+    return any(e.action == action for e in await ledger.audit.entries())
 
 
 async def _states(ledger: Ledger, approval_id: str, state: str) -> bool:

@@ -37,7 +37,8 @@ async def settle(how: str) -> tuple[Approval, Refused]:
         match how:
             case "owner":
                 await ledger.approvals.decide(
-                    approval.id, Decision.deny(Principal(id=OWNER, name="browser 3ffc9a"), "no")
+                    approval.id,
+                    Decision.deny(Principal(id=OWNER, name="browser 3ffc9a", via="session"), "no"),
                 )
             case "alice":
                 await ledger.approvals.decide(approval.id, Decision.deny(ALICE, "too much"))

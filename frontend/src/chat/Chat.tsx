@@ -54,13 +54,13 @@ interface ModeProps {
 }
 
 const DeferredChat = ({ snapshot, waitOverride, me, tools }: ModeProps) => (
-  <Conversation chat={useDeferredChat(snapshot, waitOverride)} me={me} tools={tools} />
+  <Conversation chat={useDeferredChat(snapshot, waitOverride)} me={me} tools={tools} hint={snapshot.hint} />
 );
 
 const BlockingChat = ({ snapshot, waitOverride, me, tools }: ModeProps) => (
-  <Conversation chat={useBlockingChat(snapshot, waitOverride)} me={me} tools={tools} />
+  <Conversation chat={useBlockingChat(snapshot, waitOverride)} me={me} tools={tools} hint={snapshot.hint} />
 );
 
 const LiveChat = ({ snapshot, me, tools }: ModeProps) => (
-  <Conversation chat={useLiveChat(snapshot)} me={me} tools={tools} />
+  <Conversation chat={useLiveChat(snapshot)} me={me} tools={tools} hint={snapshot.hint} />
 );

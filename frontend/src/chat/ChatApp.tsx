@@ -2,7 +2,8 @@
 // then shows the chat. Loading first means a reload shows everything again: the messages, pending approvals
 // and a reply still running.
 import { useEffect, useState } from "react";
-import type { WaitMode } from "../shared/api";
+import { ApiError, type WaitMode } from "../shared/api";
+import { SignIn } from "../shared/SignIn";
 import { reveal } from "../shared/visible";
 import { Chat, waitMode, type TransportKind } from "./Chat";
 import { loadChat, notYours, type LoadedChat } from "./loadChat";
@@ -53,6 +54,8 @@ export function ChatApp({ chatId, waitOverride, transportKind }: Props) {
           <p role="status" aria-live="polite">
             Loading the chat…
           </p>
+        ) : problem instanceof ApiError && problem.status === 401 ? (
+          <SignIn reason="This server talks only with someone signed in." onSignedIn={() => location.reload()} />
         ) : (
           <Unavailable problem={problem} />
         )}

@@ -1,7 +1,14 @@
 // The message box and Send. `onSend` runs inside the submit event, a user gesture (see unlockAudio).
 import { useState, type FormEvent } from "react";
 
-export function Composer({ busy, onSend }: { busy: boolean; onSend: (text: string) => void }) {
+interface Props {
+  busy: boolean;
+  onSend: (text: string) => void;
+  /** The served agent's examples (the demo's grammar); a neutral line for any other agent. */
+  hint: string | undefined;
+}
+
+export function Composer({ busy, onSend, hint }: Props) {
   const [text, setText] = useState("");
 
   function submit(event: FormEvent) {
@@ -22,7 +29,7 @@ export function Composer({ busy, onSend }: { busy: boolean; onSend: (text: strin
         data-testid="chat-input"
         value={text}
         onChange={(event) => setText(event.target.value)}
-        placeholder="pay 50 USD to Hanako · weather in Tokyo · where am I · play lofi beats"
+        placeholder={hint ?? "Write a message"}
         autoComplete="off"
         autoFocus
       />

@@ -19,9 +19,11 @@ interface Props {
   /** The page's principal id (`browser:<id>`): its decisions read "you". */
   me: string;
   tools: Tools;
+  /** What the message box suggests: the served agent's own examples, when it has any. */
+  hint: string | undefined;
 }
 
-export function Conversation({ chat: { session, decisions }, me, tools }: Props) {
+export function Conversation({ chat: { session, decisions }, me, tools, hint }: Props) {
   const { messages, status, error, clearError, sendMessage, approvals, tasks, streaming, catchingUp } = session;
   useStickToBottom();
 
@@ -63,7 +65,7 @@ export function Conversation({ chat: { session, decisions }, me, tools }: Props)
         approvals={approvals}
         onDismiss={clearError}
       />
-      <Composer busy={streaming || catchingUp} onSend={send} />
+      <Composer busy={streaming || catchingUp} onSend={send} hint={hint} />
     </>
   );
 }

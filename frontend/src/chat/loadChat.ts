@@ -15,6 +15,8 @@ export interface ChatSnapshot {
   messages: UIMessage[];
   approvals: Approval[];
   tools: ToolInfo[];
+  /** Examples of what to write, where the served agent has them (the demo). */
+  hint?: string;
 }
 
 export interface LoadedChat {

@@ -34,16 +34,20 @@ export function InboxApp() {
     );
   }, [token, me]);
 
+  // who is signed in gives way on a phone (style.css, .top-inbox): the header stays one line, and says it whole
+  // when pointed at
+  const roles = me && me.roles.length > 0 ? ` (${me.roles.map(reveal).join(", ")})` : "";
   return (
     <>
-      <header className="top">
+      <header className="top top-inbox">
         <h1>signoff approvals</h1>
         <nav>
           <a href="/">Chat</a>
           {me && (
-            <span className="whoami" data-testid="whoami">
-              Signed in as {reveal(me.name)}
-              {me.roles.length > 0 && ` (${me.roles.map(reveal).join(", ")})`}
+            <span className="whoami" data-testid="whoami" title={`Signed in as ${reveal(me.name)}${roles}`}>
+              <span className="whoami-more">Signed in as </span>
+              {reveal(me.name)}
+              <span className="whoami-more">{roles}</span>
             </span>
           )}
           {token && (

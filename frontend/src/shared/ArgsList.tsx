@@ -1,16 +1,18 @@
-import { reveal } from "./visible";
+import { argumentRows } from "./argumentRows";
 
-/** A tool call's arguments (or a result's fields) as name/value pairs; nested values are shown as compact JSON.
- * Both are shown with hidden characters spelled out (see visible.ts): whoever asked wrote them. */
+/** A tool call's arguments (or a result's fields) as rows of name and value, as every channel shows them
+ * (argumentRows.ts): hidden characters spelled out, since whoever asked wrote them, and a nested value as
+ * indented JSON whose line breaks show. */
 export function ArgsList({ args, testId = "args" }: { args: Record<string, unknown>; testId?: string }) {
-  const entries = Object.entries(args);
-  if (entries.length === 0) return <p className="args-empty">no arguments</p>;
+  const rows = argumentRows(args);
+  if (rows.length === 0) return <p className="args-empty">no arguments</p>;
   return (
     <dl className="args" data-testid={testId}>
-      {entries.map(([name, value]) => (
-        <div key={name}>
-          <dt>{reveal(name)}</dt>
-          <dd>{reveal(typeof value === "string" ? value : JSON.stringify(value))}</dd>
+      {rows.map(([name, value], index) => (
+        // two names may read alike once revealed (a hidden character, and its spelling typed out)
+        <div key={index}>
+          <dt>{name}</dt>
+          <dd>{value}</dd>
         </div>
       ))}
     </dl>

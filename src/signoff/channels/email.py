@@ -7,9 +7,11 @@ and so is anyone who has voted). An event that asks for a decision (`requested`,
 (`decided`, `expired`, `cancelled`) only says what happened.
 
 The message is plain text and HTML, with no remote images. What the requester wrote (the description,
-the arguments) is shown as the page shows it, hidden characters spelled out (`core.visible`), and escaped
-in the HTML. Each message's `Message-ID` is made from the notice and the approver, so a retry that sends
-one again is the same message to every mail system that deduplicates.
+the arguments) is shown as the page shows it (`core.views.shown`: hidden characters spelled out, the
+arguments as `core.argument_rows` puts them), cut at 78 characters in the text and escaped in the HTML,
+whose styles are inline since mail clients load no stylesheet. Each message's `Message-ID` is made from
+the notice and the approver, so a retry that sends one again is the same message to every mail system
+that deduplicates.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ import aiosmtplib
 
 from signoff.channels.config import EmailChannel
 from signoff.channels.delivery import Delivered, Failed, Outcome
-from signoff.channels.review import LIFETIME, PURPOSE, Review, details_html
+from signoff.channels.review import LIFETIME, PURPOSE, Review
 from signoff.channels.review import link as review_link
 from signoff.core.approval import Approval
+from signoff.core.argument_rows import Row
 from signoff.core.notice import Notice
 from signoff.core.principal import Registered
-from signoff.core.views import may_decide, shown
+from signoff.core.views import may_decide, shown, shown_lines
 from signoff.core.visible import reveal
 from signoff.ledger.base import Ledger
 
@@ -96,9 +99,36 @@ class EmailSender:
         message["Date"] = format_datetime(datetime.fromtimestamp(now, UTC))
         key = hashlib.sha256(f"{notice.id}/{person.id}".encode()).hexdigest()[:24]
         message["Message-ID"] = f"<{notice.id}.{key}@signoff>"
-        lines = [f"{label}: {value}" for label, value in shown(approval)]
-        text = "\n".join(lines) + (f"\n\nReview and decide: {link}\n" if link else "\n")
-        message.set_content(text)
+        body = "\n".join(shown_lines(approval)) + (f"\n\nReview and decide: {link}\n" if link else "\n")
+        message.set_content(body)
         button = f"<p><a href='{html.escape(link)}'>Review and decide</a></p>" if link else ""
         message.add_alternative(f"<html><body>{details_html(approval)}{button}</body></html>", subtype="html")
         return message
+
+
+CELL = "padding:4px 12px 4px 0;vertical-align:top;text-align:left"
+WRAP = "white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word"
+VALUE = f"{WRAP};margin:0;font-family:ui-monospace,Menlo,Consolas,monospace"
+
+
+def details_html(approval: Approval) -> str:
+    """The approval as an HTML table, label by label as `core.views.shown` puts it, each value escaped and
+    wrapped where the reader's window ends: the arguments a table of their own, one row each, a nested
+    value's lines kept."""
+    cells = "".join(
+        f"<tr><th style='{CELL}'>{html.escape(label)}</th><td style='{CELL};{WRAP}'>"
+        f"{html.escape(said) if isinstance(said, str) else _arguments_html(said)}</td></tr>"
+        for label, said in shown(approval)
+    )
+    return f"<table style='border-collapse:collapse'>{cells}</table>"
+
+
+def _arguments_html(shown: list[Row]) -> str:
+    if not shown:
+        return "none"
+    cells = "".join(
+        f"<tr><th style='{CELL};font-weight:normal'>{html.escape(name)}</th>"
+        f"<td style='{CELL}'><pre style='{VALUE}'>{html.escape(value)}</pre></td></tr>"
+        for name, value in shown
+    )
+    return f"<table style='border-collapse:collapse'>{cells}</table>"

@@ -16,15 +16,12 @@ do once: one decision on that approval, before its deadline.
 from __future__ import annotations
 
 import base64
-import binascii
 import hmac
-import html
 import re
 
 import msgspec
 
-from signoff.core.approval import Approval
-from signoff.core.views import shown
+from signoff.core.sealed import seal, unseal
 
 LIFETIME = 86400.0
 """The longest a link lives, whatever the approval's deadline."""
@@ -47,20 +44,12 @@ class Review(msgspec.Struct, frozen=True, array_like=True):
 
 def mint(keys: tuple[bytes, ...], review: Review) -> str:
     """The token for `review`, under the current key (`keys[0]`)."""
-    body = _b64(msgspec.msgpack.encode(review))
-    return f"{body}.{_b64(_mac(keys[0], body))}"
+    return seal(keys, review)
 
 
 def read(keys: tuple[bytes, ...], token: str) -> Review | None:
     """What `token` grants, or None if any key's MAC fails it or it is not a token at all."""
-    body, _, mac = token.partition(".")
-    try:
-        given = base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4))
-        if not any(hmac.compare_digest(given, _mac(key, body)) for key in keys):
-            return None
-        return msgspec.msgpack.decode(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), type=Review)
-    except (binascii.Error, ValueError, msgspec.DecodeError):
-        return None
+    return unseal(keys, token, Review)
 
 
 def link(base_url: str, keys: tuple[bytes, ...], review: Review) -> str:
@@ -76,23 +65,5 @@ def hidden(text: str) -> str:
 
 def nonce(keys: tuple[bytes, ...], token: str) -> str:
     """The review page's form nonce for `token`: a POST must carry what the page it came from held."""
-    return _b64(hmac.digest(keys[0], f"form:{token}".encode(), "sha256"))
-
-
-def details_html(approval: Approval) -> str:
-    """The approval as an HTML table, label by label as `core.views.shown` puts it, each value escaped: what
-    the email and its review page both show."""
-    cells = "".join(
-        f"<tr><th align='left' valign='top'>{html.escape(label)}</th>"
-        f"<td><pre>{html.escape(value)}</pre></td></tr>"
-        for label, value in shown(approval)
-    )
-    return f"<table>{cells}</table>"
-
-
-def _mac(key: bytes, body: str) -> bytes:
-    return hmac.digest(key, body.encode(), "sha256")
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    digest = hmac.digest(keys[0], f"form:{token}".encode(), "sha256")
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()

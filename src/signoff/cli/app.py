@@ -7,13 +7,14 @@ traceback.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
 import typer
 
 from signoff.cli.approvals import approvals_app, grants_app
 from signoff.cli.audit import audit_app
-from signoff.cli.common import LedgerOption, err, fail, out
+from signoff.cli.common import LedgerOption, err, fail, out, say_error
 from signoff.cli.gateway import mcp_gateway
 from signoff.cli.outbox import outbox_app
 from signoff.cli.principals import principals_app
@@ -21,8 +22,14 @@ from signoff.cli.serving import Serving, with_serving
 from signoff.cli.tasks import tasks_app
 from signoff.core.errors import SignoffError
 from signoff.ledger import open_ledger
+from signoff.ledger.url import command_hint
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+_clicks = sys.modules[typer.BadParameter.__module__]
+"""The exceptions of the click that Typer runs on: its own copy since Typer 0.2x, click itself before."""
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__, rich_markup_mode="markdown")
+"""Help is Markdown, so that Rich wraps every paragraph to the terminal: in Typer's `rich` mode the line
+breaks of a docstring stay where its source broke them."""
 db_app = typer.Typer(no_args_is_help=True, help="The ledger's database schema.")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
@@ -60,7 +67,8 @@ def walkthrough_command(ledger: LedgerOption = None) -> None:
     except SignoffError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
-        err.print("interrupted: the approval stays pending; resume with `signoff walkthrough`")
+        resume = command_hint("walkthrough", ledger)
+        err.print(f"interrupted: the approval stays pending; resume with `{resume}`", highlight=False)
         raise typer.Exit(130) from None
 
 
@@ -125,17 +133,52 @@ def serve_command(
             " credential-less clients share one chat owner. Off: every chat needs a credential.",
         ),
     ] = False,
+    deps: Annotated[
+        str | None,
+        typer.Option(
+            "--deps",
+            help="What makes a pydantic-ai agent's deps for each run, as module:function (a class counts);"
+            " without it, the agent's deps_type() does, where it can.",
+        ),
+    ] = None,
     *,
     serving: Serving,
 ) -> None:
     """Serve an agent as an AI SDK chat with every tool call gated."""
-    serving.start("serve", agent=agent, policy=policy, anonymous=anonymous_chats)
+    serving.start("serve", agent=agent, policy=policy, anonymous=anonymous_chats, deps=deps)
 
 
 def main() -> None:
-    """Run the CLI; anything unexpected still ends as one line, never a traceback."""
+    """Run the CLI; every failure ends as one line, never a box or a traceback. Typer runs outside its
+    standalone mode, which draws usage errors in a box: they come back here, to be said as the rest."""
     try:
-        app()
-    except Exception as exc:
-        err.print(f"[red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        code = app(standalone_mode=False)
+    except _clicks.NoArgsIsHelpError as exc:  # a group alone: Typer printed its help while raising this
+        raise SystemExit(exc.exit_code) from None
+    except _clicks.UsageError as exc:
+        say_error(_usage(exc))
+        raise SystemExit(exc.exit_code) from None
+    except _clicks.ClickException as exc:
+        say_error(exc.format_message())
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        say_error("aborted")
         raise SystemExit(1) from None
+    except Exception as exc:
+        say_error(f"{type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _usage(exc: Any) -> str:
+    """A usage error (a `_clicks.UsageError`, which no type names for every Typer) as `<what>: <why>`: a bad
+    value is named by its option, and its message says what it must be; anything else (a missing argument,
+    an unknown option) points at the command's help."""
+    command = exc.ctx.command_path if exc.ctx is not None else "signoff"
+    if isinstance(exc, _clicks.BadParameter) and not isinstance(exc, _clicks.MissingParameter):
+        named = exc.param_hint if isinstance(exc.param_hint, str) else None
+        if named is None and exc.param is not None:
+            named = "/".join(exc.param.opts)
+        return f"{named or command}: {exc.message.removeprefix('Value error, ')}"  # pydantic's label
+    said = exc.format_message().removesuffix(".")
+    return f"{command}: {said[:1].lower()}{said[1:]}; see {command} --help"

@@ -7,33 +7,38 @@ one principal toward a quorum like anyone else.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any
 
-import msgspec
 import typer
 
 from signoff.cli.common import (
     ChatFilter,
+    JsonOption,
     LedgerOption,
     ReasonOption,
     fail,
     operator,
     operator_proven,
     out,
+    print_json,
     print_record,
     print_table,
+    read_text,
     shown,
+    uncut,
     when,
     with_ledger,
 )
+from signoff.cli.ids import APPROVAL, GRANT
 from signoff.core.approval import Approval, State
 from signoff.core.decision import Decision, Remember
 from signoff.core.errors import SignoffError
 from signoff.core.grant import Grant
 from signoff.core.policy import Policy
-from signoff.core.views import notice_json
+from signoff.core.views import approval_json, notice_json
 from signoff.ledger.base import Ledger
+from signoff.server.approvals import grant_json
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List, show and decide approvals.")
 grants_app = typer.Typer(no_args_is_help=True, help="List and revoke remembered approvals.")
@@ -44,35 +49,52 @@ def approvals_list(
     ledger: LedgerOption = None,
     chat: ChatFilter = None,
     state: Annotated[State | None, typer.Option(help="Only this state.")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """List approvals, oldest first, with who they wait for and how far their quorum got."""
-    found = with_ledger(ledger, lambda lg: lg.approvals.query(chat_id=chat, state=state))
-    columns = ("id", "state", "chat", "tool", "description", "approvals", "created", "deadline")
-    print_table(found, columns, _approval_row, empty="no approvals")
+
+    async def read(lg: Ledger) -> tuple[list[Approval], Callable[[str], str]]:
+        found = await lg.approvals.query(chat_id=chat, state=state)
+        return found, str if as_json else await APPROVAL.shown(lg)
+
+    found, short = with_ledger(ledger, read, create=False)
+    if as_json:
+        print_json({"approvals": [approval_json(a) for a in found]})
+        return
+    columns = (uncut("id"), "state", "chat", "tool", "description", "approvals", "created", "deadline")
+    print_table(found, columns, lambda a: _approval_row(a, short), empty="no approvals")
 
 
-def _approval_row(a: Approval) -> tuple[str, ...]:
+def _approval_row(a: Approval, short: Callable[[str], str]) -> tuple[str, ...]:
     tally = f"{a.tally} (waiting for {a.authority.awaited()})" if a.state is State.PENDING else a.tally
     return (
-        a.id, a.state, shown(a.chat_id), shown(a.call.tool), shown(a.description), shown(tally),
+        short(a.id), a.state, shown(a.chat_id), shown(a.call.tool), shown(a.description), shown(tally),
         when(a.created_at), when(a.deadline),
     )  # fmt: skip
 
 
 @approvals_app.command("show")
-def approvals_show(approval_id: str, ledger: LedgerOption = None) -> None:
-    """Show one approval in full, as JSON, with where it was announced (`notices`)."""
+def approvals_show(approval_id: str, ledger: LedgerOption = None, as_json: JsonOption = False) -> None:
+    """Show one approval as the approvals API shows it, with where it was announced (`notices`)."""
 
     async def read(lg: Ledger) -> dict[str, Any]:
-        record = msgspec.to_builtins(await lg.approvals.get(approval_id))
-        record["notices"] = [notice_json(n) for n in await lg.outbox.query(approval_id=approval_id)]
-        return dict(record)
+        approval = await lg.approvals.get(await APPROVAL.resolve(lg, approval_id))
+        record = approval_json(approval)
+        record["notices"] = [notice_json(n) for n in await lg.outbox.query(approval_id=approval.id)]
+        return record
 
-    print_record(with_ledger(ledger, read))
+    record = with_ledger(ledger, read, create=False)
+    if as_json:
+        print_json(record)
+    else:
+        print_record(record)
 
 
 def _decide(url: str | None, approval_id: str, decision: Decision, policy: Policy | None = None) -> None:
-    approval = with_ledger(url, lambda lg: lg.approvals.decide(approval_id, decision, policy=policy))
+    async def decide(lg: Ledger) -> Approval:
+        return await lg.approvals.decide(await APPROVAL.resolve(lg, approval_id), decision, policy=policy)
+
+    approval = with_ledger(url, decide)
     if approval.state is State.PENDING:
         out.print(f"{approval.id} pending: {shown(approval.tally)}", highlight=False)
     else:
@@ -108,8 +130,8 @@ def approvals_approve(
             decision = Decision.edit(_json_object(args), operator_proven(), reason, _remember(remember))
             if policy is None:
                 fail("an edit is a new call that the policy rules on: give --policy FILE, the server's", 2)
-            rules = Policy.from_toml(Path(policy).read_text(), source=policy)
-    except (SignoffError, OSError) as exc:
+            rules = Policy.from_toml(read_text(policy), source=policy)
+    except SignoffError as exc:
         fail(str(exc), 2)
     _decide(ledger, approval_id, decision, rules)
 
@@ -131,7 +153,11 @@ def approvals_cancel(
     reason: ReasonOption = "",
 ) -> None:
     """Withdraw a pending approval without deciding it."""
-    approval = with_ledger(ledger, lambda lg: lg.approvals.cancel(approval_id, operator().id, reason))
+
+    async def cancel(lg: Ledger) -> Approval:
+        return await lg.approvals.cancel(await APPROVAL.resolve(lg, approval_id), operator().id, reason)
+
+    approval = with_ledger(ledger, cancel)
     out.print(f"{approval.id} {approval.state} by {shown(approval.by)}", highlight=False)
 
 
@@ -149,17 +175,26 @@ def grants_list(
     ledger: LedgerOption = None,
     chat: Annotated[str | None, typer.Option(help="Only grants that apply in this chat.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include revoked grants.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """List grants."""
-    found = with_ledger(ledger, lambda lg: lg.grants.query(chat_id=chat, active=not all_))
-    columns = ("id", "tool", "args", "scope", "chat", "by", "created", "revoked")
-    print_table(found, columns, _grant_row, empty="no grants")
+
+    async def read(lg: Ledger) -> tuple[list[Grant], Callable[[str], str]]:
+        found = await lg.grants.query(chat_id=chat, active=not all_)
+        return found, str if as_json else await GRANT.shown(lg)
+
+    found, short = with_ledger(ledger, read, create=False)
+    if as_json:  # the grants API's view, which lives with its routes (layer 5, below the CLI)
+        print_json({"grants": [grant_json(g) for g in found]})
+        return
+    columns = (uncut("id"), "tool", "args", "scope", "chat", "by", "created", "revoked")
+    print_table(found, columns, lambda g: _grant_row(g, short), empty="no grants")
 
 
-def _grant_row(g: Grant) -> tuple[str, ...]:
+def _grant_row(g: Grant, short: Callable[[str], str]) -> tuple[str, ...]:
     args = "any" if g.digest is None else g.digest[:12]
     return (
-        g.id, shown(g.tool), args, g.scope, shown(g.chat_id or "*"), shown(g.created_by),
+        short(g.id), shown(g.tool), args, g.scope, shown(g.chat_id or "*"), shown(g.created_by),
         when(g.created_at), when(g.revoked_at),
     )  # fmt: skip
 
@@ -167,7 +202,11 @@ def _grant_row(g: Grant) -> tuple[str, ...]:
 @grants_app.command("revoke")
 def grants_revoke(grant_id: str, ledger: LedgerOption = None) -> None:
     """Revoke a grant: the next matching call is asked again."""
-    grant = with_ledger(ledger, lambda lg: lg.grants.revoke(grant_id, operator().id))
+
+    async def revoke(lg: Ledger) -> Grant:
+        return await lg.grants.revoke(await GRANT.resolve(lg, grant_id), operator().id)
+
+    grant = with_ledger(ledger, revoke)
     out.print(f"{grant.id} revoked by {shown(grant.revoked_by)}", highlight=False)
 
 

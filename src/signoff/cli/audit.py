@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import typer
 from rich.markup import escape
 
-from signoff.cli.common import LedgerOption, err, fail, out, print_table, shown, when, with_ledger
-from signoff.core.audit import AuditEntry
+from signoff.cli.common import (
+    JsonOption,
+    LedgerOption,
+    err,
+    fail,
+    out,
+    print_json,
+    print_table,
+    shown,
+    when,
+    with_ledger,
+)
+from signoff.core.audit import AuditEntry, Checkpoint
 from signoff.core.errors import SignoffError
 from signoff.ledger.evidence import read_checkpoints, verify
 
@@ -32,11 +43,8 @@ def audit_verify(
 ) -> None:
     """Check the keyed chain, the checkpoints, and every record against its audit entries; exit 1 naming
     each fault."""
-    try:
-        marks = [mark for path in checkpoint or () for mark in read_checkpoints(path)]
-    except SignoffError as exc:
-        fail(str(exc))
-    evidence = with_ledger(ledger, lambda lg: verify(lg, marks))
+    marks = [mark for path in checkpoint or () for mark in _checkpoints(path)]
+    evidence = with_ledger(ledger, lambda lg: verify(lg, marks), create=False)
     if evidence.broken is not None:
         broken = evidence.broken
         err.print(
@@ -51,11 +59,21 @@ def audit_verify(
     out.print(f"audit ok: {evidence.count} entries{against}; every record matches its entries")
 
 
+def _checkpoints(path: Path) -> list[Checkpoint]:
+    """The checkpoints in `path`; a file that can't be read is said as every command says it."""
+    try:
+        return read_checkpoints(path)
+    except SignoffError as exc:
+        if isinstance(cause := exc.__cause__, OSError):
+            fail(f"{path}: cannot read: {cause.strerror or cause}")
+        fail(str(exc))
+
+
 @audit_app.command("checkpoint")
 def audit_checkpoint(ledger: LedgerOption = None) -> None:
     """Print a signed checkpoint (the entry count and the head hash) as one line of JSON: keep it outside
     the database, and `audit verify --checkpoint` fails for an audit that no longer reaches it."""
-    mark = with_ledger(ledger, lambda lg: lg.audit.checkpoint())
+    mark = with_ledger(ledger, lambda lg: lg.audit.checkpoint(), create=False)
     print(msgspec.json.encode(mark).decode())
 
 
@@ -64,11 +82,19 @@ def audit_list(
     ledger: LedgerOption = None,
     after: Annotated[int, typer.Option(help="Only entries after this sequence number.")] = 0,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    as_json: JsonOption = False,
 ) -> None:
     """Show audit entries in order; names and details with hidden characters spelled out."""
-    entries = with_ledger(ledger, lambda lg: lg.audit.entries(after, limit))
+    entries = with_ledger(ledger, lambda lg: lg.audit.entries(after, limit), create=False)
+    if as_json:  # each entry as the chain holds it, `before` and `after` left out where there are none
+        print_json({"entries": [_json(e) for e in entries]})
+        return
     columns = ("seq", "at", "actor", "action", "subject", "change", "detail")
     print_table(entries, columns, _row, empty="no audit entries")
+
+
+def _json(entry: AuditEntry) -> dict[str, Any]:
+    return {name: value for name, value in msgspec.to_builtins(entry).items() if value is not None}
 
 
 def _row(e: AuditEntry) -> tuple[str, ...]:

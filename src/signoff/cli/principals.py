@@ -6,11 +6,21 @@ lost token is revoked and a new principal added, never recovered.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from signoff.cli.common import LedgerOption, operator, out, print_table, shown, when, with_ledger
+from signoff.cli.common import (
+    JsonOption,
+    LedgerOption,
+    operator,
+    out,
+    print_json,
+    print_table,
+    shown,
+    when,
+    with_ledger,
+)
 from signoff.core.principal import Registered
 
 principals_app = typer.Typer(
@@ -39,11 +49,27 @@ def principals_add(
 
 
 @principals_app.command("list")
-def principals_list(ledger: LedgerOption = None) -> None:
+def principals_list(ledger: LedgerOption = None, as_json: JsonOption = False) -> None:
     """List principals, oldest first, revoked ones too."""
-    found = with_ledger(ledger, lambda lg: lg.principals.all())
+    found = with_ledger(ledger, lambda lg: lg.principals.all(), create=False)
+    if as_json:
+        print_json({"principals": [_json(p) for p in found]})
+        return
     columns = ("name", "display", "roles", "email", "slack", "added", "by", "revoked")
     print_table(found, columns, _row, empty="no principals")
+
+
+def _json(p: Registered) -> dict[str, Any]:
+    """A principal as `views.principal_json` names its fields (`name` is the name people read), with what
+    the ledger keeps of it, `revoked` as a grant's is, and never its token's hash nor its MAC."""
+    record: dict[str, Any] = {
+        "id": p.id, "name": p.name, "roles": list(p.roles), "created_at": p.created_at,
+        "created_by": p.created_by, "active": p.active,
+    }  # fmt: skip
+    record.update({kind: value for kind, value in (("email", p.email), ("slack", p.slack)) if value})
+    if p.revoked_at is not None:
+        record["revoked"] = {"at": p.revoked_at, "by": p.revoked_by}
+    return record
 
 
 def _row(p: Registered) -> tuple[str, ...]:

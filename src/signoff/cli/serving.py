@@ -1,8 +1,10 @@
-"""What every command that serves takes (`signoff demo`, `signoff serve`): the server's own options, and
-the start of a server from them.
+"""What every command that serves takes (`signoff demo`, `signoff serve`, `signoff mcp-gateway`): the
+server's own options, and the start of a server from them.
 
 The options a server's edge, its identities and its audit need are the same for every such command, so
-they are declared once, as `Serving`, and `@with_serving` adds them to a command's own.
+they are declared once, as `Listening`, and `@with_listening` adds them to a command's own. A server with a
+chat (`demo`, `serve`) takes a chat's options too, `Serving` (`@with_serving`); the MCP gateway serves no
+chat, so its help shows none of them.
 """
 
 from __future__ import annotations
@@ -12,12 +14,38 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 import msgspec
 import typer
 
 from signoff.cli.common import LedgerOption, audit_key, err, fail, out
+from signoff.cli.options import (
+    CLIENT_SECRET_ENV,
+    AllowedHostOption,
+    AllowOriginOption,
+    BodyTimeoutOption,
+    BrowserTimeoutOption,
+    ChannelsOption,
+    CheckpointEveryOption,
+    CheckpointsOption,
+    HeadTimeoutOption,
+    HostOption,
+    KeepaliveOption,
+    MaxSocketsOption,
+    MetricsPortOption,
+    ModelOption,
+    OidcAudienceOption,
+    OidcClientOption,
+    OidcIssuerOption,
+    OidcJwksOption,
+    OidcRolesOption,
+    PortOption,
+    SocketIdleOption,
+    TaskSilenceOption,
+    WaitOption,
+    WorkersOption,
+)
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.ledger import MemoryLedger, open_ledger
 from signoff.server.edge import BODY_TIMEOUT
@@ -25,154 +53,41 @@ from signoff.server.run import HEAD_TIMEOUT
 
 if TYPE_CHECKING:
     from signoff.cli.worker import Served
+    from signoff.server.login import OidcLogin
+    from signoff.server.oidc import OidcSettings
 
 TOKEN_ENV = "SIGNOFF_API_TOKEN"
 """The environment variable that gives the bootstrap admin token. A token given there is never printed, since
 a server's stdout lands in systemd's journal and in Kubernetes' logs; only one signoff made, which nobody
 could know otherwise, is shown, once."""
 
-HostOption = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
-PortOption = Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).")]
-WaitOption = Annotated[
-    str,
-    typer.Option("--wait", help="How tools wait for a person, unless a request says: deferred or blocking."),
-]
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        help="A model string: openai:gpt-5.2 for pydantic-ai, gemini-2.5-flash for ADK (needs its key).",
-    ),
-]
-KeepaliveOption = Annotated[
-    float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.")
-]
-BrowserTimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--browser-timeout",
-        min=0.1,
-        help="Seconds the page has to return a browser tool's result before the model is told it failed.",
-    ),
-]
-TaskSilenceOption = Annotated[
-    float,
-    typer.Option(
-        "--task-silence",
-        min=0.5,
-        help="Seconds without a heartbeat after which a long-running task's worker is taken for dead, and"
-        " the task failed.",
-    ),
-]
-WorkersOption = Annotated[
-    int,
-    typer.Option(
-        "--workers",
-        min=1,
-        help="Worker processes on the one port. More than one needs a ledger they share:"
-        " sqlite://, postgresql:// or redis://.",
-    ),
-]
-AllowOriginOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--allow-origin",
-        help="Another site whose pages may use this server (CORS and the live socket), such as"
-        " https://app.example.com; repeat for more. Closed by default.",
-    ),
-]
-AllowedHostOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--allowed-host",
-        help="Another name this server is reached by (Host), such as signoff.example.com or *.example.com;"
-        " repeat for more. Besides them: the --host address, localhost, 127.0.0.1 and [::1]; any other"
-        " Host is a 400.",
-    ),
-]
-OidcIssuerOption = Annotated[
-    str | None, typer.Option("--oidc-issuer", help="Trust JWT bearer tokens from this issuer (iss).")
-]
-OidcAudienceOption = Annotated[
-    str | None, typer.Option("--oidc-audience", help="The audience (aud) those tokens must name.")
-]
-OidcJwksOption = Annotated[
-    str | None, typer.Option("--oidc-jwks", help="The issuer's keys: a JWKS file or http(s) URL.")
-]
-CheckpointsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--audit-checkpoints",
-        help="A file outside the database to append a signed audit checkpoint to, every"
-        " --audit-checkpoint-every seconds (when the audit grew): `audit verify --checkpoint` reads it.",
-    ),
-]
-MetricsPortOption = Annotated[
-    int | None,
-    typer.Option(
-        "--metrics-port",
-        min=1,
-        max=65535,
-        help="Serve GET /metrics on this port too, on --host, with no credential (for a Prometheus on an"
-        " internal network); on the main port it is the admin's.",
-    ),
-]
-ChannelsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--channels",
-        help="A TOML file of channels (webhooks, email, Slack) that policy rules notify; secrets come from"
-        " the environment variables it names.",
-    ),
-]
-CheckpointEveryOption = Annotated[
-    float, typer.Option("--audit-checkpoint-every", min=1.0, help="Seconds between audit checkpoints.")
-]
-HeadTimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--head-timeout", min=0.1, help="Seconds a request's head may take to arrive (slow clients)."
-    ),
-]
-BodyTimeoutOption = Annotated[
-    float, typer.Option("--body-timeout", min=0.1, help="Seconds a request's body may take to arrive.")
-]
-MaxSocketsOption = Annotated[
-    int,
-    typer.Option(
-        "--max-sockets",
-        min=1,
-        help="Live sockets one principal may hold open (per worker); one address may hold four times as"
-        " many. A socket over either is closed with 1013.",
-    ),
-]
-SocketIdleOption = Annotated[
-    float,
-    typer.Option(
-        "--socket-idle",
-        min=0.1,
-        help="Seconds after which a live socket with no frame from its client, and no turn of its own"
-        " running, is closed.",
-    ),
-]
-OidcRolesOption = Annotated[
-    str,
-    typer.Option("--oidc-roles-claim", help="The claim holding a token's roles; dotted for a nested one."),
-]
-
 
 @dataclasses.dataclass(frozen=True)
-class Serving:
-    """The options every command that serves takes, after its own."""
+class Chatting:
+    """A chat's options: how its tools wait, its model, its stream and its live sockets."""
 
-    host: HostOption = "127.0.0.1"
-    port: PortOption = 8000
-    ledger: LedgerOption = None
     wait: WaitOption = "deferred"
     model: ModelOption = None
     keepalive: KeepaliveOption = 15.0
     browser_timeout: BrowserTimeoutOption = 120.0
     task_silence: TaskSilenceOption = 15.0
+    max_sockets: MaxSocketsOption = 64
+    socket_idle: SocketIdleOption = 600.0
+
+    def chat_settings(self) -> dict[str, Any]:
+        """These options as `Served` takes them."""
+        if self.wait not in ("deferred", "blocking"):
+            raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Chatting)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Listening:
+    """The options every command that serves takes, after its own."""
+
+    host: HostOption = "127.0.0.1"
+    port: PortOption = 8000
+    ledger: LedgerOption = None
     workers: WorkersOption = 1
     allow_origin: AllowOriginOption = None
     allowed_host: AllowedHostOption = None
@@ -180,12 +95,11 @@ class Serving:
     oidc_audience: OidcAudienceOption = None
     oidc_jwks: OidcJwksOption = None
     oidc_roles_claim: OidcRolesOption = "roles"
+    oidc_client_id: OidcClientOption = None
     audit_checkpoints: CheckpointsOption = None
     audit_checkpoint_every: CheckpointEveryOption = 60.0
     head_timeout: HeadTimeoutOption = HEAD_TIMEOUT
     body_timeout: BodyTimeoutOption = BODY_TIMEOUT
-    max_sockets: MaxSocketsOption = 64
-    socket_idle: SocketIdleOption = 600.0
     channels: ChannelsOption = None
     metrics_port: MetricsPortOption = None
 
@@ -202,44 +116,76 @@ class Serving:
         from signoff.cli.worker import Served
         from signoff.server.auth import new_admin_token
 
-        if self.wait not in ("deferred", "blocking"):
-            raise typer.BadParameter("must be deferred or blocking", param_hint="--wait")
         given = os.environ.get(TOKEN_ENV)
+        chat = self if isinstance(self, Chatting) else Chatting()  # no chat: its defaults (the inbox's ping)
         return Served(
             ledger=self.ledger,
             token=given or new_admin_token(),
             token_from=TOKEN_ENV if given else None,
-            wait=self.wait,  # type: ignore[arg-type]
-            keepalive=self.keepalive,
-            browser_timeout=self.browser_timeout,
-            model=self.model,
-            task_silence=self.task_silence,
+            **chat.chat_settings(),
             allow_origins=tuple(self.allow_origin or ()),
             allowed_hosts=_hosts(self.host, self.allowed_host),
-            oidc=_oidc(self.oidc_issuer, self.oidc_audience, self.oidc_jwks, self.oidc_roles_claim),
+            oidc=self.oidc(),
+            login=self.login(),
             audit_checkpoints=self.audit_checkpoints,
             checkpoint_every=self.audit_checkpoint_every,
             head_timeout=self.head_timeout,
             body_timeout=self.body_timeout,
-            max_sockets=self.max_sockets,
-            socket_idle=self.socket_idle,
             channels=self.channels,
             metrics_port=self.metrics_port,
             metrics_host=self.host,
-            public_url=_public_url(self.host, self.port),
+            public_url=self.public_url,
             **what,
         )
 
+    @property
+    def public_url(self) -> str:
+        return _public_url(self.host, self.port)
+
+    def oidc(self) -> OidcSettings | None:
+        """The OIDC settings the options give, or None; `typer.BadParameter` for half of them."""
+        return _oidc(self.oidc_issuer, self.oidc_audience, self.oidc_jwks, self.oidc_roles_claim)
+
+    def login(self) -> OidcLogin | None:
+        """Signing in on the pages at the issuer, where a client id is given; `typer.BadParameter` without
+        the issuer."""
+        import os
+
+        from signoff.server.login import OidcLogin
+
+        if self.oidc_client_id is None:
+            return None
+        if not self.oidc_issuer:
+            raise typer.BadParameter(
+                "needs --oidc-issuer, the issuer people sign in at", param_hint="--oidc-client-id"
+            )
+        secret = os.environ.get(CLIENT_SECRET_ENV, "")
+        return OidcLogin(
+            issuer=self.oidc_issuer, client_id=self.oidc_client_id, client_secret=secret,
+            roles_claim=self.oidc_roles_claim,
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving(Chatting, Listening):
+    """A chat's server's options: every server's, then a chat's."""
+
 
 def with_serving(command: Callable[..., None]) -> Callable[..., None]:
-    """`command` with `Serving`'s options after its own, handed to it as one `serving` argument.
+    """`command` with `Serving`'s options after its own, handed to it as one `serving` argument."""
+    return with_listening(command, Serving)
+
+
+def with_listening(command: Callable[..., None], options: type[Listening] = Listening) -> Callable[..., None]:
+    """`command` with the options of `options` (a `Listening`) after its own, handed to it as one `serving`
+    argument.
 
     Typer reads a command's options from its signature, and has no way to share a set of them between
     commands; this gives the command a signature with both, which Typer reads like any other."""
-    hints = get_type_hints(Serving, include_extras=True)
+    hints = get_type_hints(options, include_extras=True)
     shared = [
         inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
-        for f in dataclasses.fields(Serving)
+        for f in dataclasses.fields(options)
     ]
     own = inspect.signature(command, eval_str=True)
     signature = own.replace(
@@ -248,8 +194,8 @@ def with_serving(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def run(**given: Any) -> None:
-        options = Serving(**{p.name: given.pop(p.name) for p in shared})
-        command(**given, serving=options)
+        chosen = options(**{p.name: given.pop(p.name) for p in shared})
+        command(**given, serving=chosen)
 
     run.__signature__ = signature  # type: ignore[attr-defined]
     run.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
@@ -272,7 +218,9 @@ def _hosts(bind: str, given: list[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(named))
 
 
-def _oidc(issuer: str | None, audience: str | None, jwks: str | None, roles_claim: str) -> Any:
+def _oidc(
+    issuer: str | None, audience: str | None, jwks: str | None, roles_claim: str
+) -> OidcSettings | None:
     from signoff.server.oidc import OidcSettings
 
     given = {"--oidc-issuer": issuer, "--oidc-audience": audience, "--oidc-jwks": jwks}

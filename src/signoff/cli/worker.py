@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,14 +18,17 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from signoff.channels.config import Channels, load_channels
+from signoff.cli.common import read_text
 from signoff.core.policy import Policy
 from signoff.demo import mailbox
+from signoff.demo.script import EXAMPLES
 from signoff.gate import Wait
 from signoff.integrations.mcp import Fronting
 from signoff.ledger import Ledger, open_ledger
 from signoff.server.app import Settings, create_app
 from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS
-from signoff.server.loading import load_agent
+from signoff.server.loading import load_agent, load_deps
+from signoff.server.login import OidcLogin
 from signoff.server.mcp import gateway_app
 from signoff.server.oidc import OidcSettings
 from signoff.server.run import HEAD_TIMEOUT, settle
@@ -46,6 +48,9 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     keepalive: float
     browser_timeout: float
     agent: str | None = None
+    deps: str | None = None
+    """`--deps module:function`, which makes a pydantic-ai agent's deps for each run."""
+    login: OidcLogin | None = None
     policy: str | None = None
     model: str | None = None
     runtime: str = "pydantic-ai"
@@ -78,7 +83,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             browser_timeout=self.browser_timeout, task_silence=self.task_silence,
             task_heartbeat=min(2.0, self.task_silence / 3), anonymous=self.anonymous,
             allow_origins=self.allow_origins, allowed_hosts=self.allowed_hosts, oidc=self.oidc,
-            audit_checkpoints=self.audit_checkpoints,
+            login=self.login, audit_checkpoints=self.audit_checkpoints,
             checkpoint_every=self.checkpoint_every, body_timeout=self.body_timeout,
             max_sockets=self.max_sockets, socket_idle=self.socket_idle, public_url=self.public_url,
             metrics_port=self.metrics_port, metrics_host=self.metrics_host,
@@ -96,7 +101,7 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
         else:  # an MCP gateway serves no agent
             agent = None if self.agent is None else load_agent(self.agent)
             path = self.policy
-            policy = Policy() if path is None else Policy.from_toml(Path(path).read_text(), source=path)
+            policy = Policy() if path is None else Policy.from_toml(read_text(path), source=path)
         channels = None if self.channels is None else load_channels(self.channels, os.environ)
         if self.mailbox:
             given = channels or Channels()
@@ -111,8 +116,18 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
             return gateway_app(self.fronting, ledger, self.settings, policy=policy, channels=channels)
         model = self.model if self.agent is not None else None  # the demo agent was built with it
         routes = [mailbox.mailbox_route(self.mailbox)] if self.mailbox else []
+        hint = EXAMPLES if self.agent is None else None  # the demo's grammar, for the demo only
+        deps = load_deps(self.deps) if self.deps else None
         return create_app(
-            agent, ledger, self.settings, policy=policy, model=model, channels=channels, routes=routes
+            agent,
+            ledger,
+            self.settings,
+            policy=policy,
+            model=model,
+            deps=deps,
+            hint=hint,
+            channels=channels,
+            routes=routes,
         )
 
 

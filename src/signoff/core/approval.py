@@ -211,15 +211,21 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.decision.reason if self.decision else self.closed_reason
 
     def settled_by(self, owner: str = OWNER) -> str:
-        """Who settled it, as a person reads it, `owner` standing for the chat's owner: `alice
-        (finance)`, `the deadline`, `a new message`; never an id like `browser:3ffc…` or `signoff:…`."""
+        """Who settled it, as a person reads it: `alice (finance)`, `alice (the requester)`, `the
+        deadline`, `a new message`; never an id like `browser:3ffc…` or `signoff:…`. A requester with no
+        name of its own (an anonymous browser's session, the anonymous principal) is `owner`, the words
+        for a chat's user where it is read."""
         by = self.by
         if by == TIMEOUT_ACTOR:
             return "the deadline"
         if self.state is State.CANCELLED and self.closed_reason == WITHDRAWN:
             return "a new message"
         if by == self.requester:
-            return owner
+            named = self.decision.principal if self.decision is not None else None
+            if named is None or named.via in ("session", "none"):
+                return owner
+            qualifiers = "; ".join(part for part in (named.source, "the requester") if part)
+            return f"{named.display} ({qualifiers})"
         if self.decision is not None:
             return self.decision.principal.described
         return "signoff" if by.startswith("signoff:") else by

@@ -380,8 +380,11 @@ def compile_condition(text: str) -> Condition:
             tree = ast.parse(compiler.body, mode="eval")
     except SyntaxError as exc:
         line, column = compiler.position(exc.lineno, None)
-        if exc.offset is not None and exc.offset > 0:
+        if exc.offset:
             column = exc.offset + (compiler.col_shift if (exc.lineno or 1) == 1 else 0)
+        else:  # no offset: the text ended where more was expected (`amount >`), so point just past it
+            tail = re.split(r"\r\n|\r|\n", compiler.body.rstrip())
+            line, column = compiler.position(len(tail), len(tail[-1].encode()))
         raise ExprError(f"syntax error: {exc.msg}", column, line) from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise ExprError(f"cannot parse condition: {type(exc).__name__}", 1) from None

@@ -27,7 +27,9 @@ GrantScope = Literal["session", "always"]
 
 class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """`digest` None means any arguments; `chat_id` None means every chat (scope `always`). `via` and
-    `roles` are how its maker was authenticated and the roles it decided with."""
+    `roles` are how its maker was authenticated and the roles it decided with. A `session` grant answers
+    for its chat's `requester` only: two principals whose calls are asked in chats of one name (the MCP
+    gateway's `mcp:alice`, a token's and an OS user's) never share one."""
 
     id: str
     tool: str
@@ -41,6 +43,7 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=T
     roles: tuple[str, ...] = ()
     revoked_at: float | None = None
     revoked_by: str = ""
+    requester: str = ""
     mac: str = ""
     """The ledger's proof of every other field (see `core.proof`): a grant written or re-activated in the
     database by hand has none that holds, and is never used."""
@@ -68,6 +71,8 @@ def unusable(grant: Grant, authority: Authority, maker: Principal | None, reques
     `maker` is the grant's maker as it stands now: None once it is revoked, unknown, or unproven."""
     if maker is None:
         return f"its maker {grant.created_by} is revoked, or its record does not verify"
+    if grant.scope == "session" and grant.requester and grant.requester != requester:
+        return f"it was given for {grant.requester}'s calls in this chat, not {requester}'s"
     if authority.quorum > 1:
         return f"the call needs {authority.quorum} approvers"
     if not authority.allows(maker, requester):
@@ -96,6 +101,7 @@ def grant_for(approval: Approval, now: float, key: AuditKey) -> tuple[Grant, Aud
         approval_id=approval.id,
         via=decision.via,
         roles=decision.roles,
+        requester=approval.requester if decision.remember == "session" else "",
     )
     grant = prove_grant(key, grant)
     event = AuditEvent(

@@ -6,11 +6,11 @@ Pure: a view is built from the core's records, and who sees it is the caller's t
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 from signoff.core.approval import Approval, State
+from signoff.core.argument_rows import WIDTH, Row, cut, plain, rows
 from signoff.core.call import digest
 from signoff.core.notice import Notice
 from signoff.core.principal import Principal, distinct
@@ -101,25 +101,43 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
     return out
 
 
-def shown(approval: Approval) -> list[tuple[str, str]]:
+Shown = tuple[str, str | list[Row]]
+"""A label and what it says: text, or, for the arguments, their rows (`core.argument_rows`)."""
+ARGUMENTS = "Arguments"
+
+
+def shown(approval: Approval) -> list[Shown]:
     """The approval as a message or a page puts it before a person, label by label: what the requester
-    wrote (the description, the arguments) with its hidden characters spelled out, as the inbox shows it."""
+    wrote (the description, the arguments) with its hidden characters spelled out, as the inbox shows it.
+    The arguments come as rows, which each channel lays out its own way."""
     call = approval.approved_call
-    rows = [
+    labels: list[Shown] = [
         ("Description", reveal(approval.description)),
         ("Tool", reveal(call.tool)),
-        ("Arguments", reveal(json.dumps(call.args, indent=2, ensure_ascii=False, sort_keys=True))),
+        (ARGUMENTS, rows(call.args)),
         ("Asked by", reveal(approval.requester or "an agent")),
         ("Waiting for", approval.awaited),
         ("State", str(approval.state)),
     ]
     if approval.deadline is not None:
-        rows.append(
+        labels.append(
             ("Deadline", datetime.fromtimestamp(approval.deadline, UTC).isoformat(timespec="seconds"))
         )
     if approval.decision is not None or approval.closed_by:
-        rows.append(("Settled by", approval.settled_by(owner="the requester")))
-    return rows
+        labels.append(("Settled by", approval.settled_by(owner="the requester")))
+    return labels
+
+
+def shown_lines(approval: Approval, width: int = WIDTH) -> list[str]:
+    """`shown` as lines of plain text, `Label: text`, the arguments one per line below their label, every
+    line cut at `width`: what the email's text and an MCP client's form say."""
+    lines: list[str] = []
+    for label, said in shown(approval):
+        if isinstance(said, str):
+            lines += cut(f"{label}: {said}", width)
+        else:
+            lines += [f"{label}:", *plain(said, width)] if said else [f"{label}: none"]
+    return lines
 
 
 NOTICE_FIELDS = ("id", "channel", "type", "state", "attempts", "created_at", "delivered_at", "last_error")

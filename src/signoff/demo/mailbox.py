@@ -3,7 +3,8 @@ channel sends and keeps it in a maildir, and `/mailbox` shows it, newest first, 
 asks for a large payment, watches the two finance approvers' emails arrive, and decides from their links.
 
 The sink runs in the process that starts the demo and the messages live in a directory, so every worker
-of a `--workers` demo shows the same mailbox.
+of a `--workers` demo shows the same mailbox. The page is rendered into the front end's built
+`mailbox.html` (`server.built`), so it has the inbox's look, and its long links wrap on a phone.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from starlette.routing import Route
 from signoff.channels.config import Channels, EmailChannel
 from signoff.core.errors import PrincipalExists
 from signoff.ledger.base import Ledger
+from signoff.server.built import built, header
 
 CHANNEL = "email:demo"
 APPROVERS = (("fiona", "fiona@demo.local"), ("frank", "frank@demo.local"))
 """The demo's finance approvers, each with an address the mailbox receives for."""
 _LINK = re.compile(r"https?://[^\s<>\"']+")
+LINKS = (("/", "Chat"), ("/approvals", "Inbox"))
 
 
 class _Sink:
@@ -95,14 +98,14 @@ def mailbox_route(directory: str) -> Route:
             key=lambda m: str(m["Date"] or ""),
             reverse=True,
         )
-        items = "".join(_item(m) for m in messages if isinstance(m, EmailMessage)) or "<p>No mail yet.</p>"
-        page = (
-            "<!doctype html><html><head><meta charset='utf-8'><title>Mailbox</title>"
-            "<meta http-equiv='refresh' content='5'></head>"
-            "<body style='font:16px system-ui;max-width:48em;margin:2em auto'>"
-            f"<h1>Mailbox</h1><p>What the demo's email channel sent.</p>{items}</body></html>"
+        items = "".join(_item(m) for m in messages if isinstance(m, EmailMessage))
+        listed = f"<ul class='mails'>{items}</ul>" if items else "<p class='empty'>No mail yet.</p>"
+        main = (
+            "<main class='inbox'><p class='hint'>What the demo's email channel sent, newest first; the page"
+            f" looks again every 5 seconds.</p>{listed}</main>"
         )
-        return HTMLResponse(page, headers={"cache-control": "no-store"})
+        page = built("mailbox.html", "signoff · mailbox", header("signoff mailbox", *LINKS) + main)
+        return HTMLResponse(page, headers={"cache-control": "no-store", "refresh": "5"})
 
     return Route("/mailbox", show, methods=["GET"])
 
@@ -111,5 +114,5 @@ def _item(message: EmailMessage) -> str:
     body = message.get_body(("plain",))
     text = html.escape(body.get_content() if isinstance(body, EmailMessage) else "")
     linked = _LINK.sub(lambda m: f"<a href='{m[0]}'>{m[0]}</a>", text)
-    head = f"To {html.escape(str(message['To']))}: <b>{html.escape(str(message['Subject']))}</b>"
-    return f"<article><p>{head}</p><pre style='white-space:pre-wrap'>{linked}</pre><hr></article>"
+    head = f"To {html.escape(str(message['To']))}: <strong>{html.escape(str(message['Subject']))}</strong>"
+    return f"<li class='mail' data-testid='mail'><p>{head}</p><pre>{linked}</pre></li>"

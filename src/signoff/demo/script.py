@@ -18,6 +18,8 @@ _EXPORT = re.compile(r"^export\s+report\s+(\S+)$", re.IGNORECASE)
 _CHECK = re.compile(r"^check\s+task\s+(\S+)$", re.IGNORECASE)
 
 
+EXAMPLES = "pay 50 USD to Hanako · weather in Tokyo · where am I · play lofi beats"
+"""What the demo's page suggests writing: the grammar, by example."""
 HELP = (
     "I can pay (pay 50 USD to Hanako), check the weather (weather in Tokyo), find you (where am I),"
     " play music (play <track>) or export a report in the background (export report q3, then"

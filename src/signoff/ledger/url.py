@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from signoff.core.audit import Keyring
@@ -18,6 +20,39 @@ ENV_VAR = "SIGNOFF_LEDGER"
 def ledger_url(url: str | None = None) -> str:
     """The URL given, else `$SIGNOFF_LEDGER`, else `signoff.db` in the working directory."""
     return url or os.environ.get(ENV_VAR) or DEFAULT_URL
+
+
+class NoLedger(LedgerUnavailable):
+    """The SQLite ledger a reader names has no database: opening it would make an empty one."""
+
+
+def existing(url: str | None = None) -> str:
+    """The URL `ledger_url` picks, once it names a ledger that may hold something: raises `NoLedger` for a
+    SQLite file that is not there, so that `open_ledger(existing(url))` reads and never creates a database.
+    A PostgreSQL or Redis server, and memory, are taken as they are: opening them makes no file."""
+    url = ledger_url(url)
+    parts = urlsplit(url)
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if parts.scheme == "sqlite" and not parts.netloc and path and not Path(path).exists():
+        shown = path if Path(path).is_absolute() or path.startswith(".") else f"./{path}"
+        raise NoLedger(f"no ledger at {shown}")
+    return url
+
+
+def command_hint(args: str, url: str | None = None) -> str:
+    """`signoff ARGS` as a person types it to reach the ledger `url` names (see `ledger_url`): with
+    `--ledger URL` unless that is the default, since the process that prints a hint (an MCP gateway
+    started by its client, a server) may hold a ledger the person's shell does not name. A password in the
+    URL is left out, because a hint may be shown to a model or logged: the person's `~/.pgpass` or the
+    like supplies it."""
+    url = ledger_url(url)
+    if url == DEFAULT_URL:
+        return f"signoff {args}"
+    parts = urlsplit(url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        url = urlunsplit(parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host))
+    return f"signoff {args} --ledger {shlex.quote(url)}"
 
 
 def open_ledger(url: str | None = None, *, keyring: Keyring | None = None) -> Ledger:

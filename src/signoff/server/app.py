@@ -31,6 +31,7 @@ from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.policy import Policy
 from signoff.core.views import principal_json
 from signoff.gate import Gate, Wait
+from signoff.integrations.pydantic_ai.chat import Deps
 from signoff.ledger.base import Ledger
 from signoff.server.approvals import ApprovalsAPI
 from signoff.server.auth import (
@@ -47,12 +48,14 @@ from signoff.server.feed import ApprovalFeed, TaskFeed
 from signoff.server.http import Forbidden, json_response, refusal
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
+from signoff.server.login import LoginCookies, OidcLogin
 from signoff.server.oidc import Oidc, OidcSettings
 from signoff.server.openapi import openapi
 from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
 from signoff.server.review import EmailReview
+from signoff.server.signin import SignIn
 from signoff.server.slack import SlackInteractions
 from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
@@ -78,6 +81,8 @@ class Settings:
     """The names `Host` may give (see `edge.Hosts`): `signoff serve` adds its bind address and the
     `--allowed-host` ones; a host app that checks `Host` itself passes `("*",)`."""
     oidc: OidcSettings | None = None
+    login: OidcLogin | None = None
+    """The issuer people sign in at on the page (see `server.signin`); without it, only with a token."""
     audit_checkpoints: str | None = None
     """A file outside the database to append a signed audit checkpoint to, every `checkpoint_every` s."""
     checkpoint_every: float = 60.0
@@ -112,18 +117,24 @@ def create_app(
     policy: Policy | None = None,
     approvers: Sequence[Approver] = (),
     model: Model | str | None = None,
+    deps: Deps | None = None,
+    hint: str | None = None,
     authenticate: HostLogin | None = None,
     channels: Channels | None = None,
     routes: Sequence[BaseRoute] = (),
     services: Sequence[Callable[[], contextlib.AbstractAsyncContextManager[None]]] = (),
 ) -> Starlette:
-    """Serve `agent` (a pydantic-ai or a Google ADK agent) with every tool call gated, over an opened
-    `ledger`. `authenticate` lets a host app that mounts this one decide who a request is from with its
-    own login: it gets the request and returns a `Principal`, or None to fall back to signoff's own
-    credentials. `channels` are where the policy's rules announce approvals (see `signoff.channels`),
-    `routes` more that the host serves beside signoff's (the demo's `/mailbox`), and `services` what those
-    need running while the app runs. With no `agent` it serves no chat: the approvals, their inbox and
-    API, for an MCP gateway's calls (see `signoff.server.mcp`)."""
+    """Serve `agent` (a pydantic-ai or a Google ADK agent), as its author wrote it, with every tool call
+    gated, over an opened `ledger`.
+
+    `deps` makes a pydantic-ai agent's deps for each run (without it, its `deps_type()` does, or serving it
+    is refused now); `hint` is what the page's message box suggests writing. `authenticate` lets a host
+    app that mounts this one decide who a request is from with its own login: it gets the request and
+    returns a `Principal`, or None to fall back to signoff's own credentials. `channels` are where the
+    policy's rules announce approvals (see `signoff.channels`), `routes` more that the host serves beside
+    signoff's (the demo's `/mailbox`), and `services` what those need running while the app runs. With no
+    `agent` it serves no chat: the approvals, their inbox and API, for an MCP gateway's calls (see
+    `signoff.server.mcp`)."""
     gate = Gate(ledger, policy, approvers, actor="signoff:server")
     gate.tasks.heartbeat = settings.task_heartbeat
     feed = ApprovalFeed(ledger, interval=settings.feed_interval)
@@ -139,17 +150,21 @@ def create_app(
         sessions=settings.anonymous,
         oidc=Oidc(settings.oidc) if settings.oidc else None,
         host=authenticate,
+        logins=LoginCookies(ledger.audit.keyring.derived("login"), ledger.approvals.clock),
     )
+    assert auth.logins is not None
+    signing_in = SignIn(auth, auth.logins, settings.login)
     owners = Owners(ledger, refusals, anonymous=settings.anonymous)
     replies: Replies | None = None
     live: LiveAPI | None = None
     chatting: list[BaseRoute] = []
     if agent is not None:
         agent_chat = chat_for(
-            agent, gate, model=model, signing_key=signing_key, browser_timeout=settings.browser_timeout
-        )
+            agent, gate, model=model, deps=deps, signing_key=signing_key,
+            browser_timeout=settings.browser_timeout,
+        )  # fmt: skip
         replies = Replies(agent_chat, streams, wait=settings.wait)
-        chat = ChatAPI(replies, owners, feed, task_feed, keepalive=settings.keepalive)
+        chat = ChatAPI(replies, owners, feed, task_feed, keepalive=settings.keepalive, hint=hint)
         live = LiveAPI(replies, owners, refusals, max_sockets=settings.max_sockets, idle=settings.socket_idle)
         chatting = [*chat.routes(), *live.routes()]
     approvals = ApprovalsAPI(ledger, feed, policy=gate.policy, ping=settings.keepalive)
@@ -187,7 +202,11 @@ def create_app(
             await task_feed.close()
             await feed.close()
 
-    pages = [Route(path, _page(html, auth), methods=["GET"]) for path, html in PAGES.items()]
+    pages = [
+        Route(path, _page(html, auth), methods=["GET"])
+        for path, html in PAGES.items()
+        if agent is not None or path != CHAT_PAGE  # no chat page where nobody answers in it
+    ]
     static = Mount("/static", StaticFiles(directory=STATIC), name="static")
     cors = [
         Middleware(
@@ -204,6 +223,7 @@ def create_app(
             *approvals.routes(),
             *tasks.routes(),
             Route("/api/me", _me, methods=["GET"]),
+            *signing_in.routes(),
             Route("/api/openapi.json", _described(), methods=["GET"]),
             *watch_routes(ledger, figures, upkeep.outbox),
             *EmailReview(ledger, gate.policy, refusals).routes(),
@@ -222,6 +242,7 @@ def create_app(
                 origins=Origins(tuple(o.rstrip("/") for o in settings.allow_origins)),
                 body_timeout=settings.body_timeout,
             ),
+            *([signing_in.state(ledger.audit.keyring.derived("login state")[0])] if settings.login else []),
         ],
         exception_handlers={
             SignoffError: _refused,
@@ -278,7 +299,8 @@ async def _unavailable(request: Request, exc: Exception) -> Response:
 
 STATIC = Path(__file__).with_name("static")
 """The built front end (see frontend/), committed so that installing signoff needs no Node."""
-PAGES = {"/": "index.html", "/approvals": "approvals.html"}
+CHAT_PAGE = "/"
+PAGES = {CHAT_PAGE: "index.html", "/approvals": "approvals.html"}
 
 
 def _steps(replies: Replies | None, streams: Streams, live: LiveAPI | None) -> list[Step]:

@@ -31,6 +31,7 @@ from starlette.responses import Response
 from signoff.core.principal import ADMIN, ANONYMOUS, TOKEN_PREFIX, Principal, Proven
 from signoff.ledger.base import Ledger
 from signoff.server.http import NeedsCredential
+from signoff.server.login import LOGIN_COOKIE, LoginCookies, Signed, bound_to
 from signoff.server.oidc import Oidc, Unverified
 from signoff.server.refusals import Kind, Refusals
 
@@ -61,6 +62,8 @@ class Authenticator:
     """Whether anonymous browser sessions are honoured (and handed out by the page)."""
     oidc: Oidc | None = None
     host: HostLogin | None = None
+    logins: LoginCookies | None = None
+    """Login cookies (see `server.login`), from signing in on the page."""
 
     async def authenticate(self, conn: HTTPConnection) -> Principal | None:
         """The request's principal; None without a credential; `NeedsCredential` for a bad one (audited,
@@ -73,28 +76,47 @@ class Authenticator:
             principal = await found if inspect.isawaitable(found) else found
             if principal is not None:
                 return msgspec.structs.replace(principal, via="host")
+        signed = self.logins.read(conn.cookies.get(LOGIN_COOKIE, "")) if self.logins is not None else None
+        if signed is not None and (principal := await self._signed_in(signed)) is not None:
+            return principal
         if self.sessions and (browser := self._session(conn.cookies.get(SESSION_COOKIE, ""))):
             return browser
         return None
 
+    async def sign_in(self, conn: HTTPConnection, token: str) -> Principal:
+        """The principal `token` proves, as a bearer header would: for a page to sign in with, and keep
+        as a login cookie. `NeedsCredential` (audited) for one that proves nobody."""
+        return await self._bearer(conn, "Bearer", token)
+
+    async def _signed_in(self, signed: Signed) -> Principal | None:
+        """Who a login cookie names now: a registered principal as its record stands (None once revoked
+        or unproven), the admin while the admin token is the one it signed in with."""
+        principal = signed.principal
+        if principal.via == "token":
+            return await self.ledger.principals.standing(principal)
+        if principal.via == "bootstrap":
+            return BOOTSTRAP if secrets.compare_digest(signed.bound, bound_to(self.token)) else None
+        return principal
+
     async def _bearer(self, conn: HTTPConnection, scheme: str, given: str) -> Principal:
         if scheme.lower() != "bearer" or not given:
-            raise self._refuse(conn, "bad-scheme", "the Authorization header must be 'Bearer <token>'")
+            raise self.refused(conn, "bad-scheme", "the Authorization header must be 'Bearer <token>'")
         if secrets.compare_digest(given.encode(), self.token.encode()):
             return BOOTSTRAP
         if given.startswith(TOKEN_PREFIX):
             principal = await self.ledger.principals.authenticate(given)
             if principal is None:
-                raise self._refuse(conn, "unknown-token", "the token is unknown or revoked")
+                raise self.refused(conn, "unknown-token", "the token is unknown or revoked")
             return principal
         if self.oidc is not None and given.count(".") == 2:
             try:
                 return await self.oidc.verify(given)
             except Unverified as exc:
-                raise self._refuse(conn, "oidc-invalid", f"the OIDC token is not valid: {exc}") from None
-        raise self._refuse(conn, "bad-token", "the bearer token is not valid")
+                raise self.refused(conn, "oidc-invalid", f"the OIDC token is not valid: {exc}") from None
+        raise self.refused(conn, "bad-token", "the bearer token is not valid")
 
-    def _refuse(self, conn: HTTPConnection, kind: Kind, why: str) -> NeedsCredential:
+    def refused(self, conn: HTTPConnection, kind: Kind, why: str) -> NeedsCredential:
+        """The refusal of a credential that proves nobody, counted in the audit per source and second."""
         self.refusals.note("unauthorized", "api", client_of(conn), kind, why, conn.url.path)
         return NeedsCredential(why, kind)
 

@@ -94,8 +94,16 @@ class ChatDecision(msgspec.Struct, forbid_unknown_fields=True):
 
 class ChatAPI:
     def __init__(
-        self, replies: Replies, owners: Owners, feed: ApprovalFeed, task_feed: TaskFeed, *, keepalive: float
+        self,
+        replies: Replies,
+        owners: Owners,
+        feed: ApprovalFeed,
+        task_feed: TaskFeed,
+        *,
+        keepalive: float,
+        hint: str | None = None,
     ) -> None:
+        """`hint` is what the page's message box suggests writing: the served agent's examples."""
         self.replies = replies
         self.owners = owners
         self.chat = replies.chat
@@ -104,6 +112,7 @@ class ChatAPI:
         self.keepalive = keepalive
         self._watchers: dict[str, set[asyncio.Queue[ServerSentEvent | None]]] = {}
         """The queues of the pages following each chat's events."""
+        self.hint = hint
         self.tools = _tools(replies.chat)
         """What a page needs to know of the agent's tools: which the browser runs, and how to word a call."""
         replies.swept.append(self._reply_started)
@@ -140,17 +149,16 @@ class ChatAPI:
             if meta.prompt is not None:
                 messages = [*messages, meta.prompt]
             continues = meta.prompt is None and not meta.regenerates
-        return json_response(
-            {
-                "id": chat_id,
-                "wait": self.replies.wait,
-                "running": stream is not None,
-                "continues": continues,
-                "messages": messages,
-                "approvals": [approval_json(a, principal) for a in view.approvals],
-                "tools": self.tools,
-            }
-        )
+        snapshot = {
+            "id": chat_id,
+            "wait": self.replies.wait,
+            "running": stream is not None,
+            "continues": continues,
+            "messages": messages,
+            "approvals": [approval_json(a, principal) for a in view.approvals],
+            "tools": self.tools,
+        }
+        return json_response(snapshot if self.hint is None else {**snapshot, "hint": self.hint})
 
     async def resume(self, request: Request) -> Response:
         chat_id = request.path_params["id"]

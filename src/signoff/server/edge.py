@@ -156,7 +156,7 @@ class Edge:
             else:
                 await WebSocketClose(POLICY_VIOLATION, exc.why[:100])(scope, receive, send)
             return
-        if foreign and (principal is None or principal.via in ("session", "host")):
+        if foreign and (principal is None or "authorization" not in conn.headers):  # a cookie, or nothing
             await self._refuse_site(conn, "a request from another site without a bearer token")
             await refusal(Forbidden("requests from another site need a bearer token"))(scope, receive, send)
             return

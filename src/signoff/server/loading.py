@@ -20,7 +20,7 @@ from signoff.core.errors import SignoffError
 from signoff.gate import Gate
 from signoff.integrations.chat import Chat
 from signoff.integrations.driver import ChatDriver
-from signoff.integrations.pydantic_ai.chat import AgentChat
+from signoff.integrations.pydantic_ai.chat import AgentChat, Deps
 
 
 class AgentNotFound(SignoffError):
@@ -29,21 +29,42 @@ class AgentNotFound(SignoffError):
 
 def load_agent(spec: str) -> Any:
     """Import `module:attribute`, looking in the working directory first, as uvicorn does for apps."""
+    agent = load_attribute(spec, "--agent", "myapp.agents:agent")
+    if not isinstance(agent, AbstractAgent) and not _is_adk(agent) and not _has_framework(agent):
+        raise AgentNotFound(
+            f"--agent {spec}: a {type(agent).__name__}, not a pydantic-ai Agent or a Google ADK agent"
+        )
+    return agent
+
+
+def load_deps(spec: str) -> Deps:
+    """`--deps module:function`: what makes a pydantic-ai agent's deps for each run (a class counts)."""
+    made = load_attribute(spec, "--deps", "myapp.agents:make_deps")
+    if not callable(made):
+        raise AgentNotFound(f"--deps {spec}: not a function that makes the deps")
+    return made  # type: ignore[no-any-return]
+
+
+def load_attribute(spec: str, option: str, example: str) -> Any:
+    """Import `module:attribute` for `option`, looking in the working directory first, as uvicorn does for
+    apps; `AgentNotFound` says what could not be found, in one line."""
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise AgentNotFound(f"--agent must look like module:attribute, not {spec!r}")
+        raise AgentNotFound(f"{option} {spec}: must be module:attribute, such as {example}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AgentNotFound(f"cannot import {module_name!r} for --agent: {exc}") from exc
-    agent = getattr(module, attribute, None)
-    if not isinstance(agent, AbstractAgent) and not _is_adk(agent) and not _has_framework(agent):
+    except SyntaxError as exc:
         raise AgentNotFound(
-            f"{spec} is {type(agent).__name__}, not a pydantic-ai Agent or a Google ADK agent"
-        )
-    return agent
+            f"{option} {spec}: {exc.filename}: invalid Python: {exc.msg} (at line {exc.lineno}, column"
+            f" {exc.offset})"
+        ) from None
+    except ImportError as exc:
+        raise AgentNotFound(f"{option} {spec}: cannot import {module_name}: {exc}") from exc
+    if not hasattr(module, attribute):
+        raise AgentNotFound(f"{option} {spec}: {module_name} has no attribute {attribute}")
+    return getattr(module, attribute)
 
 
 def _is_adk(agent: object) -> bool:
@@ -55,9 +76,16 @@ def _has_framework(agent: object) -> bool:
 
 
 def chat_for(
-    agent: Any, gate: Gate, *, model: Model | str | None, signing_key: bytes, browser_timeout: float
+    agent: Any,
+    gate: Gate,
+    *,
+    model: Model | str | None,
+    deps: Deps | None = None,
+    signing_key: bytes,
+    browser_timeout: float,
 ) -> Chat:
-    """The chat that serves `agent`, whichever framework built it."""
+    """The chat that serves `agent`, whichever framework built it; `deps` makes a pydantic-ai agent's
+    deps for each run."""
     if _has_framework(agent):
         if model is not None:
             raise AgentNotFound("--model picks a pydantic-ai model; give this agent its model in code")
@@ -69,4 +97,6 @@ def chat_for(
         if model is not None:
             raise AgentNotFound("--model picks a pydantic-ai model; give an ADK agent its model in code")
         return AdkChat(agent, gate, signing_key=signing_key, browser_timeout=browser_timeout)
-    return AgentChat(agent, gate, model=model, signing_key=signing_key, browser_timeout=browser_timeout)
+    return AgentChat(
+        agent, gate, model=model, deps=deps, signing_key=signing_key, browser_timeout=browser_timeout
+    )

@@ -66,7 +66,7 @@ class Oidc:
             self._claims().validate(decoded.claims)
         except (JoseError, ValueError) as exc:
             raise Unverified(_reason(exc)) from None
-        return self._principal(decoded.claims)
+        return claimed(decoded.claims, self.settings.roles_claim)
 
     def _claims(self) -> jwt.JWTClaimsRegistry:
         return jwt.JWTClaimsRegistry(
@@ -77,22 +77,6 @@ class Oidc:
             exp={"essential": True},
             sub={"essential": True},
         )
-
-    def _principal(self, claims: dict[str, Any]) -> Principal:
-        subject = str(claims["sub"])
-        names = (claims.get(k) for k in ("name", "preferred_username", "email"))
-        name = next((n for n in names if isinstance(n, str) and n), "")
-        return Principal(id=f"oidc:{subject}", name=name or subject, roles=self._roles(claims), via="oidc")
-
-    def _roles(self, claims: dict[str, Any]) -> tuple[str, ...]:
-        value: Any = claims
-        for part in self.settings.roles_claim.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if isinstance(value, str):
-            value = value.split()
-        if not isinstance(value, list):
-            return ()
-        return tuple(dict.fromkeys(role for role in value if isinstance(role, str) and role))
 
     async def _key_set(self, *, stale: bool) -> KeySet:
         """The issuer's keys; with `stale`, fetched again if the last fetch is older than `refresh`."""
@@ -116,6 +100,28 @@ class Oidc:
                 answer.raise_for_status()
                 return answer.json()
         return msgspec.json.decode(await asyncio.to_thread(Path(source).read_bytes))
+
+
+def claimed(claims: dict[str, Any], roles_claim: str) -> Principal:
+    """The principal verified claims name, `oidc:<sub>`, with the roles `roles_claim` holds: one mapping for
+    a bearer JWT and for a login at the issuer (see `server.signin`)."""
+    subject = str(claims["sub"])
+    names = (claims.get(k) for k in ("name", "preferred_username", "email"))
+    name = next((n for n in names if isinstance(n, str) and n), "")
+    return Principal(
+        id=f"oidc:{subject}", name=name or subject, roles=_roles(claims, roles_claim), via="oidc"
+    )
+
+
+def _roles(claims: dict[str, Any], roles_claim: str) -> tuple[str, ...]:
+    value: Any = claims
+    for part in roles_claim.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, list):
+        return ()
+    return tuple(dict.fromkeys(role for role in value if isinstance(role, str) and role))
 
 
 def _reason(exc: Exception) -> str:

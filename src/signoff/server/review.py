@@ -1,7 +1,8 @@
 """The review page an approval email links to (`channels.review.PATH` + token), and its Approve and Deny.
 
 GET never decides: mail scanners and link previews follow links. It shows the call as the inbox does, who
-asked, the quorum so far, and a plain HTML form (no JavaScript) whose POST decides. The POST must come
+asked, the quorum so far, and a plain HTML form whose POST decides, JavaScript or not (`server.review_page`
+renders it; its one script, from /static/, only makes the deadline count down). The POST must come
 from that page: a same-origin `Origin` (or, failing it, `Referer`) and the page's nonce. Its body is read
 into one typed form before anything else, so a form no page of ours sends is a 400 that decides nothing.
 
@@ -28,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from signoff.channels.review import PATH, PURPOSE, Review, details_html, nonce, read
+from signoff.channels.review import PATH, PURPOSE, Review, nonce, read
 from signoff.core.approval import Approval, State
 from signoff.core.decision import Decision
 from signoff.core.errors import AlreadyDecided, CallMismatch, NotFound, SignoffError
@@ -39,16 +40,16 @@ from signoff.server.auth import client_of
 from signoff.server.edge import same_origin
 from signoff.server.http import SERVED, BadInput, Forbidden, LinkGone, status_of
 from signoff.server.refusals import Refusals
+from signoff.server.review_page import card, form, page
 
 MAX_REASON = 2000
 HEADERS = {
     "cache-control": "no-store",
-    "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self';"
-    " frame-ancestors 'none'",
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; form-action 'self';"
+    " frame-ancestors 'none'",  # the page's script and stylesheet come from /static/, nothing inline
     "referrer-policy": "same-origin",  # the token in the path never leaves for another site
     "x-frame-options": "DENY",
 }
-STYLE = "body{font:16px system-ui;max-width:40em;margin:2em auto;padding:0 1em}pre{white-space:pre-wrap}"
 
 
 class ReviewForm(msgspec.Struct, forbid_unknown_fields=True):
@@ -93,7 +94,8 @@ class EmailReview:
             review, approval = await self._open(request, token)
         except SignoffError as refused:
             return _refused("This link cannot be used", refused)
-        return _page("Review an approval", details_html(approval) + self._form(token, review, approval))
+        now = self.ledger.approvals.clock()
+        return _page("Review an approval", card(approval, now, self._form(token, review, approval)))
 
     async def decide(self, request: Request) -> Response:
         token = request.path_params["token"]
@@ -113,7 +115,8 @@ class EmailReview:
         except SignoffError as refused:  # not genuine, expired, spent, not an approver now: audited
             return _refused("Nothing was decided", refused)
         said = "approved" if form.decision == "approve" else "denied"
-        return _page(f"You {said} it", f"<p>Thank you.</p>{details_html(after)}{_inbox(after)}")
+        now = self.ledger.approvals.clock()
+        return _page(f"You {said} it", f"<p>Thank you.</p>{card(after, now, _inbox(after))}")
 
     async def _open(self, request: Request, token: str) -> tuple[Review, Approval]:
         """The genuine, unexpired review `token` grants, and its approval as asked when it was sent."""
@@ -158,14 +161,7 @@ class EmailReview:
             return _settled(approval)
         if approval.voted(review.principal):
             return f"<p>Your approval is counted; it waits for the others.</p>{_inbox(approval)}"
-        hidden = f"<input type='hidden' name='nonce' value='{html.escape(nonce(self.keys, token))}'>"
-        return (
-            f"<form method='post'>{hidden}"
-            "<p><label>Reason (optional)<br>"
-            f"<textarea name='reason' rows='3' cols='50' maxlength='{MAX_REASON}'></textarea></label></p>"
-            "<button name='decision' value='approve'>Approve</button> "
-            "<button name='decision' value='deny'>Deny</button></form>"
-        )
+        return form(nonce(self.keys, token), MAX_REASON)
 
 
 def _spends(review: Review) -> str:
@@ -200,8 +196,4 @@ def _refused(title: str, refused: SignoffError, said: str = "") -> Response:
 
 
 def _page(title: str, body: str, status: int = SERVED) -> Response:
-    text = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
-    )
-    return HTMLResponse(text, status, headers=HEADERS)
+    return HTMLResponse(page(title, body), status, headers=HEADERS)

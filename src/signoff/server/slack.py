@@ -39,6 +39,8 @@ from signoff.server.refusals import Refusals
 log = logging.getLogger("signoff.server")
 PATH = "/api/channels/slack/interactions"
 MAY_NOT = "You may not decide this"
+STAMP_DIGITS = 12
+"""A Unix time in seconds has 10 digits until the year 2286."""
 MAX_REASON = 2000
 
 
@@ -76,11 +78,18 @@ class SlackInteractions:
         return Response(status_code=SERVED)
 
     def _signed(self, request: Request, body: bytes) -> SlackChannel | None:
-        """The channel whose signing secret signed `body`, or None. A timestamp that is no number is no
-        signature (the verifier would raise on it)."""
+        """The channel whose signing secret signed `body`, or None. What the verifier would raise on rather
+        than refuse (a timestamp that is no number or has hundreds of digits, a signature that is not ASCII,
+        a body that is not UTF-8) is no signature either."""
         headers = request.headers
         stamp, signature = headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature")
-        if stamp is None or not stamp.isascii() or not stamp.isdigit():
+        if not (
+            stamp and signature and _plain(stamp, STAMP_DIGITS) and stamp.isdigit() and _plain(signature, 128)
+        ):
+            return None
+        try:
+            body.decode()  # the verifier decodes it, and raises on bytes that are not UTF-8
+        except UnicodeDecodeError:
             return None
         return next((c for verifier, c in self.apps if verifier.is_valid(body, stamp, signature)), None)
 
@@ -125,6 +134,10 @@ class SlackInteractions:
         task = asyncio.get_running_loop().create_task(tell())
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
+
+
+def _plain(value: str, longest: int) -> bool:
+    return value.isascii() and len(value) <= longest
 
 
 class _User(msgspec.Struct):

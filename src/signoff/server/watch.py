@@ -2,7 +2,9 @@
 
 `/healthz` says the process answers, and `/readyz` that its ledger does too and its outbox worker runs: a
 load balancer or an orchestrator asks them without a credential, so they say nothing else. `/metrics`
-serves the Prometheus text format (`prometheus_client`) to the admin.
+serves the Prometheus text format (`prometheus_client`) to the admin: `signoff_build_info{version}`, the
+figures below, and the outbox's own, with no `_created` series and every bucket's bound spelled as
+`prometheus_client` spells it (`le="1.0"`).
 
 The figures are a fold of the ledger's audit chain, which every worker shares: each worker serves the same
 totals, counted from the first approval the ledger ever opened, so a scrape that reaches any worker, or one
@@ -18,11 +20,19 @@ import itertools
 import logging
 import socket
 from collections.abc import AsyncIterator, Iterator
+from importlib.metadata import version
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -41,6 +51,7 @@ READY_WITHIN = 2.0
 """Seconds the ledger has to answer a readiness check."""
 PAGE = 1000
 SETTLED = frozenset({State.APPROVED, State.DENIED, State.EXPIRED, State.CANCELLED})
+VERSION = version("signoff")
 DECISION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0)
 """Seconds from asking to a decision: a person answers in seconds at a desk, in hours by email."""
 
@@ -64,6 +75,7 @@ class ApprovalFigures(Collector):
         self.notices: dict[tuple[str, str], int] = {}
         """Notices by channel and state, pending or failed, as last read."""
         self.registry.register(self)
+        self._shown = _Uncreated(self.registry)
 
     async def catch_up(self) -> None:
         """Fold the audit entries written since the last read, a page at a time, and count the outbox's
@@ -94,6 +106,7 @@ class ApprovalFigures(Collector):
                 self.waited += waited
 
     def collect(self) -> Iterator[Metric]:
+        yield InfoMetricFamily("signoff_build", "This signoff's version.", value={"version": VERSION})
         yield CounterMetricFamily("signoff_approvals_opened", "Approvals opened.", value=self.opened)
         decided = CounterMetricFamily(
             "signoff_approvals_decided", "Approvals settled, by outcome.", labels=["outcome"]
@@ -103,7 +116,7 @@ class ApprovalFigures(Collector):
         yield decided
         pending = self.opened - sum(self.decided.values())
         yield GaugeMetricFamily("signoff_approvals_pending", "Approvals pending now.", value=pending)
-        bounds = [*(f"{bound:g}" for bound in DECISION_BUCKETS), "+Inf"]
+        bounds = [*map(floatToGoString, DECISION_BUCKETS), "+Inf"]  # as the outbox's `Histogram` says them
         buckets = list(zip(bounds, itertools.accumulate(self.waits), strict=True))
         yield HistogramMetricFamily(
             "signoff_approval_decision_seconds",
@@ -129,7 +142,23 @@ class ApprovalFigures(Collector):
     async def response(self) -> Response:
         """The figures as they stand now, in the Prometheus text format."""
         await self.catch_up()
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(self._shown), media_type=CONTENT_TYPE_LATEST)
+
+
+class _Uncreated(Collector):
+    """A registry's metrics without their `_created` series: the approvals' figures have none (the ledger,
+    not this process, started counting them), so the outbox's counter and histogram drop theirs too.
+    `prometheus_client.disable_created_metrics()` would do it for the whole process, an app that mounts
+    signoff included, whose own metrics are not signoff's to change."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            kept.samples = [s for s in metric.samples if s.name != f"{metric.name}_created"]
+            yield kept
 
 
 def metrics_listener(host: str, port: int) -> socket.socket:

@@ -23,7 +23,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 
 from signoff.core.approval import Approval
-from signoff.core.views import shown
+from signoff.core.views import shown_lines
+from signoff.ledger.url import command_hint
 
 KEY = "signoff"
 """The key of signoff's question among a round's input requests."""
@@ -148,16 +149,18 @@ def url_form(approval: Approval, inbox: str) -> ElicitRequestURLParams:
 
 
 def message(approval: Approval, *, may_decide: bool) -> str:
-    rows = "\n".join(f"{label}: {value}" for label, value in shown(approval))
+    rows = "\n".join(shown_lines(approval))
     if may_decide:
         return f"A tool call waits for your approval.\n\n{rows}"
     return f"A tool call waits for someone else's approval: you cannot decide it.\n\n{rows}"
 
 
-def waiting(approval: Approval, inbox: str | None) -> str:
-    """What the model reads when a call is left pending: who it waits for, and how to go on."""
+def waiting(approval: Approval, inbox: str | None, ledger: str | None = None) -> str:
+    """What the model reads when a call is left pending: who it waits for, and how to go on: the inbox's
+    link, or the command that decides it on the gateway's `ledger`."""
     quorum = approval.authority.quorum
-    where = f"decide at {inbox}" if inbox else f"decide with `signoff approvals approve {approval.id}`"
+    command = command_hint(f"approvals approve {approval.id}", ledger)
+    where = f"decide at {inbox}" if inbox else f"decide with `{command}`"
     counted = f" ({len(approval.votes)} of {quorum})"
     return (
         f"approval {approval.id} is waiting for {approval.authority.awaited(escalated=approval.escalated)}"

@@ -27,9 +27,11 @@ class Fronting(msgspec.Struct, frozen=True, kw_only=True):
     hold: float = 60.0
     upstream_timeout: float = 60.0
 
-    def gateway(self, ledger: Ledger, policy: Policy, requester: Requester, inbox: str | None) -> Gateway:
-        """Raises `SignoffError` for an `upstream_env` name the environment lacks, or a state key file
-        that can't be used."""
+    def gateway(
+        self, ledger: Ledger, policy: Policy, requester: Requester, inbox: str | None, url: str | None = None
+    ) -> Gateway:
+        """`url` names `ledger` in the hints a gateway without an inbox gives. Raises `SignoffError` for an
+        `upstream_env` name the environment lacks, or a state key file that can't be used."""
         if self.upstream_url is not None:
             target: StdioServerParameters | str = self.upstream_url
         else:
@@ -38,4 +40,6 @@ class Fronting(msgspec.Struct, frozen=True, kw_only=True):
         keys, _ = state_keys(Path(self.state_keys) if self.state_keys else None)
         gate = Gate(ledger, policy, actor="signoff:mcp-gateway")
         upstream = Upstream(target, timeout=self.upstream_timeout)
-        return Gateway(gate, upstream, requester, state_keys=keys, hold=self.hold, inbox=inbox)
+        return Gateway(
+            gate, upstream, requester, state_keys=keys, hold=self.hold, inbox=inbox, ledger_url=url
+        )

@@ -101,15 +101,18 @@ class Gateway:
         state_keys: list[bytes],
         hold: float = 60.0,
         inbox: str | None = None,
+        ledger_url: str | None = None,
         name: str = "signoff",
     ) -> None:
-        """`inbox` is the base URL of the approvals page people decide on; `state_keys` seal the
-        `requestState` of input rounds, newest first (every worker and restart must hold them)."""
+        """`inbox` is the base URL of the approvals page people decide on, or, without one, `ledger_url`
+        the ledger the CLI decides on; `state_keys` seal the `requestState` of input rounds, newest first
+        (every worker and restart must hold them)."""
         self.gate = gate
         self.upstream = upstream
         self.requester = requester
         self.hold = hold
         self.inbox = inbox.rstrip("/") if inbox else None
+        self.ledger_url = ledger_url
         self.generations = Generations(gate.ledger)
         self.server: Server[Any] = Server(
             name,
@@ -263,7 +266,7 @@ class Gateway:
                 return None
             answer = None  # a vote that does not count: the call waits on, and the client is asked again
         if answer is not None and answer.verdict == "cancel":
-            return error(waiting(approval, self._link(approval)))
+            return error(waiting(approval, self._link(approval), self.ledger_url))
         elicitation = ctx.session.client_capabilities.elicitation if ctx.session.client_capabilities else None
         by_url = elicitation is not None and elicitation.url is not None and elicitation.form is None
         decider = may_decide(principal, approval)
@@ -273,7 +276,7 @@ class Gateway:
                 if self._settled(approval):
                     return None
                 if by_url:
-                    return error(waiting(approval, self._link(approval)))
+                    return error(waiting(approval, self._link(approval), self.ledger_url))
             asked = Asked(approval.id, identity.call(generation).call_id, principal.id)
             link = self._link(approval)
             question = url_form(approval, link) if by_url else form(approval, may_decide=decider)
@@ -298,7 +301,11 @@ class Gateway:
                     url_form(approval, link).message, link, approval.id, related_request_id=ctx.request_id
                 )
         approval = await self._held(ctx, approval)
-        return None if self._settled(approval) else error(waiting(approval, self._link(approval)))
+        return (
+            None
+            if self._settled(approval)
+            else error(waiting(approval, self._link(approval), self.ledger_url))
+        )
 
     async def _held(self, ctx: ServerRequestContext[Any, Any], approval: Approval) -> Approval:
         """Wait for the approval's decision, from any channel or worker, at most `hold` seconds and never

@@ -30,6 +30,14 @@ CONVERSATION = "io.signoff/conversation"
 within it, and identical calls in two conversations are two questions."""
 
 _MAX_CONVERSATION = 200
+_PREFIX = "mcp:"
+
+
+def _chat(principal: str) -> str:
+    """The chat a principal's calls are asked in, named after it once, as the inbox shows it: `mcp:alice`
+    for a token's `alice`, and `mcp:<os user>` for the stdio gateway's own principal, whose id says
+    `mcp:` already."""
+    return principal if principal.startswith(_PREFIX) else _PREFIX + principal
 
 
 class _Counts(msgspec.Struct, omit_defaults=True):
@@ -55,9 +63,11 @@ class CallIdentity:
         """Raises `InvalidCall` for arguments JSON cannot say (the digest is over their JSON)."""
         digest = ToolCall("identity", tool, args).digest
         conversation = _conversation(meta)
-        chat = f"mcp:{principal}" + (f"/{conversation}" if conversation else "")
-        seed = f"{chat}\0{tool}\0{digest}".encode()
-        return cls(chat, "mcp_" + hashlib.sha256(seed).hexdigest()[:24], tool, args)
+        within = f"/{conversation}" if conversation else ""
+        # the principal's id itself, never its chat's name, so that two principals' calls never meet: the
+        # stdio `mcp:alice` and a token's `alice` share a chat's name, never a call
+        seed = f"{_PREFIX}{principal}{within}\0{tool}\0{digest}".encode()
+        return cls(_chat(principal) + within, "mcp_" + hashlib.sha256(seed).hexdigest()[:24], tool, args)
 
     def call(self, generation: int) -> ToolCall:
         return ToolCall(f"{self.base}.{generation}", self.tool, self.args)

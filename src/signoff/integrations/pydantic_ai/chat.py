@@ -4,6 +4,12 @@ The ledger keeps pydantic-ai's message history as the chat's entries, a message 
 the one this worker saved last. A continuation is pydantic-ai's own: the deferred calls' results
 (`DeferredToolResults`), the approvals among them always `True`, since the gate rules on each call from the
 ledger, not from this flag.
+
+Any agent is served as its author wrote it. A call that waits ends the run with `DeferredToolRequests`,
+which pydantic-ai accepts only among the run's output types: each run is given the agent's own output
+types with it (`run(output_type=…)`), so no author has to add it. An agent with a `deps_type` gets its deps
+from the factory it is served with, or from `deps_type()` where that makes one; where neither can, serving
+it is refused when it starts, never at its first approval.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResultEvent
 
+from signoff.core.errors import SignoffError
 from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate
 from signoff.integrations.chat import Begun
@@ -55,15 +62,27 @@ MESSAGES = JsonMessages[ModelMessage](
 History = JsonHistory[ModelMessage]
 
 
+Deps = Callable[[], Any]
+"""What makes a run's deps: called once for each run of the agent."""
+
+
+class CannotServe(SignoffError):
+    """An agent that can't be served as it is, and what to give it."""
+
+
 class PydanticAI:
     """pydantic-ai's part of a chat (a `integrations.driver.Framework`)."""
 
     cannot_regenerate = None
     keeps_history = True
 
-    def __init__(self, agent: AbstractAgent[Any, Any], gate: Gate, model: Model | str | None) -> None:
+    def __init__(
+        self, agent: AbstractAgent[Any, Any], gate: Gate, model: Model | str | None, deps: Deps | None = None
+    ) -> None:
         self.agent, self.gate, self.model = agent, gate, model
         self.browser_tools = browser_tools(agent)
+        self.output_type = _waiting_too(agent.output_type)
+        self.deps = deps or _deps_of(agent)
 
     async def read(
         self, chat_id: str, stored: StoredChat | None, state: ChatState, *, begun: bool
@@ -132,8 +151,9 @@ class AgentRun:
         framework = self.framework
         gated = [Signoff(framework.gate)]
         result = await framework.agent.run(
-            **self.arguments, capabilities=gated, model=framework.model, event_stream_handler=handle
-        )
+            **self.arguments, output_type=framework.output_type, deps=framework.deps(), capabilities=gated,
+            model=framework.model, event_stream_handler=handle,
+        )  # fmt: skip
         emit(AgentRunResultEvent(result))
 
     def parked(self, history: Sequence[object]) -> bytes:
@@ -162,11 +182,37 @@ class AgentChat(ChatDriver[History]):
         gate: Gate,
         *,
         model: Model | str | None = None,
+        deps: Deps | None = None,
         signing_key: bytes = b"",
         browser_timeout: float = 120.0,
     ) -> None:
-        framework = PydanticAI(agent, gate, model)
+        """`deps` makes each run's deps, for an agent with a `deps_type`; raises `CannotServe` for an agent
+        that needs deps none can make."""
+        framework = PydanticAI(agent, gate, model, deps)
         super().__init__(framework, gate, signing_key=signing_key, browser_timeout=browser_timeout)
+
+
+def _waiting_too(output_type: Any) -> Any:
+    """The agent's output types with `DeferredToolRequests` among them, as a run that waits ends."""
+    given = list(output_type) if isinstance(output_type, list | tuple) else [output_type]
+    return given if DeferredToolRequests in given else [*given, DeferredToolRequests]
+
+
+def _deps_of(agent: AbstractAgent[Any, Any]) -> Deps:
+    """What makes the deps of an agent served without a factory of its own: none, for an agent that takes
+    none; else its `deps_type`, tried now, so an agent none can serve is refused before anything runs."""
+    wanted = agent.deps_type
+    if wanted in (type(None), object):
+        return lambda: None
+    try:
+        wanted()
+    except Exception as exc:
+        name = getattr(wanted, "__name__", repr(wanted))
+        raise CannotServe(
+            f"the agent's deps_type {name} can't be made without arguments ({type(exc).__name__}: {exc}):"
+            " give a function that makes its deps, create_app(…, deps=…) or --deps module:function"
+        ) from None
+    return wanted
 
 
 def _result(output: ToolOutput) -> Any:

@@ -1,0 +1,1 @@
+import{a as e,i as t,t as n}from"./shared-CgaicfsE.js";/* empty css               */var r=e(),i=t();for(let e of document.querySelectorAll(`[data-countdown]`))(0,r.createRoot)(e).render((0,i.jsx)(n,{at:Number(e.dataset.countdown)}));for(let e of document.querySelectorAll(`form`)){let t=!1;e.addEventListener(`submit`,e=>{t&&e.preventDefault(),t=!0})}
