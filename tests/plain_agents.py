@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
@@ -103,3 +105,15 @@ def pay_adk(amount: int, to: str) -> str:
 
 
 adk = LlmAgent(name="plain", model=OneCall(), instruction="Pay when asked.", tools=[pay_adk])
+
+
+crashing = Agent(TestModel())
+
+
+@crashing.tool_plain(name="pay")
+def pay_then_die(amount: int, to: str) -> str:
+    """Pay someone; its process then dies before it can say so, as a worker killed at the worst moment."""
+    with open(os.environ["SIGNOFF_TEST_RUNS"], "a") as runs:
+        runs.write(f"paid {amount} to {to}\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "never said"

@@ -70,7 +70,7 @@ async def history(ledger: Ledger, chat: str = "c1") -> str:
 async def test_a_clean_ledger_verifies(ledger: Ledger) -> None:
     await history(ledger)
     evidence = await verify(ledger)
-    assert evidence.ok and evidence.count == 6, evidence
+    assert evidence.ok and evidence.count == 7, evidence  # the approved call's claim, then its finish
 
 
 async def test_a_chain_rebuilt_without_the_key_fails(ledger: Ledger) -> None:
@@ -104,11 +104,11 @@ async def test_another_key_fails_verify(ledger: Ledger, tmp_path: Path) -> None:
 async def test_a_checkpoint_exposes_a_chain_cut_short(ledger: Ledger) -> None:
     await history(ledger)
     mark = await ledger.audit.checkpoint()
-    assert mark.count == 6 and mark.authentic(ledger.audit.keyring)
+    assert mark.count == 7 and mark.authentic(ledger.audit.keyring)
     await sql(ledger, "DELETE FROM audit WHERE seq > 4")
     assert (await ledger.audit.verify()) == (4, None), "a chain cut short holds on its own"
     count, broken = await ledger.audit.verify([mark])
-    assert count == 4 and broken is not None and "a checkpoint saw 6" in broken.problem
+    assert count == 4 and broken is not None and "a checkpoint saw 7" in broken.problem
     await sql(ledger, "DELETE FROM audit")
     assert (await ledger.audit.verify([mark]))[1] is not None, "an emptied audit fails too"
     forged = msgspec.structs.replace(mark, count=2)
@@ -121,10 +121,10 @@ async def test_a_rewrite_up_to_a_checkpoint_is_caught(ledger: Ledger) -> None:
     a compromised worker) still differs from what the checkpoint saw."""
     await history(ledger)
     mark = await ledger.audit.checkpoint()
-    await sql(ledger, "DELETE FROM audit WHERE seq > 5")
+    await sql(ledger, "DELETE FROM audit WHERE seq > 6")
     await ledger.audit.record("note", "x", "mallory")
     _, broken = await ledger.audit.verify([mark])
-    assert broken is not None and broken.seq == 6 and "differs from the checkpoint" in broken.problem
+    assert broken is not None and broken.seq == 7 and "differs from the checkpoint" in broken.problem
 
 
 async def test_a_state_flipped_in_the_table_never_runs_and_fails_verify(ledger: Ledger) -> None:
@@ -226,15 +226,16 @@ def test_the_cli_signs_checkpoints_and_verify_uses_them(tmp_path: Path) -> None:
     printed = run(env, "audit", "checkpoint")
     assert printed.returncode == 0 and len(printed.stdout.splitlines()) == 1
     mark = msgspec.json.decode(printed.stdout, type=Checkpoint)
-    assert mark.count == 6
+    assert mark.count == 7
     marks = tmp_path / "checkpoints.jsonl"
     marks.write_text(printed.stdout)
     ok = run(env, "audit", "verify", "--checkpoint", str(marks))
-    assert ok.returncode == 0 and "audit ok: 6 entries, 1 checkpoints hold" in ok.stdout
+    assert ok.returncode == 0 and "audit ok: 7 entries, 1 checkpoints hold" in ok.stdout
     with sqlite3.connect(tmp_path / "l.db") as db:
         db.execute("DELETE FROM audit WHERE seq > 5")
     cut = run(env, "audit", "verify", "--checkpoint", str(marks))
-    assert cut.returncode == 1 and "the chain ends at 5, a checkpoint saw 6" in cut.stderr
+    assert cut.returncode == 1 and "the ledger holds 5 entries; the checkpoint of " in cut.stderr
+    assert f"saw 7\ncheckpoints read from {marks}\n" in cut.stderr
     other = run({**env, "SIGNOFF_AUDIT_KEY_FILE": str(tmp_path / "other.key")}, "audit", "verify")
     assert other.returncode == 1 and "audit broken at entry 1" in other.stderr
     assert "made a new audit key in" in other.stderr

@@ -19,7 +19,7 @@ from signoff.core.decision import Decision
 from signoff.core.policy import Policy
 from signoff.core.task import Task
 from signoff.gate import Gate, Pending, Refused
-from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
+from signoff.integrations.gated import GatedCall, Ran, gated_call
 from signoff.integrations.pydantic_ai.toolset import (
     BrowserToolset,
     SignoffToolset,
@@ -72,7 +72,9 @@ async def test_an_allowed_call_comes_back_as_ran() -> None:
         assert result == Ran({"paid": 50})
 
 
-async def test_an_approved_call_runs_once_and_a_second_claim_is_rejected_unrun() -> None:
+async def test_an_approved_call_runs_once_and_its_replay_hears_what_came_of_it() -> None:
+    """The same call again (a continuation that replays it) finds its claim taken: it is told the result
+    the first run recorded, and the tool does not run again."""
     ran: list[dict[str, Any]] = []
 
     async def body(args: dict[str, Any]) -> str:
@@ -86,7 +88,7 @@ async def test_an_approved_call_runs_once_and_a_second_claim_is_rejected_unrun()
         await ledger.approvals.decide(held.approval.id, Decision.approve("bob"))
         assert await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred") == Ran("paid")
         again = await gated_call(gate, GatedCall(CALL, body), chat_id="chat", wait="deferred")
-        assert isinstance(again, Rejected) and again.reason and ran == [PAY]
+        assert again == Ran("paid") and ran == [PAY]
 
 
 async def test_a_deferred_ask_is_held_and_its_question_goes_through_the_turns_sink() -> None:

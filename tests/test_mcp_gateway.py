@@ -555,7 +555,7 @@ async def test_one_approval_runs_the_upstreams_round_once_however_often_it_is_re
     refused = [e for e in entries if e.subject == approval.id and e.action == "refuse"]
     assert len(refused) == 3 and all("used already" in e.detail["why"] for e in refused)
     moves = [e.action for e in entries if e.subject == approval.id and e.action != "refuse"]
-    assert moves == ["open", "approve", "consume", "spend"]
+    assert moves == ["open", "approve", "consume", "finish", "spend"]
 
 
 # -- bad input and a failing upstream ---------------------------------------------------------------------

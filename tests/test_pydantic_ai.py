@@ -78,7 +78,7 @@ async def test_deferred_ends_the_run_and_the_resume_runs_the_approved_call_once(
         await ledger.approvals.decide(approval_id, Decision.approve("alice"))
         results = DeferredToolResults(approvals={"call_1": True})
         history = first.result.all_messages()  # type: ignore[attr-defined]
-        for _ in range(2):  # the second resume replays the same call: the claim is spent
+        for _ in range(2):  # the second resume replays the same call: the claim is taken, its result told
             async with agent.run_stream_events(
                 message_history=history, deferred_tool_results=results, capabilities=[deferred]
             ) as events:
@@ -86,7 +86,7 @@ async def test_deferred_ends_the_run_and_the_resume_runs_the_approved_call_once(
                     last = event
             output = last.result.output  # type: ignore[attr-defined]
         assert paid == [PAY]
-        assert "already used" in output
+        assert "paid" in output, "the second resume hears the result the first recorded"
         assert (await ledger.approvals.get(approval_id)).state == "consumed"
 
 

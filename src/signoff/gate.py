@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import msgspec
 
 from signoff.approvers.callback import Approver, ApproverFailed, approver_name, call_approver
-from signoff.core.approval import Approval, State
+from signoff.core.approval import Approval, CallOutcome, State
 from signoff.core.approval import Wait as Wait  # the gate's wait modes: every caller names them
 from signoff.core.audit import TIMEOUT_ACTOR
 from signoff.core.call import ToolCall
+from signoff.core.claim import kept
 from signoff.core.errors import (
     AlreadyConsumed,
     AlreadyDecided,
@@ -29,6 +31,7 @@ from signoff.core.errors import (
     EditRefused,
     InvalidDecision,
     NotAnApprover,
+    SignoffError,
     Unproven,
 )
 from signoff.core.grant import Grant, unusable
@@ -38,6 +41,7 @@ from signoff.ledger.base import Ledger
 from signoff.tasks import Tasks
 
 T = TypeVar("T")
+log = logging.getLogger("signoff.gate")
 
 
 class Allowed(msgspec.Struct, frozen=True, kw_only=True):
@@ -211,13 +215,31 @@ class Gate:
         outcome = await self._claim(call, chat_id, asking)
         if not isinstance(outcome, Allowed):
             return outcome
-        if inspect.iscoroutinefunction(fn):
-            result: Any = await fn(**outcome.call.args)
-        else:
-            result = await asyncio.to_thread(fn, **outcome.call.args)
-            if inspect.isawaitable(result):
-                result = await result
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result: Any = await fn(**outcome.call.args)
+            else:
+                result = await asyncio.to_thread(fn, **outcome.call.args)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception as exc:
+            await self._ended(outcome, ok=False, result=f"{type(exc).__name__}: {exc}")
+            raise
+        await self._ended(outcome, ok=True, result=result)
         return result  # type: ignore[no-any-return]
+
+    async def _ended(self, allowed: Allowed, *, ok: bool, result: object) -> None:
+        """Record how a call an approval's claim let run ended, so a continuation that finds the claim
+        taken tells the model what happened (see `core.claim`). The call has run either way: a ledger
+        that can't take the record now leaves its outcome unknown, which is the truth, and is logged."""
+        if allowed.approval_id is None:
+            return
+        ended = kept(CallOutcome(ok=ok, result=result, at=self.ledger.approvals.clock()))
+        try:
+            await self.ledger.approvals.consume(allowed.approval_id, allowed.call, self.actor, outcome=ended)
+        except SignoffError as exc:
+            log.warning("the outcome of %s (approval %s) was not recorded: %s", allowed.call.tool,
+                        allowed.approval_id, exc)  # fmt: skip
 
     async def start(
         self,

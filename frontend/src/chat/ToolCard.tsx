@@ -22,6 +22,7 @@ const LABEL: Record<CardState, string> = {
   expired: "expired",
   error: "error",
   cancelled: "cancelled",
+  unknown: "outcome unknown",
 };
 
 interface Props {

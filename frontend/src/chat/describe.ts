@@ -15,7 +15,12 @@ export type CardState =
   | "refused"
   | "expired"
   | "error"
-  | "cancelled";
+  | "cancelled"
+  /** It started, and its process died before it could say how it ended. */
+  | "unknown";
+
+/** The status the server gives a call that started and whose outcome was never recorded (a worker died). */
+const UNKNOWN = "outcome unknown";
 
 const TASK_CARD: Record<TaskState, CardState> = {
   pending: "running",
@@ -100,7 +105,8 @@ export function cardState(
       return { state: "error", note: part.errorText };
     case "output-available": {
       if (task) return { state: TASK_CARD[task], note: decision ? approved : "" };
-      const output = part.output as { success?: unknown; error?: unknown } | undefined;
+      const output = part.output as { success?: unknown; error?: unknown; status?: unknown; message?: unknown } | undefined;
+      if (output?.status === UNKNOWN) return { state: "unknown", note: text(output.message, "its outcome is unknown") };
       if (output?.success === false) return { state: "error", note: text(output.error, "it failed") };
       return { state: "done", note: decision ? `done · ${approved}` : "done" };
     }

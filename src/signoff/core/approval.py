@@ -81,7 +81,9 @@ class ApprovalEvent(StrEnum):
     FOLLOW_UP = "follow-up"
     """A reminder, an escalation or a deadline warning (see `core.followup`)."""
     SPEND = "spend"
-    """A bearer credential riding on the claimed call, used (see `spend`)."""
+    """A bearer credential riding on the claimed call, used (see `core.claim.spend`)."""
+    FINISH = "finish"
+    """The claimed call ended, and how (see `core.claim.finish`)."""
 
 
 APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
@@ -95,7 +97,7 @@ APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
         ApprovalEvent.FOLLOW_UP: State.PENDING,
     },
     State.APPROVED: {ApprovalEvent.CONSUME: State.CONSUMED},
-    State.CONSUMED: {ApprovalEvent.SPEND: State.CONSUMED},
+    State.CONSUMED: {ApprovalEvent.SPEND: State.CONSUMED, ApprovalEvent.FINISH: State.CONSUMED},
 }
 """For each state, the state each event leads to. A state with no row is final."""
 
@@ -103,6 +105,16 @@ APPROVAL_TRANSITIONS: dict[State, dict[ApprovalEvent, State]] = {
 def new_approval_id() -> str:
     """160 random bits: unguessable, so knowing a chat never lets anyone address its approvals."""
     return "apr_" + secrets.token_urlsafe(20)
+
+
+class CallOutcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """How a claimed call ended: `ok` with its `result` as JSON, or not, with the error it raised as
+    `result`; `kept` False where the result was too big to keep, and `result` then says so."""
+
+    ok: bool
+    result: Any
+    at: float
+    kept: bool = True
 
 
 class Vote(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -137,6 +149,10 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     closed_reason: str = ""
     consumed_at: float | None = None
     consumed_by: str = ""
+    worker: str = ""
+    """The process that took the claim and ran the call (`host:pid`): who to ask of an unknown outcome."""
+    outcome: CallOutcome | None = None
+    """How the claimed call ended (`core.claim.finish`); none while it runs, or if its process died."""
     requester: str = ""
     authority: Authority = msgspec.field(default_factory=Authority)
     votes: tuple[Vote, ...] = ()

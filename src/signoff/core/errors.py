@@ -153,6 +153,7 @@ class AlreadyConsumed(IllegalTransition):
     """The single-use claim on an approved call was already taken: the tool must not run again."""
 
     def __init__(self, approval: Approval) -> None:
+        self.approval = approval
         super().__init__(approval.id, approval.state, "consume", f"approval {approval.id} was already used")
 
 

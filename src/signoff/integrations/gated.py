@@ -17,6 +17,7 @@ import msgspec
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
+from signoff.core.claim import unknown
 from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task
 from signoff.gate import Gate, Pending, Refused, Wait
@@ -93,7 +94,10 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
                 gated.call, run, chat_id=chat_id, wait=wait, on_pending=on_pending,
                 requester=requester, schema=gated.schema,
             )  # fmt: skip
-    except (AlreadyConsumed, CallMismatch, Unproven) as exc:
+    except AlreadyConsumed as used:  # this very call ran before: say what came of it, never run it again
+        elsewhere = gated.long_running or used.approval.call.call_id != call_id  # a task tells its own
+        result = Rejected(str(used)) if elsewhere else await _told(gate, used.approval, requester)
+    except (CallMismatch, Unproven) as exc:
         result = Rejected(str(exc))
     finally:
         if turn is not None:
@@ -113,6 +117,24 @@ async def gated_call(gate: Gate, gated: GatedCall, *, chat_id: str, wait: Wait) 
             turn.started(gate.tasks, result)
         return result
     return Ran(result)
+
+
+UNKNOWN = "outcome unknown"
+"""The status of a call that started and whose outcome was never recorded: what a page shows it as."""
+
+
+async def _told(gate: Gate, approval: Approval, requester: str) -> Any:
+    """What the model hears of a call whose claim was taken before: a continuation on another worker, or
+    after a crash, of the very call that ran. Its recorded result; the error it ended with; or, where its
+    process died before it could say, that it started and how it ended is unknown (audited): never a
+    refusal, since it may well have done what it does."""
+    ended = approval.outcome
+    if ended is not None:
+        return ended.result if ended.ok else {"status": "failed", "error": ended.result}
+    said = unknown(approval)
+    actor = requester or gate.actor
+    await gate.ledger.audit.record(UNKNOWN, approval.id, actor, why=said, worker=approval.worker)
+    return {"status": UNKNOWN, "message": said}
 
 
 async def task_status(gate: Gate, task_id: str, *, chat_id: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Unpack
 
 from signoff.core import approval as machine
 from signoff.core import claim
-from signoff.core.approval import Approval, State
+from signoff.core.approval import Approval, CallOutcome, State
 from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
@@ -131,19 +131,30 @@ class Approvals(Part):
             raise
         return after
 
-    async def consume(self, approval_id: str, call: ToolCall, actor: str, *, spends: str = "") -> Approval:
-        """Take the single-use claim to run `call` now. A second claim raises `AlreadyConsumed`; one whose
-        approving decisions carry no valid proof raises `Unproven`, audited.
+    async def consume(
+        self,
+        approval_id: str,
+        call: ToolCall,
+        actor: str,
+        *,
+        spends: str = "",
+        outcome: CallOutcome | None = None,
+    ) -> Approval:
+        """Take the single-use claim to run `call` now, in this process (recorded as the claim's worker). A
+        second claim raises `AlreadyConsumed`; one whose approving decisions carry no valid proof raises
+        `Unproven`, audited.
 
-        With `spends`, the claim was taken, and what is used is a bearer credential riding on the run it let
-        start (an MCP upstream's own input round, see `core.approval.spend`): once; a second use raises
-        `Spent`, audited."""
+        On a claim taken, record what rides on it instead (see `core.claim`): with `spends`, a bearer
+        credential used on the run it let start (an MCP upstream's own input round), once, a second use
+        raising `Spent`, audited; with `outcome`, how the call ended."""
 
         def step(approval: Approval) -> Change:
             now, keyring = self.clock(), self._shared.keyring
             if spends:
                 return _one(*claim.spend(approval, call, spends, actor, now))
-            return _one(*claim.consume(approval, call, actor, now, keyring))
+            if outcome is not None:
+                return _one(*claim.finish(approval, call, outcome, actor, now))
+            return _one(*claim.consume(approval, call, actor, now, keyring, self._shared.worker))
 
         try:
             return await self._apply(approval_id, step)

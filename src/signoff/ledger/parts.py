@@ -8,7 +8,9 @@ write through one committer and one audit chain, and each part's interface stays
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import socket
 import time
 
 from signoff.core.audit import AuditEvent, Keyring
@@ -37,6 +39,8 @@ class Shared:
         """Set when this process writes notices, so its outbox worker need not wait for its next look."""
         self.holder = secrets.token_hex(8)
         """This process, as it holds leases and claims."""
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        """This process as a person finds it: where a claimed call ran."""
 
     async def record(self, action: str, subject: str, actor: str, **detail: object) -> None:
         """Append an event that changes no state (a failed approver, a refused forgery, a grant used),
