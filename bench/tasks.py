@@ -207,9 +207,7 @@ async def follow(feed: TaskFeed, noted: dict[tuple[str, int], float], count: int
             seen.ended += 1
             if seen.ended == count:
                 return
-    raise RuntimeError(
-        f"the feed dropped its reader after {seen.ended:,} ended tasks: it fell too far behind"
-    )
+    raise RuntimeError(f"the feed ended after {seen.ended:,} ended tasks")
 
 
 async def within(event: asyncio.Event, what: str) -> None:

@@ -130,7 +130,7 @@ async def test_the_last_hops_are_the_stack_a_claim_is_taken_on() -> None:
         chat = AgentChat(demo_agent(), Gate(ledger, demo_policy()))
         with mock.patch.object(MemoryBackend, "transact", watched):
             await pay(chat, 0)
-    [stack] = stacks
+    stack, _ended = stacks  # the claim, then the record of how the call ended (see `core.claim`)
     frames = [(f.filename.split("/src/signoff/")[-1], f.name) for f in stack]
     first = next(i for i, (path, _) in enumerate(frames) if path.startswith("integrations/"))
     assert "pydantic_ai" in frames[first - 1][0], frames[first - 1]  # hop 7's source: pydantic-ai's run

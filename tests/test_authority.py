@@ -190,14 +190,29 @@ async def test_an_approver_callback_the_rule_does_not_name_abstains() -> None:
     from signoff import MemoryLedger
 
     policy = Policy.from_dict(
-        {"tools": {"process_payment": [{"action": "ask", "approvers": ["role:finance"], "deadline": 0.2}]}}
+        {"tools": {"process_payment": [{"action": "ask", "approvers": ["role:finance"]}]}}
     )
     async with MemoryLedger() as ledger:
-        gate = Gate(ledger, policy, approvers=[lambda approval: Decision.approve("intern")])
-        outcome = await gate.authorize(PAY, chat_id="c1", requester=ANONYMOUS.id)
-        assert isinstance(outcome, Expired) and outcome.reason == "no decision before the deadline"
-        actions = [e.action for e in await ledger.audit.entries()]
-        assert "refuse" in actions and "approver-failed" in actions
+        refused = asyncio.Event()
+
+        async def intern(approval: object) -> Decision:
+            return Decision.approve("intern")
+
+        async def after_the_intern() -> None:
+            while not {"refuse", "approver-failed"} <= {e.action for e in await ledger.audit.entries()}:
+                await asyncio.sleep(0.01)
+            refused.set()
+            held = await ledger.approvals.find("c1", PAY.call_id)
+            assert held is not None and held.state is State.PENDING
+            await ledger.approvals.decide(held.id, Decision.approve(BOB))
+
+        gate = Gate(ledger, policy, approvers=[intern])
+        deciding = asyncio.ensure_future(after_the_intern())
+        outcome = await asyncio.wait_for(gate.authorize(PAY, chat_id="c1", requester=ANONYMOUS.id), 30)
+        await deciding
+        assert refused.is_set() and isinstance(outcome, Allowed) and outcome.by == "bob"
+        refusal = next(e for e in await ledger.audit.entries() if e.action == "refuse")
+        assert refusal.actor == "intern"
 
 
 @pytest.mark.parametrize(

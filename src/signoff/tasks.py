@@ -32,9 +32,9 @@ import msgspec
 
 from signoff.core.audit import AuditEvent
 from signoff.core.call import ToolCall
-from signoff.core.errors import NotFound, SignoffError, TaskFinished
+from signoff.core.errors import LedgerUnavailable, NotFound, SignoffError, TaskFinished
 from signoff.core.task import Task, TaskState, finish, request_cancel, start, valid_progress
-from signoff.ledger.base import Ledger
+from signoff.ledger.base import Ledger, outage_of
 from signoff.ledger.records import Progress
 
 log = logging.getLogger("signoff.tasks")
@@ -252,7 +252,12 @@ class Tasks:
             batch, self._reports = list(self._reports.values()), {}
             try:
                 cancelling = await self.ledger.tasks.report(batch)
-            except Exception:  # a ledger hiccup loses a report, which the next one replaces anyway
+            except LedgerUnavailable as exc:  # kept, unless a newer report came, for once it answers
+                outage_of(self.ledger).failed(exc)
+                self._reports = {r.task_id: r for r in batch} | self._reports
+                await asyncio.sleep(self.heartbeat)
+                continue
+            except Exception:  # a bug loses a report, which the next one replaces anyway
                 log.exception("task progress could not be written")
                 continue
             for task_id in cancelling:
@@ -263,7 +268,9 @@ class Tasks:
             try:
                 for task_id in await self.ledger.tasks.beat(self.worker):
                     self._stop(task_id, "")
-            except Exception:  # a missed beat or two is what the sweeper's margin is for
+            except LedgerUnavailable as exc:  # a missed beat or two is what the sweeper's margin is for
+                outage_of(self.ledger).failed(exc)
+            except Exception:
                 log.exception("the task heartbeat could not be written")
             await asyncio.sleep(self.heartbeat)
 

@@ -7,7 +7,12 @@ process on its ledger: one module, so what one of them applies the other applies
 sweep is one the ledger itself leases to one worker at a time (`expire_due`, `follow_up_due`), so every
 worker may run it. A process adds its own steps (a server's replies and sockets) through `steps`.
 
-A sweep that fails is tried again at the next one: a hiccup must not stop deadlines for good.
+A sweep that fails is tried again at the next one: a hiccup must not stop deadlines for good. An outage of
+the ledger is told to its `Outage`, which says it once, not once a second; a traceback is for a bug.
+
+It also keeps the process's readiness current: a probe of the ledger every `PROBE_EVERY` seconds, bounded by
+`PROBE_WITHIN`, and what every write tells the ledger's outage, so that `/readyz` answers at once (`unready`)
+and turns ready again within a probe or two of the ledger's return.
 """
 
 from __future__ import annotations
@@ -24,14 +29,19 @@ from signoff.channels.config import Channels
 from signoff.channels.delivery import Deliverer
 from signoff.channels.lines import lines_for
 from signoff.channels.webhook import Http
+from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.background import Background
-from signoff.ledger.base import Ledger
+from signoff.ledger.base import Ledger, outage_of, probe
 from signoff.ledger.evidence import append_checkpoint
 
 log = logging.getLogger("signoff.upkeep")
 
 Step = Callable[[], Awaitable[object]]
 """One more thing a process's sweep does each time (a server's replies and sockets)."""
+PROBE_EVERY = 0.5
+"""Seconds between the readiness probe's looks at the ledger."""
+PROBE_WITHIN = 1.0
+"""Seconds the ledger has to answer the probe: one that takes longer can't serve requests in time either."""
 
 
 class Upkeep:
@@ -60,13 +70,16 @@ class Upkeep:
         self._http = Http()
         lines = lines_for(channels, ledger, self._http, public_url) if channels else {}
         self.outbox = Deliverer(ledger, lines, registry=registry)
+        self.outage = outage_of(ledger)
         self._sweeping = Background("signoff-sweep")
         self._marking = Background("signoff-checkpoints")
+        self._probing = Background("signoff-readiness")
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Keep it up while the block runs; everything it started ends before the ledger closes, never in
         the middle of a write."""
+        self._probing.ensure(self._probe)
         self._sweeping.ensure(self._sweep)
         if self.checkpoints is not None:
             self._marking.ensure(self._mark)
@@ -78,6 +91,27 @@ class Upkeep:
             await self._http.close()
             await self._marking.stop()
             await self._sweeping.stop()
+            await self._probing.stop()
+
+    def unready(self) -> str | None:
+        """Why this process can't serve now, as its probe and its writes last found; None when it can."""
+        if (why := self.outage.reason) is not None:
+            return why
+        return None if self.outbox.running else "the outbox worker is not running"
+
+    async def _probe(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(PROBE_WITHIN):
+                    await probe(self.ledger)
+            except LedgerUnavailable:  # the outage was told
+                pass
+            except TimeoutError:
+                late = f"the ledger did not answer within {PROBE_WITHIN:g} s"
+                self.outage.failed(LedgerUnavailable(late))
+            except Exception as exc:  # whatever it is, this process can't serve: said once, like an outage
+                self.outage.failed(LedgerUnavailable(f"the ledger failed: {type(exc).__name__}: {exc}"))
+            await asyncio.sleep(PROBE_EVERY)
 
     async def _sweep(self) -> None:
         while True:
@@ -88,8 +122,12 @@ class Upkeep:
                     await self.ledger.tasks.abandon(self.task_silence)
                 for step in self.steps:
                     await step()
+            except LedgerUnavailable as exc:  # said once by the outage; the next sweep tries again
+                self.outage.failed(exc)
             except Exception:
                 log.exception("the sweep failed")
+            else:
+                self.outage.recovered()
             await asyncio.sleep(self.every)
 
     async def _mark(self) -> None:
@@ -103,6 +141,8 @@ class Upkeep:
                 if mark.count != last:
                     await asyncio.to_thread(append_checkpoint, path, mark)
                     last = mark.count
+            except LedgerUnavailable as exc:  # the next round tries again, once the ledger answers
+                self.outage.failed(exc)
             except Exception:  # the next round tries again; the process goes on
                 log.exception("the audit checkpoint could not be written to %s", path)
             await asyncio.sleep(self.checkpoint_every)

@@ -16,6 +16,9 @@ What an outcome does: delivered is recorded; a failure is tried again after the 
 the receiver's `Retry-After`; past the schedule's end or the channel's `give_up_after` it is given up on,
 audited; an endpoint that says it is gone (410) is disabled in this process, audited, and every notice of
 it is given up on until the process restarts and tries it again.
+
+While the ledger is away, each line keeps trying to claim, and the ledger's `Outage` says so once: a notice
+whose outcome could not be recorded is still held under its lease, which runs out, and is tried again.
 """
 
 from __future__ import annotations
@@ -34,11 +37,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from signoff.channels.config import DEFAULT_RETRY_SCHEDULE, GIVE_UP_AFTER
 from signoff.core.approval import Approval
-from signoff.core.errors import SignoffError
+from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.notice import Notice
 from signoff.core.proof import seal_holds
 from signoff.ledger.background import Background
-from signoff.ledger.base import Ledger
+from signoff.ledger.base import Ledger, outage_of
 
 log = logging.getLogger("signoff.channels")
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.0)
@@ -137,6 +140,7 @@ class Deliverer:
         self.jitter = jitter
         self.disabled: dict[str, str] = {}
         """Channels whose endpoint said it is gone, with what it said."""
+        self.outage = outage_of(ledger)
         self._running = Background("signoff-outbox")
         labels = ["channel"]
         self._latency = Histogram(
@@ -188,16 +192,24 @@ class Deliverer:
 
     async def _claim(self, channel: str, room: int) -> list[Notice]:
         try:
-            return await self.ledger.outbox.claim(channel, limit=room)
-        except SignoffError as exc:  # the ledger is away: keep trying, as every other worker will
+            found = await self.ledger.outbox.claim(channel, limit=room)
+        except LedgerUnavailable as exc:  # the ledger is away: keep trying, as every other worker will
+            self.outage.failed(exc)
+            return []
+        except SignoffError as exc:
             log.warning("outbox: cannot claim %s's notices: %s", channel, exc)
             return []
+        self.outage.recovered()
+        return found
 
     async def _approvals(self, notices: list[Notice]) -> dict[str, Approval]:
         """The approvals of a claim's notices, in one read; none if the ledger is away (each attempt then
         fails, and is tried again)."""
         try:
             return await self.ledger.approvals.many({n.approval_id for n in notices})
+        except LedgerUnavailable as exc:
+            self.outage.failed(exc)
+            return {}
         except SignoffError as exc:
             log.warning("outbox: cannot read the approvals of %d notices: %s", len(notices), exc)
             return {}
@@ -237,6 +249,8 @@ class Deliverer:
             else:
                 await outbox.later(notice, at, outcome.error)
                 self._attempts.labels(notice.channel, "failed").inc()
+        except LedgerUnavailable as exc:  # the lease runs out, and this worker or another tries again
+            self.outage.failed(exc)
         except SignoffError as exc:  # the lease runs out and another worker tries it
             log.warning("outbox: notice %s: %s", notice.id, exc)
 

@@ -24,7 +24,7 @@ from signoff.cli.common import (
 )
 from signoff.core.audit import AuditEntry, Checkpoint
 from signoff.core.errors import SignoffError
-from signoff.ledger.evidence import read_checkpoints, verify
+from signoff.ledger.evidence import default_checkpoints, read_checkpoints, verify
 
 audit_app = typer.Typer(no_args_is_help=True, help="Verify and read the keyed audit log; sign checkpoints.")
 
@@ -37,15 +37,23 @@ def audit_verify(
         typer.Option(
             "--checkpoint",
             help="A file of checkpoints (signoff audit checkpoint, or --audit-checkpoints): the audit must"
-            " reach every one and match it; repeat for more files.",
+            " reach every one and match it; repeat for more files. Default: the file `serve`, `demo` and"
+            " `mcp-gateway` keep for this ledger beside the audit key, where there is one.",
         ),
     ] = None,
 ) -> None:
     """Check the keyed chain, the checkpoints, and every record against its audit entries; exit 1 naming
     each fault."""
-    marks = [mark for path in checkpoint or () for mark in _checkpoints(path)]
+    default = None if checkpoint else default_checkpoints(ledger)
+    files = checkpoint or [path for path in (default,) if path is not None and path.exists()]
+    marks = [mark for path in files for mark in _checkpoints(path)]
     evidence = with_ledger(ledger, lambda lg: verify(lg, marks), create=False)
-    if evidence.broken is not None:
+    if evidence.cut is not None:
+        err.print(f"[red]audit broken:[/] {escape(evidence.shortfall())}", highlight=False)
+        read = ", ".join(str(path) for path in files)
+        mine = " (if you emptied or replaced this ledger yourself, move that file away)" if default else ""
+        err.print(f"checkpoints read from {read}{mine}", highlight=False, markup=False, soft_wrap=True)
+    elif evidence.broken is not None:
         broken = evidence.broken
         err.print(
             f"[red]audit broken at entry {broken.seq}:[/] {escape(broken.problem)}"
@@ -55,8 +63,14 @@ def audit_verify(
         err.print(f"[red]record does not match the audit:[/] {escape(problem)}", highlight=False)
     if not evidence.ok:
         raise typer.Exit(1)
-    against = f", {len(marks)} checkpoints hold" if marks else ""
-    out.print(f"audit ok: {evidence.count} entries{against}; every record matches its entries")
+    if files and default:
+        against = f", {len(marks)} checkpoints in {default} hold"
+    elif files:
+        against = f", {len(marks)} checkpoints hold"
+    else:  # nothing to hold the chain's end to: say so, and where a server would have kept them
+        against = f" (no checkpoints at {default}: a ledger cut short would pass)" if default else ""
+    said = f"audit ok: {evidence.count} entries{against}; every record matches its entries"
+    out.print(said, markup=False, soft_wrap=True)
 
 
 def _checkpoints(path: Path) -> list[Checkpoint]:

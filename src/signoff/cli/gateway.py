@@ -34,7 +34,7 @@ from signoff.core.principal import Principal, Proven
 from signoff.ledger import open_ledger
 from signoff.ledger.keyfile import ENV_VAR as KEY_FILE_ENV
 from signoff.ledger.keyfile import default_path
-from signoff.ledger.url import ledger_url
+from signoff.ledger.url import TIMEOUT, ledger_url
 
 # The gateway's own imports (the SDK, the server) wait for the command: every CLI call would pay for them.
 if TYPE_CHECKING:
@@ -198,6 +198,7 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
     """A stdio gateway tends its ledger as a server does (`Upkeep`): it may be the only process on it."""
     from mcp.server.stdio import stdio_server
 
+    from signoff.ledger.evidence import ready_to_append
     from signoff.upkeep import Upkeep
 
     _, policy, channels = served.build()
@@ -205,11 +206,17 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
     principal = Principal(id=f"mcp:{user}", name=user, via="mcp")
     proven = Proven(principal=principal)  # the OS user this process runs as, as the CLI's operator is
     key = audit_key()
-    async with open_ledger(served.ledger, keyring=key.keyring) as ledger:
+    checkpoints = Path(served.audit_checkpoints) if served.audit_checkpoints else None
+    if checkpoints is not None:  # by default beside the key, whose folder is made by now
+        ready_to_append(checkpoints)
+    async with open_ledger(served.ledger, keyring=key.keyring, timeout=served.ledger_timeout) as ledger:
         gateway = fronting.gateway(ledger, policy, lambda ctx: proven, None, served.ledger)
         err.print(f"signoff mcp-gateway: stdio, requester {principal.id}, upstream {gateway.upstream.where}")
-        checkpoints = Path(served.audit_checkpoints) if served.audit_checkpoints else None
-        upkeep = Upkeep(ledger, channels, served.public_url, checkpoints=checkpoints)
+        err.print(f"audit checkpoints: {checkpoints or 'off'}", highlight=False, markup=False)
+        upkeep = Upkeep(
+            ledger, channels, served.public_url, checkpoints=checkpoints,
+            checkpoint_every=served.checkpoint_every,
+        )  # fmt: skip
         async with upkeep.running():
             try:  # no sessions opened ahead: which protocol the one client speaks is not known yet
                 async with stdio_server() as (read, write):
@@ -238,6 +245,8 @@ def _stdio_args(
     if policy is not None:
         args += ["--policy", _file(policy, "--policy")]
     args += ["--ledger", _ledger(serving.ledger)]
+    if serving.ledger_timeout != TIMEOUT:
+        args += ["--ledger-timeout", f"{serving.ledger_timeout:g}"]
     if serving.channels is not None:
         args += ["--channels", _file(serving.channels, "--channels")]
     for option, made in (
@@ -246,6 +255,8 @@ def _stdio_args(
     ):
         if made is not None:  # made when missing: its directory must be there
             args += [option, _in_a_directory(made, option)]
+    if serving.no_audit_checkpoints:
+        args.append("--no-audit-checkpoints")
     if hold != HOLD:
         args += ["--hold", f"{hold:g}"]
     if upstream_timeout != UPSTREAM_TIMEOUT:

@@ -44,6 +44,15 @@ TaskSilenceOption = Annotated[
         " the task failed.",
     ),
 ]
+LedgerTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--ledger-timeout",
+        min=0.1,
+        help="Seconds a request may wait on the ledger (a connection, its server, another process's write"
+        " lock) before it is answered 503, to be retried.",
+    ),
+]
 WorkersOption = Annotated[
     int,
     typer.Option(
@@ -84,7 +93,16 @@ CheckpointsOption = Annotated[
     typer.Option(
         "--audit-checkpoints",
         help="A file outside the database to append a signed audit checkpoint to, every"
-        " --audit-checkpoint-every seconds (when the audit grew): `audit verify --checkpoint` reads it.",
+        " --audit-checkpoint-every seconds (when the audit grew): `audit verify --checkpoint` reads it."
+        " Default: this ledger's own file beside the audit key, which `audit verify` reads by itself.",
+    ),
+]
+NoCheckpointsOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-audit-checkpoints",
+        help="Append no audit checkpoints: `audit verify` can then not tell an audit cut short, or a ledger"
+        " emptied.",
     ),
 ]
 MetricsPortOption = Annotated[

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 import msgspec
@@ -32,9 +33,11 @@ from signoff.cli.options import (
     HeadTimeoutOption,
     HostOption,
     KeepaliveOption,
+    LedgerTimeoutOption,
     MaxSocketsOption,
     MetricsPortOption,
     ModelOption,
+    NoCheckpointsOption,
     OidcAudienceOption,
     OidcClientOption,
     OidcIssuerOption,
@@ -48,6 +51,7 @@ from signoff.cli.options import (
 )
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.ledger import MemoryLedger, open_ledger
+from signoff.ledger.url import TIMEOUT
 from signoff.server.edge import BODY_TIMEOUT
 from signoff.server.run import HEAD_TIMEOUT
 
@@ -88,6 +92,7 @@ class Listening:
     host: HostOption = "127.0.0.1"
     port: PortOption = 8000
     ledger: LedgerOption = None
+    ledger_timeout: LedgerTimeoutOption = TIMEOUT
     workers: WorkersOption = 1
     allow_origin: AllowOriginOption = None
     allowed_host: AllowedHostOption = None
@@ -97,11 +102,20 @@ class Listening:
     oidc_roles_claim: OidcRolesOption = "roles"
     oidc_client_id: OidcClientOption = None
     audit_checkpoints: CheckpointsOption = None
+    no_audit_checkpoints: NoCheckpointsOption = False
     audit_checkpoint_every: CheckpointEveryOption = 60.0
     head_timeout: HeadTimeoutOption = HEAD_TIMEOUT
     body_timeout: BodyTimeoutOption = BODY_TIMEOUT
     channels: ChannelsOption = None
     metrics_port: MetricsPortOption = None
+
+    def __post_init__(self) -> None:
+        """Both checkpoint options at once is said now, rather than one of them silently ignored."""
+        if self.no_audit_checkpoints and self.audit_checkpoints is not None:
+            raise typer.BadParameter(
+                "turns off the checkpoints --audit-checkpoints names a file for",
+                param_hint="--no-audit-checkpoints",
+            )
 
     def start(self, name: str, **what: Any) -> None:
         """Serve as the command `name` until stopped; `what` is what only that command sets. Port 0 is a
@@ -120,6 +134,7 @@ class Listening:
         chat = self if isinstance(self, Chatting) else Chatting()  # no chat: its defaults (the inbox's ping)
         return Served(
             ledger=self.ledger,
+            ledger_timeout=self.ledger_timeout,
             token=given or new_admin_token(),
             token_from=TOKEN_ENV if given else None,
             **chat.chat_settings(),
@@ -127,7 +142,7 @@ class Listening:
             allowed_hosts=_hosts(self.host, self.allowed_host),
             oidc=self.oidc(),
             login=self.login(),
-            audit_checkpoints=self.audit_checkpoints,
+            audit_checkpoints=self.checkpoints(),
             checkpoint_every=self.audit_checkpoint_every,
             head_timeout=self.head_timeout,
             body_timeout=self.body_timeout,
@@ -141,6 +156,17 @@ class Listening:
     @property
     def public_url(self) -> str:
         return _public_url(self.host, self.port)
+
+    def checkpoints(self) -> str | None:
+        """The file signed audit checkpoints are appended to: the one named, else this ledger's own beside
+        the audit key (`ledger.evidence.default_checkpoints`), so that `audit verify` knows, with no
+        option, how long the audit was; None when turned off, or for a memory ledger."""
+        from signoff.ledger.evidence import default_checkpoints
+
+        if self.no_audit_checkpoints:
+            return None
+        path = self.audit_checkpoints or default_checkpoints(self.ledger)
+        return None if path is None else str(path)
 
     def oidc(self) -> OidcSettings | None:
         """The OIDC settings the options give, or None; `typer.BadParameter` for half of them."""
@@ -252,11 +278,14 @@ def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
     import os
 
     from signoff.cli.worker import ENV
+    from signoff.ledger.evidence import ready_to_append
     from signoff.ledger.keyfile import ENV_VAR as KEY_FILE
     from signoff.server import run as server
 
     try:
         key = audit_key()
+        if served.audit_checkpoints is not None:  # after the key, whose folder it may be in
+            ready_to_append(Path(served.audit_checkpoints))
     except SignoffError as exc:
         fail(str(exc))
     os.environ[KEY_FILE] = str(key.path)  # the workers prove with the same key
@@ -269,10 +298,12 @@ def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
         token = f"from {served.token_from}" if served.token_from else served.token
         out.print(f"approvals API token: {token}", highlight=False, soft_wrap=True)
         out.print(f"audit key: {key.path}", highlight=False, soft_wrap=True)
+        marks = served.audit_checkpoints or "off"
+        out.print(f"audit checkpoints: {marks}", highlight=False, soft_wrap=True)
         out.print("Ctrl-C to stop", highlight=False)
 
     async def run() -> None:
-        async with open_ledger(served.ledger, keyring=key.keyring) as opened:
+        async with open_ledger(served.ledger, keyring=key.keyring, timeout=served.ledger_timeout) as opened:
             if served.mailbox:
                 from signoff.demo.mailbox import register_approvers
 

@@ -25,6 +25,7 @@ from signoff.demo.script import EXAMPLES
 from signoff.gate import Wait
 from signoff.integrations.mcp import Fronting
 from signoff.ledger import Ledger, open_ledger
+from signoff.ledger.url import TIMEOUT
 from signoff.server.app import Settings, create_app
 from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS
 from signoff.server.loading import load_agent, load_deps
@@ -40,6 +41,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     """`agent` None serves the demo, unless `fronting` makes it an MCP gateway."""
 
     ledger: str | None
+    ledger_timeout: float = TIMEOUT
+    """Seconds a call may wait on the ledger (`--ledger-timeout`): each worker opens its own with it."""
     token: str
     token_from: str | None = None
     """The environment variable `token` came from, which the ready lines name instead of the token; None
@@ -61,6 +64,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     allowed_hosts: tuple[str, ...] = LOCAL_HOSTS
     oidc: OidcSettings | None = None
     audit_checkpoints: str | None = None
+    """The file signed audit checkpoints are appended to, chosen once by the parent (the one named, or by
+    default the ledger's own beside the audit key: `Listening.checkpoints`); None: turned off."""
     checkpoint_every: float = 60.0
     head_timeout: float = HEAD_TIMEOUT
     body_timeout: float = BODY_TIMEOUT
@@ -158,7 +163,8 @@ class Worker:
         async with contextlib.AsyncExitStack() as stack:
             await receive()  # lifespan.startup
             try:
-                ledger = await stack.enter_async_context(open_ledger(self.served.ledger))
+                opened = open_ledger(self.served.ledger, timeout=self.served.ledger_timeout)
+                ledger = await stack.enter_async_context(opened)
                 self._app = self.served.app(ledger)
                 await stack.enter_async_context(self._app.router.lifespan_context(self._app))
             except Exception as exc:

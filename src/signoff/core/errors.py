@@ -44,6 +44,16 @@ class LedgerUnavailable(SignoffError, ConnectionError):
     """The ledger cannot be reached or opened. The message names which ledger and why."""
 
 
+class LedgerUnwritable(LedgerUnavailable):
+    """The ledger answers but stores nothing now: its disk is full, it is read-only, or its server is out
+    of memory. Nothing of the write was stored, so it can be made again once the cause is gone: an outage
+    like any other (a 503), though reads may still be answered, so only a write can tell that it ended."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(f"the ledger can't write: {why}")
+
+
 class Unstorable(SignoffError, ValueError):
     """A value the ledger's database refuses, such as a NUL character in PostgreSQL text."""
 

@@ -13,10 +13,12 @@ from types import TracebackType
 from typing import Self
 
 from signoff.core.audit import Keyring
+from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.approvals import Approvals
 from signoff.ledger.audit import Audit
 from signoff.ledger.chats import Chats
 from signoff.ledger.grants import Grants
+from signoff.ledger.outage import Outage
 from signoff.ledger.outbox import Outbox
 from signoff.ledger.parts import Shared
 from signoff.ledger.principals import Principals
@@ -66,3 +68,30 @@ class Ledger:
         before and after. `start` does the same, so this is for operators who migrate ahead of a rollout.
         A ledger with no schema of its own has version 0."""
         return await self._backend.upgrade()
+
+
+PROBE = "probe"
+PROBE_EXPIRED = -3600.0
+"""The write `probe` makes: a lease named `PROBE` taken with an expiry an hour past, so that every probe, of
+any process and whatever the clocks of its machine, takes it anew and writes its row. It holds nothing."""
+
+
+def outage_of(ledger: Ledger) -> Outage:
+    """The ledger's outages as this process meets them (see `ledger.outage`): what its background loops
+    tell, and what `/readyz` reads."""
+    return ledger._shared.outage
+
+
+async def probe(ledger: Ledger) -> None:
+    """Ask the ledger something cheap and tell its outage how that went: raises `LedgerUnavailable`. While
+    its writes fail, store something nobody reads too (`LedgerUnwritable` if refused): a ledger that can't
+    write still answers reads, and only a write stored shows that it writes again, in every process."""
+    outage = outage_of(ledger)
+    try:
+        await ledger._backend.ping()
+    except LedgerUnavailable as exc:
+        outage.failed(exc)
+        raise
+    outage.recovered()
+    if outage.unwritable:
+        await ledger._shared.lease(PROBE, PROBE_EXPIRED)

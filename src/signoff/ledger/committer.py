@@ -9,6 +9,10 @@ two decisions on one approval in one batch still have exactly one winner), and s
 one atomic write. A caller returns only after that write is durable, so nothing acknowledged is lost. A
 batch of one costs what a plain write did, so latency with no queue is unchanged.
 
+A commit the ledger could not take (`LedgerUnavailable`, after the ledger's timeout) fails the writes that
+queued behind it too, at once: each would wait as long again for the same answer, and a request must be
+answered within one timeout, not one per batch ahead of it. Nothing of them was stored.
+
 The in-memory backend commits each write at once instead: there is nothing to share a commit with.
 """
 
@@ -21,7 +25,8 @@ from typing import Any
 
 from signoff.core.audit import Keyring
 from signoff.core.errors import LedgerUnavailable
-from signoff.ledger.keys import Key, Write, own_key, written
+from signoff.ledger.keys import Apply, Key, Write, own_key, written
+from signoff.ledger.outage import Outage
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.stores import Backend
 
@@ -40,9 +45,11 @@ class _Job:
 
 
 class Committer:
-    def __init__(self, backend: Backend, keyring: Keyring) -> None:
+    def __init__(self, backend: Backend, keyring: Keyring, outage: Outage) -> None:
         self.backend = backend
         self.keyring = keyring
+        self.outage = outage
+        """Told of every commit: a failure, or a success and whether it stored anything."""
         self._queue: list[_Job] = []
         self._task: asyncio.Task[None] | None = None
         self._inline = False
@@ -73,7 +80,7 @@ class Committer:
             return [] if write is None else [write]
 
         try:
-            changes = await self.backend.transact(() if key is None else (key,), apply, self.keyring.current)
+            changes = await self._transact(() if key is None else (key,), apply)
         finally:
             if shared:
                 self._inline = False
@@ -103,6 +110,17 @@ class Committer:
                     except Exception as exc:  # the caller gets it, whatever it is
                         _settle([job], [exc])
 
+    async def _transact(self, keys: Sequence[Key], apply: Apply) -> list[Change]:
+        try:
+            changes = await self.backend.transact(keys, apply, self.keyring.current)
+        except LedgerUnavailable as exc:
+            self.outage.failed(exc)
+            queued, self._queue = self._queue, []
+            _settle(queued, [exc] * len(queued))
+            raise
+        self.outage.recovered(wrote=bool(changes))
+        return changes
+
     async def _commit(self, jobs: Sequence[_Job]) -> list[Change | Exception]:
         outcomes: list[Change | Exception] = []
         written_by: list[int] = []
@@ -113,7 +131,7 @@ class Committer:
             return writes
 
         keys = list(dict.fromkeys(job.key for job in jobs if job.key is not None))
-        changes = await self.backend.transact(keys, apply, self.keyring.current)
+        changes = await self._transact(keys, apply)
         for index, change in zip(written_by, changes, strict=True):
             outcomes[index] = change
         return outcomes

@@ -38,6 +38,13 @@ def default_path() -> Path:
     return Path(data) / "signoff" / "audit.key"
 
 
+def checkpoints_folder() -> Path:
+    """Where servers append each ledger's signed audit checkpoints unless told otherwise (see
+    `ledger.evidence.default_checkpoints`): beside the key, whose folder is already kept apart from the
+    database, and where `audit verify` on the machine that holds the key finds them."""
+    return default_path().with_name("checkpoints")
+
+
 def load_keyring(path: Path | None = None) -> KeyFile:
     """The keyring in `path` (default: see the module), made with a new key if there is no such file.
     Raises `LedgerUnavailable` naming the file for one that can't be read or holds no key."""

@@ -14,8 +14,10 @@ import socket
 import time
 
 from signoff.core.audit import AuditEvent, Keyring
+from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.committer import Committer
 from signoff.ledger.notifier import Notifier
+from signoff.ledger.outage import Outage
 from signoff.ledger.records import Change, Clock
 from signoff.ledger.stores import Backend
 from signoff.ledger.watcher import Watcher
@@ -33,8 +35,10 @@ class Shared:
         self.keyring = keyring or _default_keyring(backend)
         """The audit key the chain, decisions and grants are proven with, and older ones they may carry."""
         self.notifier = Notifier()
-        self.committer = Committer(backend, self.keyring)
-        self.watcher = Watcher(backend, self.notifier)
+        self.outage = Outage()
+        """The ledger's outages as this process meets them: every write and every background loop tells it."""
+        self.committer = Committer(backend, self.keyring, self.outage)
+        self.watcher = Watcher(backend, self.notifier, self.outage)
         self.told = asyncio.Event()
         """Set when this process writes notices, so its outbox worker need not wait for its next look."""
         self.holder = secrets.token_hex(8)
@@ -48,9 +52,17 @@ class Shared:
         event = AuditEvent(at=self.clock(), actor=actor, action=action, subject=subject, detail=detail)
         await self.committer.write(None, lambda _: Change(events=(event,)))
 
-    async def lease(self, name: str) -> bool:
-        """Whether this process holds the sweeper lease `name` now (taking or renewing it)."""
-        return await self.backend.lease(name, self.holder, self.clock(), self.sweep_lease)
+    async def lease(self, name: str, ttl: float | None = None) -> bool:
+        """Whether this process holds the sweeper lease `name` now (taking or renewing it, for `ttl`
+        seconds, by default `sweep_lease`). One taken is a row written: it tells the outage so."""
+        ttl = self.sweep_lease if ttl is None else ttl
+        try:
+            held = await self.backend.lease(name, self.holder, self.clock(), ttl)
+        except LedgerUnavailable as exc:
+            self.outage.failed(exc)
+            raise
+        self.outage.recovered(wrote=held)
+        return held
 
 
 class Part:

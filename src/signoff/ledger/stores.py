@@ -167,6 +167,8 @@ class PoolOptions(TypedDict, total=False):
     """Bounds waiting here for one of the `pool_size` connections, which a busy worker does long before the
     server is slow: the two are apart so that a call refused after a short queue never fails a healthy
     ledger."""
+    socket_timeout: float
+    """Bounds one call to the server, a command or a pipeline, its retries included (Redis)."""
     poll_interval: float
 
 
@@ -176,6 +178,7 @@ class Pool:
     connect_timeout: float
     pool_timeout: float
     poll_interval: float
+    socket_timeout: float = 30.0
 
     @classmethod
     def of(cls, options: PoolOptions, *, size: int) -> Pool:
@@ -185,6 +188,7 @@ class Pool:
             connect_timeout=options.get("connect_timeout", 5.0),
             pool_timeout=options.get("pool_timeout", 30.0),
             poll_interval=options.get("poll_interval", 1.0),
+            socket_timeout=options.get("socket_timeout", 30.0),
         )
 
 
@@ -239,6 +243,12 @@ class Backend(ABC):
         """Take or renew the lease `name` until `now + ttl` if it is free, expired or already `holder`'s. A
         database only one process uses has nobody to share with."""
         return True
+
+    async def ping(self) -> None:
+        """Ask the database something cheap, as readiness does twice a second; raises `LedgerUnavailable`.
+        A server's backend asks over a connection of its own: asked through the pool, a probe queued behind
+        a burst of requests took a busy ledger for one that is away."""
+        await self.approvals.last_seq()
 
     async def moved(self) -> bool:
         """Whether another process may have written since the last call: a cheap check that spares the

@@ -11,10 +11,14 @@ from signoff.core.audit import Keyring
 from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.base import Ledger
 from signoff.ledger.memory import MemoryLedger
-from signoff.ledger.sqlite import SqliteLedger
+from signoff.ledger.sqlite import SqliteLedger, Synchronous
 
 DEFAULT_URL = "sqlite:///signoff.db"
 ENV_VAR = "SIGNOFF_LEDGER"
+TIMEOUT = 5.0
+"""Seconds one call may wait on the ledger by default (`--ledger-timeout`): for a connection, for the server,
+for another process's write lock. A ledger that does not answer in time is `LedgerUnavailable`, which a
+server answers with a 503 at once rather than holding the request."""
 
 
 def ledger_url(url: str | None = None) -> str:
@@ -55,10 +59,15 @@ def command_hint(args: str, url: str | None = None) -> str:
     return f"signoff {args} --ledger {shlex.quote(url)}"
 
 
-def open_ledger(url: str | None = None, *, keyring: Keyring | None = None) -> Ledger:
+def open_ledger(
+    url: str | None = None, *, keyring: Keyring | None = None, timeout: float = TIMEOUT
+) -> Ledger:
     """A ledger for `memory://`, `sqlite:///relative.db` / `sqlite:////absolute.db` or
     `postgresql://user@host:port/database[?schema=name]` or `redis://host:port/db[?prefix=name]`, not yet
     started, proving with `keyring` (by default the audit key file's: see `ledger.keyfile`).
+
+    `timeout` bounds every wait on the ledger, from the one setting: SQLite's busy timeout, PostgreSQL's
+    connect and pool timeouts, Redis's connect, pool and socket timeouts.
 
     Use it as `async with open_ledger(url) as ledger:`.
     """
@@ -78,18 +87,19 @@ def open_ledger(url: str | None = None, *, keyring: Keyring | None = None) -> Le
             raise LedgerUnavailable(f"bad SQLite ledger URL {url!r}: synchronous must be normal or full")
         if options:
             raise LedgerUnavailable(f"bad SQLite ledger URL {url!r}: unknown option {next(iter(options))!r}")
-        return SqliteLedger(path, synchronous=synchronous, keyring=keyring)  # type: ignore[arg-type]
+        mode: Synchronous = "full" if synchronous == "full" else "normal"
+        return SqliteLedger(path, synchronous=mode, keyring=keyring, busy_timeout=timeout)
     if parts.scheme in ("postgresql", "postgres"):
-        return _postgres(url, options, keyring)
+        return _postgres(url, options, keyring, timeout)
     if parts.scheme in ("redis", "rediss"):
-        return _redis(url, options, keyring)
+        return _redis(url, options, keyring, timeout)
     raise LedgerUnavailable(
         f"unsupported ledger URL {url!r}: expected memory://, sqlite:///path, postgresql://host/database"
         " or redis://host:port/db"
     )
 
 
-def _postgres(url: str, options: dict[str, str], keyring: Keyring | None) -> Ledger:
+def _postgres(url: str, options: dict[str, str], keyring: Keyring | None, timeout: float) -> Ledger:
     try:
         from signoff.ledger.postgres import PostgresLedger
     except ImportError as exc:  # an optional extra: say how to get it
@@ -98,10 +108,10 @@ def _postgres(url: str, options: dict[str, str], keyring: Keyring | None) -> Led
         ) from None
     schema = options.pop("schema", "signoff")
     dsn = urlunsplit(urlsplit(url)._replace(query=urlencode(options)))  # the rest is libpq's to read
-    return PostgresLedger(dsn, schema=schema, keyring=keyring)
+    return PostgresLedger(dsn, schema=schema, keyring=keyring, connect_timeout=timeout, pool_timeout=timeout)
 
 
-def _redis(url: str, options: dict[str, str], keyring: Keyring | None) -> Ledger:
+def _redis(url: str, options: dict[str, str], keyring: Keyring | None, timeout: float) -> Ledger:
     try:
         from signoff.ledger.redis import RedisLedger
     except ImportError as exc:
@@ -117,4 +127,7 @@ def _redis(url: str, options: dict[str, str], keyring: Keyring | None) -> Ledger
         )
     if options:
         raise LedgerUnavailable(f"bad Redis ledger URL {url!r}: unknown option {next(iter(options))!r}")
-    return RedisLedger(urlunsplit(parts._replace(query="")), prefix=prefix, keyring=keyring)
+    return RedisLedger(
+        urlunsplit(parts._replace(query="")), prefix=prefix, keyring=keyring,
+        connect_timeout=timeout, pool_timeout=timeout, socket_timeout=timeout,
+    )  # fmt: skip

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from signoff.core.views import principal_json
 from signoff.gate import Gate, Wait
 from signoff.integrations.pydantic_ai.chat import Deps
 from signoff.ledger.base import Ledger
+from signoff.ledger.outage import Outage
 from signoff.server.approvals import ApprovalsAPI
 from signoff.server.auth import (
     Authenticator,
@@ -61,8 +61,6 @@ from signoff.server.streams import Streams
 from signoff.server.tasks import TasksAPI
 from signoff.server.watch import ApprovalFigures, metrics_port, watch_routes
 from signoff.upkeep import Step, Upkeep
-
-log = logging.getLogger("signoff.server")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,7 +223,7 @@ def create_app(
             Route("/api/me", _me, methods=["GET"]),
             *signing_in.routes(),
             Route("/api/openapi.json", _described(), methods=["GET"]),
-            *watch_routes(ledger, figures, upkeep.outbox),
+            *watch_routes(figures, upkeep),
             *EmailReview(ledger, gate.policy, refusals).routes(),
             *SlackInteractions(ledger, gate.policy, refusals, slack_channels).routes(),
             *pages,
@@ -246,7 +244,7 @@ def create_app(
         ],
         exception_handlers={
             SignoffError: _refused,
-            LedgerUnavailable: _unavailable,
+            LedgerUnavailable: _unavailable(upkeep.outage),
             Forbidden: _refuser(ledger, refusals),
         },
     )
@@ -290,11 +288,17 @@ async def _refused(request: Request, exc: Exception) -> Response:
     return refusal(exc)
 
 
-async def _unavailable(request: Request, exc: Exception) -> Response:
-    """The ledger's server is down or restarting: a 503 the client can retry, never a 500."""
-    log.warning("%s %s: %s", request.method, hidden(request.url.path), exc)
-    assert isinstance(exc, LedgerUnavailable)
-    return refusal(exc)
+def _unavailable(outage: Outage) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """Answers a request the ledger could not take (its server is down or restarting, its disk full): a 503
+    the client can retry after `Retry-After`, never a 500. The ledger's outage is told, and says it once:
+    a line per request would say the same thing as often as clients retry."""
+
+    async def unavailable(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LedgerUnavailable)
+        outage.failed(exc)
+        return refusal(exc)
+
+    return unavailable
 
 
 STATIC = Path(__file__).with_name("static")

@@ -24,6 +24,7 @@ from signoff.core.errors import (
     AlreadyDecided,
     AlreadyVoted,
     EditRefused,
+    LedgerUnavailable,
     NotAnApprover,
     NotFound,
     SignoffError,
@@ -78,8 +79,18 @@ def approval_event(approval: Approval, viewer: Principal | None = None) -> Serve
 
 def event_response(events: AsyncIterator[ServerSentEvent], *, ping: float) -> Response:
     return EventSourceResponse(
-        events, ping=ping, ping_message_factory=lambda: ServerSentEvent(comment="keep-alive")
+        _while_answered(events), ping=ping, ping_message_factory=lambda: ServerSentEvent(comment="keep-alive")
     )
+
+
+async def _while_answered(events: AsyncIterator[ServerSentEvent]) -> AsyncIterator[ServerSentEvent]:
+    """`events` until the ledger can't be read: the stream ends there, as any feed may, and the client's
+    `EventSource` opens it again (a 503 while the ledger is away) rather than the server logging a crash."""
+    try:
+        async for event in events:
+            yield event
+    except LedgerUnavailable:
+        return
 
 
 async def refused(exc: SignoffError, ledger: Ledger, viewer: Principal, approval_id: str) -> Response:

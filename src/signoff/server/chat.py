@@ -32,7 +32,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from signoff.core.errors import NotFound, SignoffError
+from signoff.core.errors import LedgerUnavailable, NotFound, SignoffError
 from signoff.core.principal import Principal
 from signoff.core.views import approval_json, may_see
 from signoff.gate import Wait
@@ -185,7 +185,11 @@ class ChatAPI:
         async def still_owned() -> bool:
             nonlocal owned
             if not owned:
-                owner = owner_of(await ledger.chats.load(chat_id))
+                try:
+                    stored = await ledger.chats.load(chat_id)
+                except LedgerUnavailable:  # can't tell: the feed ends, and the page opens it again
+                    return False
+                owner = owner_of(stored)
                 if owner is not None and owner != principal.id:
                     return False
                 owned = owner is not None

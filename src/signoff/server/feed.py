@@ -7,6 +7,10 @@ that connects late loses nothing it needs, since it starts from a snapshot.
 - Approvals: every change is an audit entry, so the feed tails the audit log.
 - Tasks: progress is not audited (it is frequent, and only the newest value matters), so the feed tails
   the tasks' own change numbers, and wakes at once when this process changed a task.
+
+A reader is never dropped, however slowly it reads: what it has not read yet is coalesced per record
+(`Unread`), so it holds at most one change per record it follows (its chat's, or all of them), and a slow
+page catches up on the records' current states rather than on a backlog of states already replaced.
 """
 
 from __future__ import annotations
@@ -15,26 +19,70 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Generic, TypeVar
 
 from signoff.core.approval import Approval, State
-from signoff.core.errors import NotFound
+from signoff.core.errors import LedgerUnavailable, NotFound
 from signoff.core.task import Task, TaskState
 from signoff.ledger.background import Background
-from signoff.ledger.base import Ledger
+from signoff.ledger.base import Ledger, outage_of
 
 log = logging.getLogger("signoff.server")
 T = TypeVar("T", Approval, Task)
 PAGE = 500
 
 
+class Unread(Generic[T]):
+    """One reader's changes not read yet: the latest (number, record) of each record, at most one each.
+
+    A change to a record already waiting replaces it where it stands, so each record is shown at most once
+    per pass over what waits, in the order it first changed since the reader last took it: a record that
+    keeps changing (a task reporting progress) cannot keep itself, or the others, from being shown, and is
+    shown as it is when taken. Moving it to the end instead would keep the ledger's order across records,
+    but let a record that changes faster than the reader reads be put off again and again. Either way each
+    record's own states only move forward, and its last one (a task's end, a decision) is never lost: it
+    replaces nothing newer, and nothing replaces it but a newer one.
+    """
+
+    def __init__(self, chat_id: str | None) -> None:
+        self.chat_id = chat_id
+        self._changes: OrderedDict[str, tuple[int, T]] = OrderedDict()  # O(1) to take the first one
+        self._ready = asyncio.Event()
+        self._closed = False
+
+    def __len__(self) -> int:
+        """How many records wait: at most one per record followed, however long the reader does not read."""
+        return len(self._changes)
+
+    def put(self, seq: int, record: T) -> None:
+        """Keep `record` as its latest change, unless it is another chat's: those are never shown here,
+        so they take no room."""
+        if self.chat_id in (None, record.chat_id):
+            self._changes[record.id] = (seq, record)
+            self._ready.set()
+
+    def close(self) -> None:
+        """What waits is still read; then the reader ends."""
+        self._closed = True
+        self._ready.set()
+
+    async def take(self) -> tuple[int, T] | None:
+        """The change waiting longest, once there is one; `None` once closed and read to the end."""
+        while not self._changes:
+            if self._closed:
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+        return self._changes.popitem(last=False)[1]
+
+
 class Feed(ABC, Generic[T]):
-    def __init__(self, ledger: Ledger, *, interval: float = 0.2, backlog: int = 1000) -> None:
+    def __init__(self, ledger: Ledger, *, interval: float = 0.2) -> None:
         self.ledger = ledger
         self.interval = interval
-        self.backlog = backlog
-        self._readers: set[asyncio.Queue[tuple[int, T] | None]] = set()
+        self._readers: set[Unread[T]] = set()
         self._tailing = Background(f"signoff-{type(self).__name__}")
         self._wake = asyncio.Event()
         self._closed = False
@@ -61,23 +109,24 @@ class Feed(ABC, Generic[T]):
         self._wake.set()
         await self._tailing.stop()
         for reader in self._readers:
-            reader.put_nowait(None)
+            reader.close()
 
     async def follow(self, chat_id: str | None = None) -> AsyncIterator[T]:
-        """The snapshot now, then each record that changes, as it is after the change (two changes within
-        one poll show as the second); only `chat_id`'s when given."""
-        reader: asyncio.Queue[tuple[int, T] | None] = asyncio.Queue(self.backlog)
-        self._readers.add(reader)
+        """The snapshot now, then each record that changes, as it is when this reader takes it: changes
+        it has not read yet are coalesced per record (see `Unread`); only `chat_id`'s when given. It ends
+        only when the feed closes."""
+        unread: Unread[T] = Unread(chat_id)
+        self._readers.add(unread)
         try:
             seen = await self._head()  # the snapshot below already shows everything up to here
             for record in await self._snapshot(chat_id):
                 yield record
-            while (change := await reader.get()) is not None:
+            while (change := await unread.take()) is not None:
                 seq, record = change
-                if seq > seen and chat_id in (None, record.chat_id):
+                if seq > seen:
                     yield record
         finally:
-            self._readers.discard(reader)
+            self._readers.discard(unread)
 
     async def _tail(self, after: int) -> None:
         """Poll while someone reads the feed; with no reader, only keep up with its end (a new reader
@@ -93,7 +142,9 @@ class Feed(ABC, Generic[T]):
                     changes, after, full = await self._read(after)
                     for seq, record in changes:
                         self._publish(seq, record)
-            except Exception:  # a ledger hiccup delays the feed; it must not end it
+            except LedgerUnavailable as exc:  # told once for the process, by its outage; the feed waits on
+                outage_of(self.ledger).failed(exc)
+            except Exception:  # a bug: it delays the feed, and must not end it
                 log.exception("the %s could not read the ledger", type(self).__name__)
             if not full:
                 # `asyncio.timeout`, not `wait_for`: on Python 3.11, a cancel landing as the timeout fires
@@ -104,14 +155,8 @@ class Feed(ABC, Generic[T]):
                 self._wake.clear()
 
     def _publish(self, seq: int, record: T) -> None:
-        for reader in list(self._readers):
-            if reader.full():  # this far behind, the reader is better off reconnecting for a fresh snapshot
-                self._readers.discard(reader)
-                while not reader.empty():
-                    reader.get_nowait()
-                reader.put_nowait(None)
-            else:
-                reader.put_nowait((seq, record))
+        for reader in self._readers:
+            reader.put(seq, record)
 
 
 class ApprovalFeed(Feed[Approval]):

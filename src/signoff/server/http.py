@@ -149,6 +149,9 @@ NOTHING_RUNNING: Final = 204
 """What resuming a chat answers while no reply runs in it."""
 UNAVAILABLE: Final = STATUS[LedgerUnavailable]
 """What a probe answers while this worker can't serve."""
+RETRY_AFTER: Final = 5
+"""Seconds a client is asked to wait before it sends a request the ledger could not take again: the server
+looks at its ledger twice a second, and an outage shorter than this is over by then."""
 
 
 def status_of(exc: SignoffError) -> int | None:
@@ -157,7 +160,8 @@ def status_of(exc: SignoffError) -> int | None:
 
 def refusal(exc: SignoffError, **extra: Any) -> Response:
     """`exc` as its 4xx (or 503): its message, the request field that caused it, and `extra` (the record
-    it is about, say). A 401 carries the bearer challenge."""
+    it is about, say). A 401 carries the bearer challenge, and a ledger that could not answer
+    `Retry-After`."""
     status = status_of(exc)
     if status is None:
         raise exc
@@ -165,6 +169,8 @@ def refusal(exc: SignoffError, **extra: Any) -> Response:
     answer = error(status, message, getattr(exc, "field", None), **extra)
     if isinstance(exc, NeedsCredential):
         answer.headers["www-authenticate"] = "Bearer"
+    if isinstance(exc, LedgerUnavailable):
+        answer.headers["retry-after"] = str(RETRY_AFTER)
     return answer
 
 

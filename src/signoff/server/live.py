@@ -29,7 +29,8 @@ handshake is refused). Every frame is checked against that principal: it may onl
 a chat it owns; another's chat is as unknown as a missing one. The edge already refused a handshake from a
 page on another site.
 
-A refused frame is answered with an `error` chunk. When that frame is a `message` the socket sent while it
+A refused frame is answered with an `error` chunk, and so is one the ledger could not take (it is away, or
+can't write): the client sends it again later. When that frame is a `message` the socket sent while it
 followed no reply (one that would have started a turn), a `[DONE]` follows, so the client's stream for it
 ends; any other refusal leaves the client's streams, and a running turn, alone.
 
@@ -57,6 +58,7 @@ from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 
 from signoff.core.approval import State
+from signoff.core.errors import LedgerUnavailable
 from signoff.core.principal import Principal
 from signoff.integrations.chat import Reply
 from signoff.integrations.trust import (
@@ -263,7 +265,7 @@ class _Socket:
                     raise BadInput(f"type: must be message, resume, interrupt or ping, not {kind!r}", "type")
         except BadRequest as exc:
             await self._error(f"{exc.field}: {exc.message}", ends_turn=starts)
-        except (Untrusted, Refusal) as exc:
+        except (Untrusted, Refusal, LedgerUnavailable) as exc:
             await self._error(str(exc), ends_turn=starts)
 
     async def _message(self, request: ChatRequest) -> None:

@@ -16,6 +16,7 @@ import logging
 from typing import Literal
 
 from signoff.channels.review import hidden
+from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.background import Background
 from signoff.ledger.base import Ledger
 
@@ -85,7 +86,11 @@ class Refusals:
             detail = {**firsts[key], "kind": kind, "count": count, "paths": paths[key]}
             try:
                 await self.ledger.audit.record(action, subject, actor, **detail)
-            except Exception:  # a ledger hiccup loses a count, not the server
+            except LedgerUnavailable:  # counted with the next second's, written once the ledger takes it
+                self._counts[key] = self._counts.get(key, 0) + count
+                self._first.setdefault(key, firsts[key])
+                self._paths.setdefault(key, paths[key])
+            except Exception:  # a bug loses a count, not the server
                 log.exception("a count of refused requests could not be audited")
 
     async def close(self) -> None:

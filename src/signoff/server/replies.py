@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from functools import partial
 
-from signoff.core.errors import SignoffError
+from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Wait
 from signoff.integrations.chat import Chat, Reply
@@ -47,7 +47,8 @@ class Replies:
         browser: bool = False,
     ) -> Stream:
         """Claim the chat, check the request against it (as `principal`, who must own the chat or start
-        it) and start the reply; raises `Untrusted`.
+        it) and start the reply; raises `Untrusted`, or `LedgerUnavailable` as itself (a 503 to retry, not a
+        chat that cannot continue).
 
         With `browser`, the browser stays connected while the reply runs (the live socket), so browser
         tools are answered within the reply instead of ending it."""
@@ -60,7 +61,7 @@ class Replies:
             reply = await self.chat.prepare(request, wait, principal)
         except SignoffError as exc:
             self.streams.release(request.chat_id, stream)
-            if isinstance(exc, Untrusted):
+            if isinstance(exc, Untrusted | LedgerUnavailable):
                 raise
             # the chat's state could not be used as stored: say so, don't 500
             raise OutOfTurn("id", f"chat {request.chat_id} cannot continue: {exc}") from exc
@@ -84,6 +85,10 @@ class Replies:
             del self._due[chat_id]
             try:
                 reply = await self.chat.prepare_overdue(chat_id, self.wait)
+            except LedgerUnavailable:  # still overdue: the next sweep tells it, once the ledger answers
+                self._due[chat_id] = due
+                self.streams.release(chat_id, stream)
+                raise
             except Exception:  # one chat's broken state must not stop the sweep for the others
                 log.exception("chat %s could not be told that its browser calls are overdue", chat_id)
                 reply = None

@@ -120,7 +120,8 @@ def _logging() -> dict[str, Any]:
     """uvicorn's own logging, with `Utf8Refused` on the logger its protocols write to, and `ReviewLinks`
     on every handler. Every other logger (signoff's, the libraries') gets a handler at the root that writes
     what Python's last resort wrote, the message on stderr from warnings up, so their lines pass the filter
-    too."""
+    too. psycopg's pool says only its errors: it warns at every failed try to connect, twice a second while
+    the database is down, where the ledger's outage says it once (`ledger.outage`)."""
     made = copy.deepcopy(LOGGING_CONFIG)
     made["filters"] = {"utf8": {"()": Utf8Refused}, "links": {"()": ReviewLinks}}
     made["loggers"]["uvicorn.error"]["filters"] = ["utf8"]
@@ -132,6 +133,7 @@ def _logging() -> dict[str, Any]:
         "level": "WARNING",
     }
     made["root"] = {"handlers": ["root"]}
+    made["loggers"]["psycopg.pool"] = {"level": "ERROR"}
     for handler in made["handlers"].values():
         handler["filters"] = ["links"]
     return made

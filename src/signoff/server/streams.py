@@ -11,6 +11,10 @@ every `flush` seconds, so that a reader whose request reaches another worker can
 polls the log. The recorder also writes a heartbeat every `heartbeat` seconds while a reply waits (on a
 person, say), so a log that stops moving without ending means its worker died, and readers stop
 following it instead of waiting forever.
+
+While the ledger is away the recorder keeps what it could not write and tries again every `heartbeat`
+seconds, telling the ledger's outage (which says so once); a reader following another worker's reply is
+told with an `error` chunk, and its stream ends.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from typing import Any, Protocol
 
 import msgspec
 
-from signoff.ledger.base import Ledger
+from signoff.core.errors import LedgerUnavailable
+from signoff.ledger.base import Ledger, outage_of
 from signoff.ledger.records import ReplyFrames, ReplyLog
-from signoff.protocol import Chunk, ClientVersion, decode, encode
+from signoff.protocol import Chunk, ClientVersion, Error, decode, encode
 
 log = logging.getLogger("signoff.server")
 
@@ -155,7 +160,11 @@ class Logged:
                 if not current.frames:
                     yield None
             await asyncio.sleep(self.poll)
-            later = await self.ledger.chats.reply_log(self.chat_id, after=sent)
+            try:
+                later = await self.ledger.chats.reply_log(self.chat_id, after=sent)
+            except LedgerUnavailable as exc:  # its worker goes on; this reader may come back later
+                yield [Error(error_text=str(exc))]
+                return
             if later is None or later.reply != current.reply:
                 return  # a newer reply replaced it
             current = later
@@ -190,6 +199,7 @@ class Streams:
         poll: float = 0.1,
     ) -> None:
         self.ledger = ledger
+        self.outage = outage_of(ledger)
         self.linger = linger
         self.flush = flush
         self.heartbeat = heartbeat
@@ -255,7 +265,8 @@ class Streams:
         write (one per reply would swamp the ledger with a busy server's many small chunks), each chunk
         with every field any client version takes, so each reader can cut it to its own; a reply with
         nothing new gets a heartbeat every `heartbeat` seconds. A failed write is retried at the next
-        flush: the reply goes on here meanwhile, and only readers on other workers fall behind."""
+        flush (after `heartbeat` seconds, while the ledger is away): the reply goes on here meanwhile, and
+        only readers on other workers fall behind."""
         while self._recordings:
             await asyncio.sleep(self.flush)
             now = time.monotonic()
@@ -270,9 +281,14 @@ class Streams:
                 taken.append((chat_id, r, len(fresh), done))
             try:
                 await self.ledger.chats.log_replies(batch)
+            except LedgerUnavailable as exc:
+                self.outage.failed(exc)
+                await asyncio.sleep(self.heartbeat)
+                continue
             except Exception as exc:
                 log.warning("recording %d replies failed: %s", len(batch), exc)
                 continue
+            self.outage.recovered(wrote=bool(batch))
             for chat_id, r, count, done in taken:
                 r.sent, r.begun, r.written = r.sent + count, True, now
                 if done and self._recordings.get(chat_id) is r:

@@ -1,10 +1,12 @@
 """What operators watch: `/healthz`, `/readyz` and `/metrics`.
 
-`/healthz` says the process answers, and `/readyz` that its ledger does too and its outbox worker runs: a
-load balancer or an orchestrator asks them without a credential, so they say nothing else. `/metrics`
-serves the Prometheus text format (`prometheus_client`) to the admin: `signoff_build_info{version}`, the
-figures below, and the outbox's own, with no `_created` series and every bucket's bound spelled as
-`prometheus_client` spells it (`le="1.0"`).
+`/healthz` says the process answers, and `/readyz` that its ledger does too (it reads and, after writes
+failed, writes) and its outbox worker runs: a load balancer or an orchestrator asks them without a
+credential, so they say nothing else, but why the process is not ready. `/readyz` answers at once from what
+the upkeep's probe and the ledger's writes last found (see `signoff.upkeep`), never waiting on the ledger.
+`/metrics` serves the Prometheus text format (`prometheus_client`) to the admin:
+`signoff_build_info{version}`, the figures below, and the outbox's own, with no `_created` series and every
+bucket's bound spelled as `prometheus_client` spells it (`le="1.0"`).
 
 The figures are a fold of the ledger's audit chain, which every worker shares: each worker serves the same
 totals, counted from the first approval the ledger ever opened, so a scrape that reaches any worker, or one
@@ -38,17 +40,15 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from signoff.channels.delivery import Deliverer
 from signoff.core.approval import State
 from signoff.core.audit import AuditEntry
 from signoff.ledger.base import Ledger
 from signoff.server.auth import signed_in
 from signoff.server.http import UNAVAILABLE, Forbidden
+from signoff.upkeep import Upkeep
 
 log = logging.getLogger("signoff.server")
 
-READY_WITHIN = 2.0
-"""Seconds the ledger has to answer a readiness check."""
 PAGE = 1000
 SETTLED = frozenset({State.APPROVED, State.DENIED, State.EXPIRED, State.CANCELLED})
 VERSION = version("signoff")
@@ -198,20 +198,13 @@ async def metrics_port(figures: ApprovalFigures, host: str, port: int) -> AsyncI
         listener.close()
 
 
-def watch_routes(ledger: Ledger, figures: ApprovalFigures, outbox: Deliverer) -> list[Route]:
+def watch_routes(figures: ApprovalFigures, upkeep: Upkeep) -> list[Route]:
     async def alive(request: Request) -> Response:
         return PlainTextResponse("ok\n")
 
     async def ready(request: Request) -> Response:
-        try:
-            async with asyncio.timeout(READY_WITHIN):
-                await ledger.audit.last_seq()
-        except Exception as exc:  # whatever it is, this worker can't serve: say so, and nothing more
-            log.warning("not ready: the ledger did not answer (%s)", exc)
-            return PlainTextResponse("not ready\n", status_code=UNAVAILABLE)
-        if not outbox.running:
-            log.warning("not ready: the outbox worker is not running")
-            return PlainTextResponse("not ready\n", status_code=UNAVAILABLE)
+        if (why := upkeep.unready()) is not None:  # said in the log once, as it began
+            return PlainTextResponse(f"not ready: {why}\n", status_code=UNAVAILABLE)
         return PlainTextResponse("ready\n")
 
     async def metrics(request: Request) -> Response:

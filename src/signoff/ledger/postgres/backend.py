@@ -13,6 +13,10 @@ the tasks' own lock, so they never wait for decisions.
 A decision is announced with `NOTIFY`, sent inside the deciding transaction so it is delivered only if
 the decision committed; the payload is the decided record, so the watcher on another worker resumes its
 waiter without reading it back.
+
+An error of PostgreSQL's never leaves `connection` raw: a full disk, a read-only server or one out of
+memory is `LedgerUnwritable`, a server that can't be reached (or has no connection to spare) is
+`LedgerUnavailable`, each within the pool's timeout.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import contextlib
 import dataclasses
 import hashlib
 import itertools
+import math
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -30,7 +35,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditKey, Head
-from signoff.core.errors import LedgerUnavailable, Unstorable
+from signoff.core.errors import LedgerUnavailable, LedgerUnwritable, Unstorable
 from signoff.ledger import rows
 from signoff.ledger.keys import (
     Apply,
@@ -63,6 +68,15 @@ from signoff.ledger.stores import Backend, Heard, Pool
 
 _PAYLOAD_LIMIT = 7900
 """Bytes of a `NOTIFY` payload: PostgreSQL refuses 8000 or more."""
+UNWRITABLE = {"53100": "disk full", "25006": "read-only", "53200": "out of memory"}
+"""The SQLSTATEs that mean the server stores nothing now (disk_full, read_only_sql_transaction,
+out_of_memory), and what each means. Too many connections (53300) is an outage, not this."""
+RECONNECT = 1.0
+"""Seconds the pool keeps trying to replace a lost connection before it leaves that to the next caller who
+needs one. psycopg_pool waits twice as long after each failed try (1, 2, 4 … s), so after a long outage its
+next try was half a minute away, and the server was back long before the pool knew; with tries cut short,
+each caller (`/readyz`'s probe, twice a second) starts a fresh one, and the pool is back within about a
+second of the server."""
 
 
 class PostgresBackend(Backend):
@@ -80,12 +94,16 @@ class PostgresBackend(Backend):
             SqlPrincipals(self),
             PostgresOutbox(self),
         )
+        self.connect_timeout = max(1, math.ceil(pool.connect_timeout))
+        """libpq's own: whole seconds, where 0 would wait for ever."""
         self.lock_key = lock_key(f"signoff:{schema}")  # per schema: separate ledgers never wait
         self.tasks_key = lock_key(f"signoff:{schema}:tasks")
         self.channel = "signoff_decided_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         """The schema's `NOTIFY` channel. Channels are per database, so each schema needs its own, and a
         plain identifier (a schema name may need quoting, and may be longer than a channel name can be)."""
         self._pool: AsyncConnectionPool | None = None
+        self._pinger: psycopg.AsyncConnection[Any] | None = None
+        """The readiness probe's own connection (see `Backend.ping`), made again after any failure."""
 
     async def start(self) -> None:
         await self.upgrade()
@@ -98,6 +116,7 @@ class PostgresBackend(Backend):
             open=False,
             name="signoff",
             check=AsyncConnectionPool.check_connection,  # after a server restart, drop dead connections
+            reconnect_timeout=RECONNECT,
         )
         try:
             await pool.open(wait=True, timeout=self.pooling.connect_timeout)
@@ -107,12 +126,32 @@ class PostgresBackend(Backend):
         self._pool = pool
 
     async def upgrade(self) -> tuple[int, int]:
-        return await upgrade(self.dsn, self.schema, connect_timeout=self.pooling.connect_timeout)
+        return await upgrade(self.dsn, self.schema, connect_timeout=self.connect_timeout)
 
     async def close(self) -> None:
+        await self._unping()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    async def ping(self) -> None:
+        try:
+            if self._pinger is None:
+                self._pinger = await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True, connect_timeout=self.connect_timeout
+                )
+            await self._pinger.execute("SELECT 1")
+        except BaseException as exc:  # cancelled (timed out) too: the connection may be mid-query
+            await self._unping()
+            if isinstance(exc, psycopg.Error):
+                raise LedgerUnavailable(f"the PostgreSQL ledger {safe(self.dsn)} failed: {exc}") from exc
+            raise
+
+    async def _unping(self) -> None:
+        pinger, self._pinger = self._pinger, None
+        if pinger is not None:
+            with contextlib.suppress(psycopg.Error):
+                await pinger.close()
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -123,10 +162,14 @@ class PostgresBackend(Backend):
         try:
             async with self._pool.connection() as conn:
                 yield conn
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise LedgerUnavailable(f"the PostgreSQL ledger {safe(self.dsn)} failed: {exc}") from exc
-        except psycopg.DataError as exc:
-            raise Unstorable(f"the PostgreSQL ledger cannot store this value: {exc}") from exc
+        except psycopg.Error as exc:
+            if exc.sqlstate in UNWRITABLE:
+                raise LedgerUnwritable(UNWRITABLE[exc.sqlstate]) from exc
+            if isinstance(exc, psycopg.OperationalError):  # the pool's timeout is one too
+                raise LedgerUnavailable(f"the PostgreSQL ledger {safe(self.dsn)} failed: {exc}") from exc
+            if isinstance(exc, psycopg.DataError):
+                raise Unstorable(f"the PostgreSQL ledger cannot store this value: {exc}") from exc
+            raise
 
     async def fetch(self, query: str, params: Sequence[object] = ()) -> list[Any]:
         async with self.connection() as conn:
@@ -159,7 +202,7 @@ class PostgresBackend(Backend):
         record too big for one."""
         try:
             connecting = psycopg.AsyncConnection.connect(
-                self.dsn, autocommit=True, connect_timeout=int(self.pooling.connect_timeout)
+                self.dsn, autocommit=True, connect_timeout=self.connect_timeout
             )
             async with await connecting as listener:
                 await listener.execute(f"LISTEN {self.channel}")

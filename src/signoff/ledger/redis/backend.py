@@ -54,21 +54,21 @@ Redis Cluster: the scripts touch keys they compute themselves.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisError
 
 from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditKey, Head, chain
-from signoff.core.errors import LedgerUnavailable
+from signoff.core.errors import LedgerUnavailable, LedgerUnwritable
 from signoff.core.task import Task
 from signoff.ledger.keys import (
     Apply,
@@ -83,6 +83,7 @@ from signoff.ledger.keys import (
 )
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.redis import scripts
+from signoff.ledger.redis.failures import safe, unwritable
 from signoff.ledger.redis.stores import (
     RedisApprovals,
     RedisChats,
@@ -119,6 +120,8 @@ class RedisBackend(Backend):
             RedisApprovals(self), RedisTasks(self), RedisChats(self), RedisPrincipals(self), RedisOutbox(self)
         )
         self._redis: aioredis.Redis | None = None
+        self._pinger: aioredis.Redis | None = None
+        """The readiness probe's own client (see `Backend.ping`), which reconnects by itself."""
         self._scripts: dict[str, Any] = {}
         self._head: Head = GENESIS_HEAD
 
@@ -131,7 +134,7 @@ class RedisBackend(Backend):
             max_connections=self.pooling.size,
             timeout=self.pooling.pool_timeout,
             socket_connect_timeout=self.pooling.connect_timeout,
-            socket_timeout=30.0,
+            socket_timeout=self.pooling.socket_timeout,
             health_check_interval=30,
             # A pooled connection is dead after the server restarts: try a fresh one before giving up. A
             # write whose reply was lost and is sent again finds its own change and loses its CAS, so a
@@ -144,7 +147,7 @@ class RedisBackend(Backend):
             await self._migrate(client)
         except RedisError as exc:
             await client.aclose()
-            raise LedgerUnavailable(f"cannot reach Redis ledger {_safe(self.url)}: {exc}") from exc
+            raise LedgerUnavailable(f"cannot reach Redis ledger {safe(self.url)}: {exc}") from exc
         except BaseException:
             await client.aclose()
             raise
@@ -162,7 +165,7 @@ class RedisBackend(Backend):
         before = int(await client.get(schema) or 0)
         if before > scripts.SCHEMA_VERSION:
             raise LedgerUnavailable(
-                f"Redis ledger {_safe(self.url)} (prefix {self.prefix!r}) has ledger schema {before},"
+                f"Redis ledger {safe(self.url)} (prefix {self.prefix!r}) has ledger schema {before},"
                 f" newer than this signoff's {scripts.SCHEMA_VERSION}"
             )
         for version in range(before + 1, scripts.SCHEMA_VERSION + 1):
@@ -175,14 +178,26 @@ class RedisBackend(Backend):
         try:
             return await self._migrate(client), scripts.SCHEMA_VERSION
         except RedisError as exc:
-            raise LedgerUnavailable(f"cannot reach Redis ledger {_safe(self.url)}: {exc}") from exc
+            raise LedgerUnavailable(f"cannot reach Redis ledger {safe(self.url)}: {exc}") from exc
         finally:
             await client.aclose()
 
     async def close(self) -> None:
+        if self._pinger is not None:
+            await self._pinger.aclose()
+            self._pinger = None
         if self._redis is not None:
             await self._redis.aclose()
             self._redis = None
+
+    async def ping(self) -> None:
+        if self._pinger is None:  # one try: a probe that fails is asked again half a second later
+            within, once = self.pooling.connect_timeout, Retry(NoBackoff(), 0)
+            self._pinger = aioredis.Redis.from_url(self.url, socket_connect_timeout=within, retry=once)
+        try:
+            await self._pinger.ping()
+        except RedisError as exc:
+            raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} failed: {exc}") from exc
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -193,11 +208,17 @@ class RedisBackend(Backend):
         return self._redis
 
     async def call(self, fn: Callable[[aioredis.Redis], Any]) -> Any:
-        """Run one command or pipeline; a connection failure is `LedgerUnavailable`, naming the server."""
+        """Run one command or pipeline, retries included, within `socket_timeout`: a failure is
+        `LedgerUnavailable`, naming the server, and a write refused (see `failures`) `LedgerUnwritable`."""
         try:
-            return await fn(self.redis)
+            async with asyncio.timeout(within := self.pooling.socket_timeout):
+                return await fn(self.redis)
+        except TimeoutError:
+            raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} took over {within:g} s") from None
         except RedisError as exc:
-            raise LedgerUnavailable(f"the Redis ledger {_safe(self.url)} failed: {exc}") from exc
+            if (why := unwritable(exc)) is not None:
+                raise LedgerUnwritable(why) from exc
+            raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} failed: {exc}") from exc
 
     async def script(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         """Run one of the ledger's scripts; with `client`, queue it on that pipeline instead."""
@@ -371,13 +392,3 @@ def _numbered(change: Change, seqs: Iterator[Any]) -> Change:
 def _present(**fields: object) -> dict[str, object]:
     """The fields that have a value: Lua's cjson turns JSON null into a value that is true."""
     return {name: value for name, value in fields.items() if value is not None}
-
-
-def _safe(url: str) -> str:
-    """The URL without its password, for error messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

@@ -7,13 +7,14 @@ from pathlib import Path
 from signoff.core.audit import Keyring
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import Clock
-from signoff.ledger.sqlite.backend import SqliteBackend, Synchronous
+from signoff.ledger.sqlite.backend import WAIT, SqliteBackend, Synchronous
 from signoff.ledger.sqlite.schema import SCHEMA_VERSION
 
 
 class SqliteLedger(Ledger):
     """`synchronous="normal"` (the default) survives any process crash, SIGKILL included; `"full"` also
-    survives power loss, at the cost of an fsync per commit."""
+    survives power loss, at the cost of an fsync per commit. `busy_timeout` is the seconds an operation
+    waits for another process's write lock before it fails as `LedgerUnavailable`."""
 
     _backend: SqliteBackend
 
@@ -23,10 +24,13 @@ class SqliteLedger(Ledger):
         *,
         synchronous: Synchronous = "normal",
         poll_interval: float = 0.05,
+        busy_timeout: float = WAIT,
         clock: Clock | None = None,
         keyring: Keyring | None = None,
     ) -> None:
-        backend = SqliteBackend(path, synchronous=synchronous, poll_interval=poll_interval)
+        backend = SqliteBackend(
+            path, synchronous=synchronous, poll_interval=poll_interval, busy_timeout=busy_timeout
+        )
         super().__init__(backend, clock=clock, keyring=keyring)
 
     @property

@@ -15,7 +15,7 @@ of the server's CPU). What could make it wait goes to the ledger's thread instea
 stalls:
 - another connection's write lock (the CLI, another worker): the inline attempt does not wait for it
   (`busy_timeout` 0), and on `SQLITE_BUSY` the whole function runs again on the thread, which waits up
-  to 30 s;
+  to the ledger's `busy_timeout` (the ledger timeout: 5 s by default);
 - the WAL checkpoint, which writes the database file and waits for the disk: automatic checkpoints are
   off, and the thread checkpoints after every `CHECKPOINT_EVERY` commits, on a connection of its own
   (or, once the WAL is over `WAL_LIMIT`, on the ledger's, truncating it);
@@ -25,6 +25,10 @@ never used by two at once.
 
 A process learns of decisions made elsewhere (the CLI, another worker) through the watcher's reads, which
 `PRAGMA data_version` spares while no other connection has committed.
+
+SQLite's errors never leave `run` raw: a full disk, a read-only file or a failed write is
+`LedgerUnwritable`, a lock held past the timeout or a file that can't be opened or read is
+`LedgerUnavailable`, so a route answers a 503, never a 500. A failed commit leaves no transaction open.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from signoff.core.audit import GENESIS_HEAD, AuditKey
-from signoff.core.errors import LedgerUnavailable
+from signoff.core.errors import LedgerUnavailable, LedgerUnwritable
 from signoff.ledger import rows
 from signoff.ledger.keys import Apply, ApprovalKey, AskedKey, GrantKey, Key, PrincipalKey, StartedKey, TaskKey
 from signoff.ledger.records import Change, Stored
@@ -60,8 +64,19 @@ Synchronous = Literal["normal", "full"]
 T = TypeVar("T")
 log = logging.getLogger("signoff.ledger")
 
-WAIT_MS = 30_000
-"""How long an operation on the ledger's thread waits for another connection's write lock."""
+WAIT = 30.0
+"""Seconds an operation on the ledger's thread waits for another connection's write lock, by default."""
+UNWRITABLE = {
+    sqlite3.SQLITE_FULL: "disk full",
+    sqlite3.SQLITE_READONLY: "read-only",
+    sqlite3.SQLITE_IOERR: "disk I/O error",
+}
+"""SQLite's primary error codes that mean nothing can be stored now, and what each means."""
+UNAVAILABLE = {
+    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_PERM, sqlite3.SQLITE_PROTOCOL,
+}  # fmt: skip
+"""SQLite's primary error codes that mean the database can't be used now; any other is a bug."""
 CHECKPOINT_EVERY = 500
 """Commits between checkpoints: the WAL stays a few MB, and each checkpoint stays short."""
 WAL_LIMIT = 16 * 1024 * 1024
@@ -72,10 +87,14 @@ and the WAL truncated: checkpoints beside a stream of writes never let the WAL s
 class SqliteBackend(Backend):
     dialect = SQLITE
 
-    def __init__(self, path: str | Path, *, synchronous: Synchronous, poll_interval: float) -> None:
+    def __init__(
+        self, path: str | Path, *, synchronous: Synchronous, poll_interval: float, busy_timeout: float = WAIT
+    ) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
         self.poll_interval = poll_interval
+        self.wait_ms = max(1, round(busy_timeout * 1000))
+        """How long an operation on the ledger's thread waits for another connection's write lock."""
         self._hold(
             SqlApprovals(self),
             SqliteTasks(self),
@@ -92,7 +111,7 @@ class SqliteBackend(Backend):
         self._on_thread = 0
         """Operations submitted to the thread and not yet done: while any are, all go there."""
         self._waits = True
-        """The connection's busy timeout is `WAIT_MS` (on the thread), not 0 (inline)."""
+        """The connection's busy timeout is `wait_ms` (on the thread), not 0 (inline)."""
         self._commits = 0
         """Commits since the last checkpoint."""
 
@@ -116,7 +135,7 @@ class SqliteBackend(Backend):
     def _connect(self) -> None:
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute(f"PRAGMA busy_timeout = {WAIT_MS}")
+            self._db.execute(f"PRAGMA busy_timeout = {self.wait_ms}")
             self._db.execute("PRAGMA journal_mode = WAL")
             if self.synchronous == "normal":  # commits run inline, so the thread checkpoints
                 self._db.execute("PRAGMA wal_autocheckpoint = 0")
@@ -145,7 +164,18 @@ class SqliteBackend(Backend):
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the connection: inline when nothing can make it wait, else on the ledger's thread
-        (see the module's docstring)."""
+        (see the module's docstring). An error of SQLite's that is an outage is raised as one."""
+        try:
+            return await self._run(fn, *args)
+        except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code in UNWRITABLE:
+                raise LedgerUnwritable(UNWRITABLE[code]) from exc
+            if code in UNAVAILABLE:
+                raise LedgerUnavailable(f"the SQLite ledger {self.path} failed: {exc}") from exc
+            raise
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         if self._thread is None:
             raise RuntimeError(
                 "the SQLite ledger is not started: use `async with ledger:` or `await ledger.start()`"
@@ -188,7 +218,7 @@ class SqliteBackend(Backend):
 
     def _waiting(self, fn: Callable[..., T], *args: Any) -> T:
         if not self._waits:
-            self._set_wait(WAIT_MS)
+            self._set_wait(self.wait_ms)
         return fn(*args)
 
     def _set_wait(self, ms: int) -> None:
@@ -232,15 +262,21 @@ class SqliteBackend(Backend):
 
     @contextlib.contextmanager
     def _within(self, begin: str) -> Iterator[sqlite3.Connection]:
-        """`begin` … `COMMIT`, or `ROLLBACK` if the body raised."""
-        assert self._db is not None
-        self._db.execute(begin)
+        """`begin` … `COMMIT`, or `ROLLBACK` if the body or the commit raised. A commit that fails (a full
+        disk) may leave the transaction open, and SQLite may have rolled one back already on its own: so it
+        is rolled back only if still open, and whatever the rollback says, the first error is the one
+        raised. A transaction left open would refuse every later `BEGIN`."""
+        db = self._db
+        assert db is not None
+        db.execute(begin)
         try:
-            yield self._db
+            yield db
+            db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     def select(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         assert self._db is not None
