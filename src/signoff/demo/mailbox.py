@@ -20,17 +20,19 @@ import tempfile
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiosmtpd.controller import Controller
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from signoff.channels.config import Channels, EmailChannel
-from signoff.core.errors import PrincipalExists
+from signoff.core.errors import PrincipalExists, SignoffError
 from signoff.ledger.base import Ledger
 from signoff.server.built import built, header
+
+if TYPE_CHECKING:
+    from aiosmtpd.controller import Controller
 
 CHANNEL = "email:demo"
 APPROVERS = (("fiona", "fiona@demo.local"), ("frank", "frank@demo.local"))
@@ -58,6 +60,14 @@ class Mailbox:
 
     @classmethod
     def start(cls) -> Mailbox:
+        """A maildir and the SMTP server that fills it. aiosmtpd is imported here, for `--mailbox` only:
+        serving signoff needs no SMTP server of its own."""
+        try:
+            from aiosmtpd.controller import Controller
+        except ImportError:
+            raise SignoffError(
+                "--mailbox needs aiosmtpd, the demo's local mail server: pip install aiosmtpd"
+            ) from None
         directory = str(Path(tempfile.mkdtemp(prefix="signoff-mailbox-")) / "Maildir")
         mailbox.Maildir(directory, create=True)  # made here, with its tmp, new and cur
         with socket.socket() as probe:  # aiosmtpd checks that it listens by connecting: a real port
