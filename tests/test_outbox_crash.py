@@ -44,6 +44,7 @@ def serving(directory: Path, url: str, hook: str, name: str) -> Iterator[str]:
     channels.write_text(f'[webhook.ops]\nurl = "{hook}"\nsecret_env = "HOOK"\nallow_private = true\n')
     (directory / "myagent.py").write_text("from pydantic_ai import Agent\nagent = Agent('test')\n")
     args = ["serve", "--agent", "myagent:agent", "--ledger", url, "--channels", str(channels)]
+    args.append("--redis-volatile")  # the machine's Redis keeps nothing on disk; only its own tests mind
     env = {"HOOK": SECRET, "PYTHONPATH": str(directory)}
     with signoff_server(directory, args, "token", env=env, name=name, timeout=30) as (base, _):
         yield base

@@ -54,11 +54,10 @@ def test_a_revoked_token_is_refused_at_once_by_every_worker(shared: str, tmp_pat
     """Two `signoff demo` processes on one ledger: the token works on both, and after `principals revoke`
     the very next request to either is a 401; nothing caches a token."""
     token = added(shared, "alice", "finance")
+    args = ["demo", "--ledger", shared, "--redis-volatile"]  # the machine's Redis keeps nothing on disk
     with ExitStack() as stack:
         bases = [
-            stack.enter_context(
-                signoff_server(tmp_path, ["demo", "--ledger", shared], TOKEN, name=f"worker{i}", timeout=30)
-            )[0]
+            stack.enter_context(signoff_server(tmp_path, args, TOKEN, name=f"worker{i}", timeout=30))[0]
             for i in range(2)
         ]
         auth = {"authorization": f"Bearer {token}"}

@@ -65,6 +65,7 @@ def serving(url: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         "--ledger",
         url,
         "--anonymous-chats",
+        "--redis-volatile",  # the machine's Redis keeps nothing on disk; only its own tests mind
     ]
     return args, {"SIGNOFF_TEST_RUNS": str(tmp_path / "runs.jsonl"), "PYTHONPATH": str(ROOT)}
 

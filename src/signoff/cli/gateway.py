@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import typer
 
 from signoff.cli.common import audit_key, err, fail, os_user
-from signoff.cli.serving import Listening, with_listening
+from signoff.cli.serving import Listening, kept, with_listening
 from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal, Proven
 from signoff.ledger import open_ledger
@@ -187,15 +187,18 @@ def mcp_gateway(
     if serving.workers > 1:
         raise typer.BadParameter("a stdio gateway is one process", param_hint="--workers")
     try:
-        asyncio.run(_stdio(serving.served(policy=policy, fronting=fronting), fronting))
+        asyncio.run(
+            _stdio(serving.served(policy=policy, fronting=fronting), fronting, serving.redis_volatile)
+        )
     except SignoffError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         err.print("stopped: pending approvals stay in the ledger")
 
 
-async def _stdio(served: Served, fronting: Fronting) -> None:
-    """A stdio gateway tends its ledger as a server does (`Upkeep`): it may be the only process on it."""
+async def _stdio(served: Served, fronting: Fronting, volatile_ok: bool) -> None:
+    """A stdio gateway tends its ledger as a server does (`Upkeep`): it may be the only process on it, and
+    refuses a volatile Redis as a server does."""
     from mcp.server.stdio import stdio_server
 
     from signoff.ledger.evidence import ready_to_append
@@ -209,7 +212,9 @@ async def _stdio(served: Served, fronting: Fronting) -> None:
     checkpoints = Path(served.audit_checkpoints) if served.audit_checkpoints else None
     if checkpoints is not None:  # by default beside the key, whose folder is made by now
         ready_to_append(checkpoints)
-    async with open_ledger(served.ledger, keyring=key.keyring, timeout=served.ledger_timeout) as ledger:
+    opened = open_ledger(served.ledger, keyring=key.keyring, timeout=served.ledger_timeout)
+    await kept(opened, volatile_ok)
+    async with opened as ledger:
         gateway = fronting.gateway(ledger, policy, lambda ctx: proven, None, served.ledger)
         err.print(f"signoff mcp-gateway: stdio, requester {principal.id}, upstream {gateway.upstream.where}")
         err.print(f"audit checkpoints: {checkpoints or 'off'}", highlight=False, markup=False)
@@ -247,6 +252,8 @@ def _stdio_args(
     args += ["--ledger", _ledger(serving.ledger)]
     if serving.ledger_timeout != TIMEOUT:
         args += ["--ledger-timeout", f"{serving.ledger_timeout:g}"]
+    if serving.redis_volatile:
+        args.append("--redis-volatile")
     if serving.channels is not None:
         args += ["--channels", _file(serving.channels, "--channels")]
     for option, made in (

@@ -105,6 +105,15 @@ NoCheckpointsOption = Annotated[
         " emptied.",
     ),
 ]
+RedisVolatileOption = Annotated[
+    bool,
+    typer.Option(
+        "--redis-volatile",
+        help='Serve on a redis:// ledger whose server keeps nothing on disk (appendonly no, save ""), or'
+        " won't say (CONFIG refused): every approval is lost when it restarts. Without it such a Redis is"
+        " refused at start-up. Other ledgers ignore it.",
+    ),
+]
 MetricsPortOption = Annotated[
     int | None,
     typer.Option(

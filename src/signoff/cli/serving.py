@@ -44,13 +44,15 @@ from signoff.cli.options import (
     OidcJwksOption,
     OidcRolesOption,
     PortOption,
+    RedisVolatileOption,
     SocketIdleOption,
     TaskSilenceOption,
     WaitOption,
     WorkersOption,
 )
 from signoff.core.errors import LedgerUnavailable, SignoffError
-from signoff.ledger import MemoryLedger, open_ledger
+from signoff.ledger import Ledger, MemoryLedger, open_ledger
+from signoff.ledger.base import volatile
 from signoff.ledger.url import TIMEOUT
 from signoff.server.edge import BODY_TIMEOUT
 from signoff.server.run import HEAD_TIMEOUT
@@ -93,6 +95,7 @@ class Listening:
     port: PortOption = 8000
     ledger: LedgerOption = None
     ledger_timeout: LedgerTimeoutOption = TIMEOUT
+    redis_volatile: RedisVolatileOption = False
     workers: WorkersOption = 1
     allow_origin: AllowOriginOption = None
     allowed_host: AllowedHostOption = None
@@ -121,7 +124,7 @@ class Listening:
         """Serve as the command `name` until stopped; `what` is what only that command sets. Port 0 is a
         free port chosen now, so that the links channels send name the port the server listens on."""
         chosen = self if self.port else dataclasses.replace(self, port=_free_port(self.host))
-        _run(name, chosen.served(**what), chosen.host, chosen.port, chosen.workers)
+        _run(name, chosen.served(**what), chosen.host, chosen.port, chosen.workers, chosen.redis_volatile)
 
     def served(self, **what: Any) -> Served:
         """These options as the server's settings, with `what`."""
@@ -274,7 +277,18 @@ def _free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
+async def kept(ledger: Ledger, volatile_ok: bool) -> None:
+    """Refuse, before it starts, a ledger whose server would forget every approval when it restarts (a
+    Redis that keeps nothing on disk, or won't say), unless `--redis-volatile` accepts that: such a Redis,
+    restarted, lost 20 pending approvals and nothing said so. Raises `LedgerUnavailable` naming the fix."""
+    if not volatile_ok and (why := await volatile(ledger)) is not None:
+        raise LedgerUnavailable(
+            f"{why}: turn on appendonly yes, or pass --redis-volatile to accept losing every approval on a"
+            " restart"
+        )
+
+
+def _run(name: str, served: Served, host: str, port: int, workers: int, volatile_ok: bool) -> None:
     import os
 
     from signoff.cli.worker import ENV
@@ -303,7 +317,9 @@ def _run(name: str, served: Served, host: str, port: int, workers: int) -> None:
         out.print("Ctrl-C to stop", highlight=False)
 
     async def run() -> None:
-        async with open_ledger(served.ledger, keyring=key.keyring, timeout=served.ledger_timeout) as opened:
+        ledger = open_ledger(served.ledger, keyring=key.keyring, timeout=served.ledger_timeout)
+        await kept(ledger, volatile_ok)
+        async with ledger as opened:
             if served.mailbox:
                 from signoff.demo.mailbox import register_approvers
 

@@ -54,6 +54,18 @@ class LedgerUnwritable(LedgerUnavailable):
         super().__init__(f"the ledger can't write: {why}")
 
 
+class LedgerWiped(LedgerUnavailable):
+    """The ledger lost everything it held: the epoch marker written when it was created is gone, or
+    another ledger's (a Redis flushed, or restarted without persistence). Unlike other outages it does not
+    end when the server answers again: what it answers is no longer this ledger, so nothing is read from it
+    or written to it until the process is restarted. `gone` is what each waiter on a pending approval is
+    told."""
+
+    def gone(self, approval_id: str) -> LedgerWiped:
+        """This error as the waiter on `approval_id` is told it."""
+        return LedgerWiped(f"approval {approval_id} is gone: {self}")
+
+
 class Unstorable(SignoffError, ValueError):
     """A value the ledger's database refuses, such as a NUL character in PostgreSQL text."""
 

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Self
 
 from signoff.core.audit import Keyring
-from signoff.core.errors import LedgerUnavailable
+from signoff.core.errors import LedgerUnavailable, LedgerWiped
 from signoff.ledger.approvals import Approvals
 from signoff.ledger.audit import Audit
 from signoff.ledger.chats import Chats
@@ -85,13 +85,24 @@ def outage_of(ledger: Ledger) -> Outage:
 async def probe(ledger: Ledger) -> None:
     """Ask the ledger something cheap and tell its outage how that went: raises `LedgerUnavailable`. While
     its writes fail, store something nobody reads too (`LedgerUnwritable` if refused): a ledger that can't
-    write still answers reads, and only a write stored shows that it writes again, in every process."""
+    write still answers reads, and only a write stored shows that it writes again, in every process.
+
+    A ledger found to have lost its data (`LedgerWiped`) ends every wait in this process with that error:
+    no decision will come for an approval that is gone."""
     outage = outage_of(ledger)
     try:
         await ledger._backend.ping()
     except LedgerUnavailable as exc:
         outage.failed(exc)
+        if isinstance(exc, LedgerWiped):
+            ledger._shared.notifier.fail(exc.gone)
         raise
     outage.recovered()
     if outage.unwritable:
         await ledger._shared.lease(PROBE, PROBE_EXPIRED)
+
+
+async def volatile(ledger: Ledger) -> str | None:
+    """Why the ledger's server would forget everything it holds when it restarts (a Redis that keeps
+    nothing on disk, or that won't say), asked before the ledger starts; None when it keeps its data."""
+    return await ledger._backend.volatile()

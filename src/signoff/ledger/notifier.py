@@ -8,6 +8,7 @@ what they learn into the same `notify`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from signoff.core.approval import Approval, State
 
@@ -27,6 +28,8 @@ class Notifier:
             return
         if future in waiters:
             waiters.remove(future)
+        elif future.done() and not future.cancelled():
+            future.exception()  # failed (see `fail`) while its waiter ended another way: nothing to tell
         if not waiters:
             del self._waiters[approval_id]
 
@@ -36,6 +39,15 @@ class Notifier:
         for future in self._waiters.pop(approval.id, ()):
             if not future.done():
                 future.set_result(approval)
+
+    def fail(self, error: Callable[[str], BaseException]) -> None:
+        """End every wait with `error(approval_id)`: the approvals they wait on are gone (the ledger lost
+        its data), and no decision will ever come for them."""
+        waiters, self._waiters = self._waiters, {}
+        for approval_id, futures in waiters.items():
+            for future in futures:
+                if not future.done():
+                    future.set_exception(error(approval_id))
 
     def watches(self, approval_id: str) -> bool:
         return approval_id in self._waiters

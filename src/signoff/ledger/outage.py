@@ -8,7 +8,9 @@ instead, as the committer and the leases do for every write: it logs one line wh
 after 78 s"), and `/readyz` answers from it at once.
 
 A ledger that can't write may still answer reads, so an outage of writes ends only with a write that
-stored something; any answer ends an outage of the ledger's server.
+stored something; any answer ends an outage of the ledger's server. A ledger that lost its data
+(`LedgerWiped`) is said once too, even in the middle of an outage (a Redis restarted empty), and nothing
+ends it: what answers is no longer the ledger this process served.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from signoff.core.errors import LedgerUnavailable, LedgerUnwritable
+from signoff.core.errors import LedgerUnavailable, LedgerUnwritable, LedgerWiped
 
 log = logging.getLogger("signoff.ledger")
 
@@ -37,13 +39,24 @@ class Outage:
         """Why the ledger is away, as a line says it; None while it answers."""
         if self.problem is None:
             return None
-        if isinstance(self.problem, LedgerUnwritable):
+        if isinstance(self.problem, LedgerUnwritable | LedgerWiped):
             return str(self.problem)
         return f"ledger unavailable: {self.problem}"
 
+    @property
+    def wiped(self) -> bool:
+        """Whether the ledger lost its data, which no answer ends."""
+        return isinstance(self.problem, LedgerWiped)
+
     def failed(self, exc: LedgerUnavailable) -> None:
         """A call to the ledger failed: said once when the ledger goes away, and again only if it then
-        fails to write, having failed to answer."""
+        fails to write, having failed to answer, or turns out to have lost its data."""
+        if self.wiped:
+            return
+        if isinstance(exc, LedgerWiped):
+            self.problem, self.unwritable = exc, False
+            log.error("%s", self.reason)
+            return
         unwritable = isinstance(exc, LedgerUnwritable)
         said = self.problem is not None and (self.unwritable or not unwritable)
         if self.problem is None:
@@ -55,7 +68,7 @@ class Outage:
     def recovered(self, *, wrote: bool = False) -> None:
         """A call to the ledger succeeded; `wrote` says it stored something, which alone ends an outage in
         which writes failed."""
-        if self.problem is None or (self.unwritable and not wrote):
+        if self.problem is None or self.wiped or (self.unwritable and not wrote):
             return
         self.problem, self.unwritable = None, False
         log.warning("ledger back after %.0f s", self.clock() - self.since)

@@ -250,6 +250,11 @@ class Backend(ABC):
         a burst of requests took a busy ledger for one that is away."""
         await self.approvals.last_seq()
 
+    async def volatile(self) -> str | None:
+        """Why the database's server would lose what it holds when it restarts; None when it keeps it
+        (see `ledger.base.volatile`). A database on disk keeps it."""
+        return None
+
     async def moved(self) -> bool:
         """Whether another process may have written since the last call: a cheap check that spares the
         watcher reading every approval it waits on when nothing changed. Unknown means yes."""

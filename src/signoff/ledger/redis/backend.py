@@ -43,6 +43,7 @@ Keys live under one prefix (`signoff` by default):
     {p}:p:{id}            hash   record, rev                 one registered principal
     {p}:tokens            hash   token hash → id             principals by their token's hash
     {p}:principals        zset   id by insertion number      every principal, oldest first
+    {p}:schema, :epoch    string the schema's version, the ledger's epoch marker (see `failures`)
 
 A decision is published on `{p}:decided` from inside the script, so only a committed one is heard; the
 message is the decided record, so a waiter in another process resumes without reading it back. A
@@ -56,9 +57,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 import msgspec
 from redis import asyncio as aioredis
@@ -68,8 +68,7 @@ from redis.exceptions import RedisError
 
 from signoff.core.approval import Approval, State
 from signoff.core.audit import GENESIS_HEAD, AuditKey, Head, chain
-from signoff.core.errors import LedgerUnavailable, LedgerUnwritable
-from signoff.core.task import Task
+from signoff.core.errors import LedgerUnavailable, LedgerUnwritable, LedgerWiped
 from signoff.ledger.keys import (
     Apply,
     ApprovalKey,
@@ -83,7 +82,7 @@ from signoff.ledger.keys import (
 )
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.redis import scripts
-from signoff.ledger.redis.failures import safe, unwritable
+from signoff.ledger.redis.failures import lost, new_epoch, persistence, safe, unwritable
 from signoff.ledger.redis.stores import (
     RedisApprovals,
     RedisChats,
@@ -91,6 +90,9 @@ from signoff.ledger.redis.stores import (
     RedisPrincipals,
     RedisTasks,
     notice_fields,
+    numbered,
+    present,
+    task_fields,
     task_of,
 )
 from signoff.ledger.rows import TASK_COLUMNS, approval_record, grant_record, principal_record
@@ -124,6 +126,10 @@ class RedisBackend(Backend):
         """The readiness probe's own client (see `Backend.ping`), which reconnects by itself."""
         self._scripts: dict[str, Any] = {}
         self._head: Head = GENESIS_HEAD
+        self._epoch = b""
+        """The epoch marker the ledger held when this process started."""
+        self._wiped: str | None = None
+        """Set once the marker is found gone or another's: then every call fails with it."""
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -143,8 +149,10 @@ class RedisBackend(Backend):
         )
         client = aioredis.Redis.from_pool(pool)
         try:
-            await client.ping()
             await self._migrate(client)
+            self._epoch = cast(bytes | None, await client.get(self.key("epoch"))) or b""
+            if not self._epoch:  # emptied between its migration and now
+                raise LedgerWiped(lost(self.url, self.prefix, None))
         except RedisError as exc:
             await client.aclose()
             raise LedgerUnavailable(f"cannot reach Redis ledger {safe(self.url)}: {exc}") from exc
@@ -170,7 +178,7 @@ class RedisBackend(Backend):
             )
         for version in range(before + 1, scripts.SCHEMA_VERSION + 1):
             migration = scripts.MIGRATE % scripts.MIGRATIONS[version - 1]
-            await client.eval(migration, 1, schema, self.prefix, version)
+            await client.eval(migration, 1, schema, self.prefix, version, new_epoch())
         return before
 
     async def upgrade(self) -> tuple[int, int]:
@@ -190,14 +198,26 @@ class RedisBackend(Backend):
             await self._redis.aclose()
             self._redis = None
 
+    async def volatile(self) -> str | None:
+        return await persistence(self.url, self.pooling.connect_timeout)
+
     async def ping(self) -> None:
+        """Read the epoch marker, which tells that the server answers and still holds this ledger."""
+        if self._wiped is not None:
+            raise LedgerWiped(self._wiped)
         if self._pinger is None:  # one try: a probe that fails is asked again half a second later
             within, once = self.pooling.connect_timeout, Retry(NoBackoff(), 0)
             self._pinger = aioredis.Redis.from_url(self.url, socket_connect_timeout=within, retry=once)
         try:
-            await self._pinger.ping()
+            self._held(await self._pinger.get(self.key("epoch")))
         except RedisError as exc:
             raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} failed: {exc}") from exc
+
+    def _held(self, found: object) -> None:
+        """Check the epoch marker `found`: `LedgerWiped` from now on if it is not this ledger's."""
+        if found != self._epoch:
+            self._wiped = lost(self.url, self.prefix, found)
+            raise LedgerWiped(self._wiped)
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -209,7 +229,10 @@ class RedisBackend(Backend):
 
     async def call(self, fn: Callable[[aioredis.Redis], Any]) -> Any:
         """Run one command or pipeline, retries included, within `socket_timeout`: a failure is
-        `LedgerUnavailable`, naming the server, and a write refused (see `failures`) `LedgerUnwritable`."""
+        `LedgerUnavailable`, naming the server, a write refused (see `failures`) `LedgerUnwritable`, and
+        any call once the ledger is found wiped `LedgerWiped`."""
+        if self._wiped is not None:
+            raise LedgerWiped(self._wiped)
         try:
             async with asyncio.timeout(within := self.pooling.socket_timeout):
                 return await fn(self.redis)
@@ -323,7 +346,7 @@ class RedisBackend(Backend):
                     created.add(t.id)
                 elif t.id not in created and write.rev is not None:
                     tseqs.setdefault(t.id, str(write.rev))
-                tasks.append(_task_fields(t, call))
+                tasks.append(task_fields(t, call))
             elif (r := change.principal) is not None:  # a new one must still be new: its rev is 0
                 revs.setdefault(PrincipalKey(r.id), ["p", r.id, write.rev or 0])
                 principals.append({"id": r.id, "record": encode(r).decode(), "hash": r.token_hash})
@@ -334,7 +357,7 @@ class RedisBackend(Backend):
                 assert write.rev is not None
                 revs.setdefault(write.key, [_HASHES[type(write.key)][0], write.key.id, write.rev])
             if (a := change.approval) is not None:
-                approval = _present(
+                approval = present(
                     id=a.id, record=encode(a).decode(), state=str(a.state),
                     call=calls[-1] if write.new else None, chat=a.chat_id,
                     deadline=a.deadline if write.new and a.state is State.PENDING else None,
@@ -359,9 +382,11 @@ class RedisBackend(Backend):
                 entry = chain(event, head, key)
                 entries.append([entry.seq, encode(entry).decode()])
                 head = entry.head
-            payload.update(head=self._head[0], entries=entries, hash=head[1])
+            payload.update(head=self._head[0], entries=entries, hash=head[1], epoch=self._epoch.decode())
             reply = await self.script("commit", [], [self.prefix, encode(payload)])
             outcome = reply[0].decode()
+            if outcome == "wiped":
+                self._held(reply[1])
             if outcome == "stale":
                 raise _Stale
             if outcome == "head":  # another process wrote since: chain after its entries instead
@@ -369,26 +394,4 @@ class RedisBackend(Backend):
                 continue
             self._head = head
             seqs = iter(reply[1])
-            return [_numbered(write.change, seqs) for write in batch]
-
-
-def _task_fields(task: Task, call: str | None) -> dict[str, object]:
-    """A task as `COMMIT` stores it; `call` for a new one."""
-    return _present(
-        id=task.id, call=call, chat=task.chat_id, created=repr(task.created_at),
-        record=encode(task).decode(), state=str(task.state), worker=task.worker, cancel_by=task.cancel_by,
-        progress=task.progress, message=task.message, updated_at=repr(task.updated_at),
-        heartbeat=repr(task.heartbeat),
-    )  # fmt: skip
-
-
-def _numbered(change: Change, seqs: Iterator[Any]) -> Change:
-    """The change with its task's change number, the next of `seqs`, if it has a task."""
-    if change.task is None:
-        return change
-    return dataclasses.replace(change, task=msgspec.structs.replace(change.task, seq=int(next(seqs))))
-
-
-def _present(**fields: object) -> dict[str, object]:
-    """The fields that have a value: Lua's cjson turns JSON null into a value that is true."""
-    return {name: value for name, value in fields.items() if value is not None}
+            return [numbered(write.change, seqs) for write in batch]

@@ -2,6 +2,8 @@
 
 COMMIT = """
 local p, c = ARGV[1], cjson.decode(ARGV[2])
+local epoch = redis.call('GET', p .. ':epoch')
+if epoch ~= c.epoch then return {'wiped', epoch} end
 for _, r in ipairs(c.revs) do
   local rev = tonumber(redis.call('HGET', p .. ':' .. r[1] .. ':' .. r[2], 'rev')) or 0
   if rev ~= r[3] then return {'stale'} end
@@ -92,7 +94,9 @@ for _, e in ipairs(c.entries) do redis.call('XADD', p .. ':audit', e[1] .. '-1',
 if #c.entries > 0 then redis.call('HSET', p .. ':head', 'seq', c.entries[#c.entries][1], 'hash', c.hash) end
 return {'ok', seqs}
 """
-"""Store a batch of writes (see `RedisBackend.store`) if nothing it was computed from moved: every record's
+"""Store a batch of writes (see `RedisBackend.store`) into the ledger whose epoch marker it names
+(`wiped`, with the marker found, if it is gone or another's: a ledger that lost its data is never written
+anew as if nothing happened), if nothing it was computed from moved: every record's
 `rev`, every task's change number and every new approval's or task's call (`stale`), and the audit head
 (`head`, with the real one). A task's times come as strings: Lua would print a number with 14 digits.
 Answers with the change number each task got."""
@@ -218,15 +222,16 @@ return 1
 
 MIGRATIONS: tuple[str, ...] = (
     "",  # version 1: every key is made as its record is first written; nothing to move
+    "redis.call('SET', prefix .. ':epoch', epoch, 'NX')",  # version 2: the epoch marker (`failures`)
 )
 """The schema, one migration per version: version N is the keys after MIGRATIONS[N - 1], a Lua body that
-may use `prefix`. Append only."""
+may use `prefix` and `epoch` (a new epoch marker). Append only."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
 MIGRATE = """
 local have = tonumber(redis.call('GET', KEYS[1]) or '0')
 if have ~= tonumber(ARGV[2]) - 1 then return have end
-local prefix = ARGV[1]
+local prefix, epoch = ARGV[1], ARGV[3]
 %s
 redis.call('SET', KEYS[1], ARGV[2])
 return tonumber(ARGV[2])

@@ -3,7 +3,8 @@ and the writes nothing audits, each one script."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -16,7 +17,7 @@ from signoff.core.grant import Grant
 from signoff.core.notice import Delivery, Notice
 from signoff.core.principal import Registered
 from signoff.core.task import Task
-from signoff.ledger.records import Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
+from signoff.ledger.records import Change, Entries, Progress, ReplyFrames, ReplyLog, StoredChat, TaskQuery
 from signoff.ledger.rows import (
     NOTICE_COLUMNS,
     TASK_COLUMNS,
@@ -236,6 +237,28 @@ def task_of(row: Sequence[Any]) -> Task | None:
 
 _NOTICE = NOTICE_COLUMNS.split(", ")
 _NUMBERS = {"created_at": float, "attempts": int, "next_at": float, "lease_until": float}
+
+
+def task_fields(task: Task, call: str | None) -> dict[str, object]:
+    """A task as `COMMIT` stores it; `call` for a new one."""
+    return present(
+        id=task.id, call=call, chat=task.chat_id, created=repr(task.created_at),
+        record=_encode(task).decode(), state=str(task.state), worker=task.worker, cancel_by=task.cancel_by,
+        progress=task.progress, message=task.message, updated_at=repr(task.updated_at),
+        heartbeat=repr(task.heartbeat),
+    )  # fmt: skip
+
+
+def numbered(change: Change, seqs: Iterator[Any]) -> Change:
+    """The change with its task's change number, the next of `seqs`, if it has a task."""
+    if change.task is None:
+        return change
+    return dataclasses.replace(change, task=msgspec.structs.replace(change.task, seq=int(next(seqs))))
+
+
+def present(**fields: object) -> dict[str, object]:
+    """The fields that have a value: Lua's cjson turns JSON null into a value that is true."""
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def notice_fields(notice: Notice) -> list[str]:
