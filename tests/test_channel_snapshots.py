@@ -90,12 +90,12 @@ def matches(name: str, made: str) -> None:
     assert made == path.read_text(), f"{name} changed: if on purpose, SIGNOFF_UPDATE_SNAPSHOTS=1 writes it"
 
 
-def email_parts() -> tuple[str, str]:
+def email_parts(approval: Approval = APPROVAL) -> tuple[str, str]:
     """The email bob gets, its text and its HTML, its review link sealed under a fixed key."""
     keys = SimpleNamespace(derived=lambda purpose: (b"k" * 32,))
     ledger = cast(Ledger, SimpleNamespace(audit=SimpleNamespace(keyring=keys)))
     channel = EmailChannel("finance", "smtp://127.0.0.1:1", "signoff <signoff@x.test>")
-    sent = EmailSender(channel, ledger, "https://signoff.x.test")._message(NOTICE, APPROVAL, BOB, NOW)
+    sent = EmailSender(channel, ledger, "https://signoff.x.test")._message(NOTICE, approval, BOB, NOW)
     text, page = sent.get_body(("plain",)), sent.get_body(("html",))
     assert text is not None and page is not None
     return str(text.get_content()), str(page.get_content())

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from signoff import Decision, Gate, Ledger, Policy, ToolCall
+from signoff.core.approval import Approval
 from signoff.core.audit import AuditKey, Checkpoint, Keyring, chain
 from signoff.core.errors import LedgerUnavailable, Unproven
 from signoff.ledger.evidence import BadCheckpoint, read_checkpoints, verify
@@ -295,3 +296,24 @@ def test_the_server_appends_checkpoints_outside_the_database(tmp_path: Path) -> 
     env = {**os.environ, "COLUMNS": "200"}
     verified = run(env, "audit", "verify", "--ledger", f"sqlite:///{db}", "--checkpoint", str(marks))
     assert verified.returncode == 0, verified.stderr
+
+
+def test_where_a_call_was_made_is_sealed_with_it() -> None:
+    """A call's `context` (Claude Code's `cwd`) is shown to approvers and a rule may test it: a database write
+    that moves it breaks the seal, as one that loosens the rule does. A call with none seals as before."""
+    from signoff.core.proof import seal_holds, sealed
+
+    key = AuditKey.generate()
+    call = ToolCall("c1", "Bash", {"command": "make test"}, {"cwd": "/srv/app"})
+    opened = Approval(
+        id="apr_1", chat_id="claude-code:s1", call=call, digest=call.digest, description="", rule="Bash",
+        created_at=0.0,
+    )  # fmt: skip
+    approval = sealed(key, opened)
+    assert seal_holds(Keyring(key), approval)
+    moved = msgspec.structs.replace(
+        approval, call=ToolCall("c1", "Bash", {"command": "make test"}, {"cwd": "/"})
+    )
+    assert not seal_holds(Keyring(key), moved)
+    bare = sealed(key, msgspec.structs.replace(opened, call=ToolCall("c1", "Bash", {"command": "make test"})))
+    assert seal_holds(Keyring(key), bare)

@@ -77,7 +77,7 @@ export function ApprovalRow({ approval, me, linked, onDecide }: Props) {
           onDecide={decide}
         />
       ) : (
-        <ArgsList args={args} />
+        <ArgsList args={args} tool={approval.call.tool} context={approval.call.context} />
       )}
       {problem && (
         <p className="problem" role="alert" data-testid="decision-error">

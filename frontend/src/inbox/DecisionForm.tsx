@@ -59,7 +59,7 @@ export function DecisionForm({ approval, args, label, onDecide }: Props) {
   return (
     <>
       {argsText === undefined ? (
-        <ArgsList args={args} />
+        <ArgsList args={args} tool={approval.call.tool} context={approval.call.context} />
       ) : (
         <div className="args-edit">
           <label htmlFor={`args-${approval.id}`}>Arguments (JSON)</label>

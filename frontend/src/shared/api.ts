@@ -27,7 +27,8 @@ export interface Approval {
   id: string;
   chat_id: string;
   state: ApprovalState;
-  call: { call_id: string; tool: string; args: Record<string, unknown> };
+  /** `context`: where the call was made, as its client said (Claude Code's `cwd`). */
+  call: { call_id: string; tool: string; args: Record<string, unknown>; context?: Record<string, string> };
   digest: string;
   description: string;
   rule: string;

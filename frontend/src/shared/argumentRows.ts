@@ -60,3 +60,15 @@ function nested(opening: string, members: string[], closing: string, indent: str
 function quoted(text: string): string {
   return `"${reveal(text.replaceAll("\\", "\\\\").replaceAll('"', '\\"'))}"`;
 }
+
+/** An argument shown as a block of lines (a shell command, a diff, a file's content): `name` and each line
+ * revealed, each line on its own; `more` says what a bounded block leaves out. See argumentViews.ts. */
+export interface Code {
+  name: string;
+  kind: "shell" | "diff" | "text";
+  lines: string[];
+  more: string;
+}
+
+/** What a channel lays out, in order: a row, or a block. */
+export type Item = Row | Code;

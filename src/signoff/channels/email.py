@@ -30,7 +30,7 @@ from signoff.channels.delivery import Delivered, Failed, Outcome
 from signoff.channels.review import LIFETIME, PURPOSE, Review
 from signoff.channels.review import link as review_link
 from signoff.core.approval import Approval
-from signoff.core.argument_rows import Row
+from signoff.core.argument_rows import Code, Item
 from signoff.core.notice import Notice
 from signoff.core.principal import Registered
 from signoff.core.views import may_decide, shown, shown_lines
@@ -123,12 +123,38 @@ def details_html(approval: Approval) -> str:
     return f"<table style='border-collapse:collapse'>{cells}</table>"
 
 
-def _arguments_html(shown: list[Row]) -> str:
+CODE = f"{VALUE};background:#f4f6f9;padding:6px 8px;border-radius:6px"
+MARKS = {
+    "+": "background:#e6f4ea;color:#14532d",
+    "-": "background:#fde8e8;color:#7f1d1d",
+    "@": "color:#5b6475",
+}
+"""How a diff's line shows, by its first character: added, removed, or a hunk's header."""
+
+
+def _arguments_html(shown: list[Item]) -> str:
     if not shown:
         return "none"
     cells = "".join(
-        f"<tr><th style='{CELL};font-weight:normal'>{html.escape(name)}</th>"
-        f"<td style='{CELL}'><pre style='{VALUE}'>{html.escape(value)}</pre></td></tr>"
-        for name, value in shown
+        f"<tr><td colspan='2' style='{CELL}'>{html.escape(item.name)}:"
+        f"<pre style='{CODE}'>{_code_html(item)}</pre>"
+        + (f"<div>{html.escape(item.more)}</div>" if item.more else "")
+        + "</td></tr>"
+        if isinstance(item, Code)
+        else f"<tr><th style='{CELL};font-weight:normal'>{html.escape(item[0])}</th>"
+        f"<td style='{CELL}'><pre style='{VALUE}'>{html.escape(item[1])}</pre></td></tr>"
+        for item in shown
     )
     return f"<table style='border-collapse:collapse'>{cells}</table>"
+
+
+def _code_html(code: Code) -> str:
+    """A block's lines, a diff's coloured by their marks: the content's line breaks are real here."""
+    if code.kind != "diff":
+        return html.escape("\n".join(code.lines))
+    return "\n".join(
+        f"<span style='{MARKS[line[:1]]}'>{html.escape(line)}</span>"
+        if line[:1] in MARKS
+        else html.escape(line)
+        for line in code.lines
+    )

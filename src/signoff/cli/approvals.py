@@ -24,7 +24,7 @@ from signoff.cli.common import (
     print_json,
     print_record,
     print_table,
-    read_text,
+    read_policy,
     shown,
     uncut,
     when,
@@ -130,7 +130,7 @@ def approvals_approve(
             decision = Decision.edit(_json_object(args), operator_proven(), reason, _remember(remember))
             if policy is None:
                 fail("an edit is a new call that the policy rules on: give --policy FILE, the server's", 2)
-            rules = Policy.from_toml(read_text(policy), source=policy)
+            rules = read_policy(policy)
     except SignoffError as exc:
         fail(str(exc), 2)
     _decide(ledger, approval_id, decision, rules)

@@ -32,6 +32,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from signoff.core.errors import SignoffError
+from signoff.core.policy import Policy
 from signoff.core.principal import ADMIN, Principal, Proven
 from signoff.core.visible import hidden, reveal
 from signoff.ledger import Ledger, open_ledger
@@ -67,6 +68,14 @@ def read_text(path: str | Path) -> str:
         raise Unreadable(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise Unreadable(f"{path}: cannot read: not UTF-8 text") from None
+
+
+def read_policy(path: str | Path) -> Policy:
+    """The policy file a person named, with this machine's filesystem for rules over `paths`: symlinks
+    resolved where the file exists, `~` as this user's home (the core sees no filesystem of its own)."""
+    return Policy.from_toml(
+        read_text(path), source=str(path), resolve=os.path.realpath, home=os.path.expanduser("~")
+    )
 
 
 def os_user() -> str:

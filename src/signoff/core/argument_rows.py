@@ -18,6 +18,9 @@ inbox (keep the two alike; tests/test_argument_rows.py runs both on the same cal
 - Text channels cut lines longer than `WIDTH` characters; each piece after the first starts with
   `CONTINUED` at its line's indentation, and a spelled-out character is never cut. The page and HTML wrap
   the same rows where the reader's screen ends instead.
+- A call of a known shape (a shell command, a file edit: `core.argument_views`) shows an argument as a
+  `Code` block instead of a row: its lines are the content's own, each revealed on its own, so a line
+  break there is real; the text channels start each with `GUTTER`, which no line of the layout does.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, Literal
+
+import msgspec
 
 from signoff.core.call import normalize
 from signoff.core.visible import reveal
@@ -40,8 +45,26 @@ SHORTEST: Final = 20
 """Characters a cut piece holds at least, however deep its line is indented."""
 INDENT: Final = "  "
 
+GUTTER: Final = "│ "
+"""What starts each line of a `Code` block in text: a line of the content never passes for a row."""
+
 Row = tuple[str, str]
 """An argument as shown: its name and its value, both revealed; the value's lines are the layout's."""
+
+
+class Code(msgspec.Struct, frozen=True, gc=False):
+    """An argument shown as a block of lines: a shell command, a diff, a file's content. `name` and each
+    of `lines` are revealed, each line on its own (a diff's line keeps its mark, `+`, `-` or a space, in
+    front); `more` is the layout's, saying what a bounded block leaves out."""
+
+    name: str
+    kind: Literal["shell", "diff", "text"]
+    lines: tuple[str, ...]
+    more: str = ""
+
+
+Item = Row | Code
+"""What a channel lays out, in order: a row, or a block."""
 
 _PIECE = re.compile(r"⟨U\+[0-9A-F]{4,6}⟩|.", re.DOTALL)
 """What a cut never splits: one spelled-out character, or one character."""
@@ -58,11 +81,18 @@ def value(item: Any) -> str:
     return reveal(item) if isinstance(item, str) else _json(item, "")
 
 
-def plain(shown: Sequence[Row], width: int = WIDTH, indent: str = INDENT) -> list[str]:
+def plain(shown: Sequence[Item], width: int = WIDTH, indent: str = INDENT) -> list[str]:
     """The rows as lines of text, each `name: value` at `indent`, a nested value's further lines under its
-    name, every line cut at `width`."""
+    name, every line cut at `width`; a block's lines under its name, each after `GUTTER`."""
     lines: list[str] = []
-    for name, text in shown:
+    for item in shown:
+        if isinstance(item, Code):
+            lines += cut(f"{indent}{item.name}:", width)
+            room = width - len(indent + GUTTER)
+            lines += [indent + GUTTER + piece for line in item.lines for piece in cut(line, room)]
+            lines += cut(indent + item.more, width) if item.more else []
+            continue
+        name, text = item
         first, *rest = text.split("\n")
         for line in [f"{name}: {first}", *rest]:
             lines += cut(indent + line, width)

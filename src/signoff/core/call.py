@@ -86,12 +86,15 @@ def digest(args: Mapping[str, Any]) -> str:
 class ToolCall(msgspec.Struct, frozen=True, gc=False):
     """One tool invocation as the model asked for it.
 
-    `args` is normalized on construction, so a call that cannot be digested never exists.
+    `args` is normalized on construction, so a call that cannot be digested never exists. `context` is
+    where the call was made, as its client says (Claude Code's `cwd`): shown beside the arguments, and kept
+    out of the digest, since an edit changes the arguments and never where the call runs.
     """
 
     call_id: str
     tool: str
     args: JSON = msgspec.field(default_factory=dict)
+    context: dict[str, str] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.call_id:
@@ -100,6 +103,11 @@ class ToolCall(msgspec.Struct, frozen=True, gc=False):
             raise InvalidCall("tool must not be empty")
         if not isinstance(self.args, Mapping):
             raise InvalidCall(f"args must be an object, not {type(self.args).__name__}")
+        context = self.context
+        if not isinstance(context, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in context.items()
+        ):
+            raise InvalidCall("context must map names to strings")
         msgspec.structs.force_setattr(self, "args", normalize(self.args))
 
     @property
@@ -107,4 +115,4 @@ class ToolCall(msgspec.Struct, frozen=True, gc=False):
         return digest(self.args)
 
     def with_args(self, args: Mapping[str, Any]) -> ToolCall:
-        return ToolCall(self.call_id, self.tool, dict(args))
+        return ToolCall(self.call_id, self.tool, dict(args), self.context)

@@ -12,7 +12,8 @@ The values are JSON values, with JSON's semantics (see `core.values`): a mismatc
 than guessing, so the policy escalates the call to a person instead of silently allowing or skipping it; a
 mismatch read as "not equal" once let `not (role == "admin")` allow.
 
-A deny list compares normalized text (`normal(recipient) in ["mallory", "eve"]`; see `core.values`).
+A deny list compares normalized text (`normal(recipient) in ["mallory", "eve"]`; see `core.values`), and
+`matches(url, "^https://")` tests a regular expression in linear time (`core.patterns`).
 """
 
 from __future__ import annotations
@@ -24,16 +25,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from signoff.core.grammar import BINOP, COLLECTION, MAX_DEPTH, MAX_LENGTH, REJECTED, ExprError
-from signoff.core.values import (
-    COMPARE,
-    HELPERS,
-    MEMBERSHIP,
-    ORDERING,
-    EvalError,
-    kind_of,
-    show,
-    truth,
-)
+from signoff.core.patterns import matches
+from signoff.core.values import COMPARE, HELPERS, MEMBERSHIP, ORDERING, EvalError, kind_of, show, truth
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "Condition", "EvalError", "ExprError", "compile_condition"]
 
@@ -119,6 +112,8 @@ class _Compiler:
             return self.lookup(node)
         if isinstance(node, ast.Constant):
             return self.constant(node, boolean)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "matches":
+            return matches(self, node, depth)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in HELPERS:
             return self.helper(node, depth, boolean)
         if type(node) in COLLECTION:

@@ -57,12 +57,15 @@ def authority_body(authority: Authority) -> dict[str, Any]:
 
 
 def seal_body(approval: Approval) -> bytes:
-    """Named field by field, as `authority_body` is; when it escalates is sealed too, when it does."""
+    """Named field by field, as `authority_body` is; when it escalates is sealed too, when it does, and where
+    the call was made (its `context`, which people see and a rule may test), when its client said."""
     call = approval.call
     escalation = {} if approval.escalate_at is None else {"escalate_at": approval.escalate_at}
+    context = {"context": call.context} if call.context else {}
     return _encoded(
         {
             **escalation,
+            **context,
             "approval": approval.id,
             "chat": approval.chat_id,
             "call": call.call_id,

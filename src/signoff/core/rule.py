@@ -9,7 +9,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from signoff.core import rule_settings
+from signoff.core import rule_settings, scope
 from signoff.core.errors import PolicyError
 from signoff.core.expr import Condition, ExprError
 from signoff.core.followup import Followups
@@ -26,6 +26,8 @@ ON_ABANDON: Final[tuple[OnAbandon, ...]] = ("keep", "cancel")
 RULE_KEYS: Final = (
     "action",
     "when",
+    "commands",
+    "paths",
     "deadline",
     "on_timeout",
     "on_abandon",
@@ -49,6 +51,8 @@ def checks(*, loaded: bool, allow_callable: bool) -> dict[str, Callable[[Any], A
     return {
         "action": lambda v: rule_settings.one_of(v, ACTIONS),
         "when": lambda v: rule_settings.condition(v, allow_text=loaded, allow_callable=allow_callable),
+        "commands": scope.commands,
+        "paths": scope.directories,
         "deadline": rule_settings.deadline if loaded else rule_settings.seconds,
         "on_timeout": lambda v: rule_settings.one_of(v, ON_TIMEOUT),
         "on_abandon": lambda v: rule_settings.one_of(v, ON_ABANDON),
@@ -74,11 +78,16 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     what happens to a pending approval whose blocking waiter went away: kept (someone can still decide and
     resume) or cancelled. `approvers`, `quorum` and `requester_may_approve` say who may decide an `ask`
     (see `Authority`), and `remember_always` which roles may remember an approval for every chat. Build
-    rules with `rule()`, which compiles condition strings and parses durations.
+    rules with `rule()`, which compiles condition strings and parses durations. `commands` and `paths`
+    narrow what the rule covers, beside `when` (see `core.scope`).
     """
 
     action: RuleAction
     when: Condition | Predicate | None = None
+    commands: tuple[str, ...] | None = None
+    """Globs over the simple commands of a shell tool's call; the rule covers only the commands matching."""
+    paths: tuple[str, ...] | None = None
+    """Directories: it covers a file under one of them (a shell's writes, another tool's `file_path`)."""
     deadline: float | None = None
     on_timeout: OnTimeout = "deny"
     on_abandon: OnAbandon = "keep"
@@ -105,6 +114,8 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
                 raise PolicyError(f"{name}: {exc}") from None
         if not self.requester_may_approve and self.approvers is not None and REQUESTER in self.approvers:
             raise PolicyError("approvers: names the requester, whom requester_may_approve = false excludes")
+        if self.commands is not None and self.paths is not None:
+            raise PolicyError("commands and paths: a rule covers commands or the paths written, not both")
         if (self.escalate_after is None) != (not self.escalate_to):
             raise PolicyError("escalate_after and escalate_to go together")
 
@@ -128,18 +139,23 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def condition_text(self) -> str | None:
-        """The condition as a person reads it: its source, or the name of the Python callable."""
+        """The condition and scope as a person reads them: the source, or the name of the Python callable."""
+        covered = scope.describe(self.commands, self.paths)
         if self.when is None:
-            return None
+            return covered
         if isinstance(self.when, Condition):
-            return self.when.source
-        return getattr(self.when, "__qualname__", None) or repr(self.when)
+            when = self.when.source
+        else:
+            when = getattr(self.when, "__qualname__", None) or repr(self.when)
+        return when if covered is None else f"{when}; {covered}"
 
 
 def rule(
     action: RuleAction,
     when: str | Condition | Predicate | None = None,
     *,
+    commands: Sequence[str] | None = None,
+    paths: Sequence[str] | None = None,
     deadline: float | str | None = None,
     on_timeout: OnTimeout = "deny",
     on_abandon: OnAbandon = "keep",
@@ -169,6 +185,8 @@ def rule(
     return Rule(
         action=action,
         when=compiled,
+        commands=None if commands is None else tuple(commands),
+        paths=None if paths is None else tuple(paths),
         deadline=seconds,
         on_timeout=on_timeout,
         on_abandon=on_abandon,

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from signoff.core.approval import Approval, State
-from signoff.core.argument_rows import WIDTH, Row, cut, plain, rows
+from signoff.core.argument_rows import WIDTH, Item, cut, plain
+from signoff.core.argument_views import view
 from signoff.core.call import digest
 from signoff.core.notice import Notice
 from signoff.core.principal import Principal, distinct
@@ -44,7 +45,8 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
         "id": approval.id,
         "chat_id": approval.chat_id,
         "state": str(approval.state),
-        "call": {"call_id": call.call_id, "tool": call.tool, "args": call.args},
+        "call": {"call_id": call.call_id, "tool": call.tool, "args": call.args}
+        | ({"context": call.context} if call.context else {}),
         "digest": approval.digest,
         "description": approval.description,
         "rule": approval.rule,
@@ -101,20 +103,20 @@ def approval_json(approval: Approval, viewer: Principal | None = None) -> dict[s
     return out
 
 
-Shown = tuple[str, str | list[Row]]
-"""A label and what it says: text, or, for the arguments, their rows (`core.argument_rows`)."""
+Shown = tuple[str, str | list[Item]]
+"""A label and what it says: text, or, for the arguments, their rows and blocks (`core.argument_views`)."""
 ARGUMENTS = "Arguments"
 
 
 def shown(approval: Approval) -> list[Shown]:
     """The approval as a message or a page puts it before a person, label by label: what the requester
     wrote (the description, the arguments) with its hidden characters spelled out, as the inbox shows it.
-    The arguments come as rows, which each channel lays out its own way."""
+    The arguments come as rows and blocks, which each channel lays out its own way."""
     call = approval.approved_call
     labels: list[Shown] = [
         ("Description", reveal(approval.description)),
         ("Tool", reveal(call.tool)),
-        (ARGUMENTS, rows(call.args)),
+        (ARGUMENTS, view(call.tool, call.args, call.context)),
         ("Asked by", reveal(approval.requester or "an agent")),
         ("Waiting for", approval.awaited),
         ("State", str(approval.state)),

@@ -16,7 +16,7 @@ import html
 import math
 
 from signoff.core.approval import Approval, State
-from signoff.core.argument_rows import Row
+from signoff.core.argument_rows import Code, Item
 from signoff.core.views import ARGUMENTS, shown
 from signoff.server.built import built, header
 
@@ -55,14 +55,33 @@ def card(approval: Approval, now: float, below: str = "") -> str:
     )
 
 
-def args_list(rows: list[Row]) -> str:
+def args_list(shown: list[Item]) -> str:
     """The arguments as the page's ArgsList renders them (frontend/src/shared/ArgsList.tsx)."""
-    if not rows:
+    if not shown:
         return "<p class='args-empty'>no arguments</p>"
     cells = "".join(
-        f"<div><dt>{html.escape(name)}</dt><dd>{html.escape(value)}</dd></div>" for name, value in rows
+        _code(item)
+        if isinstance(item, Code)
+        else f"<div><dt>{_text(item[0])}</dt><dd>{_text(item[1])}</dd></div>"
+        for item in shown
     )
     return f"<dl class='args' data-testid='args'>{cells}</dl>"
+
+
+def _code(code: Code) -> str:
+    """A block as ArgsList's CodeBlock renders it: a line a span, a diff's classed by its mark."""
+    lines = "".join(f"<span class='{line_class(code, line)}'>{_text(line)}</span>" for line in code.lines)
+    more = f"<p class='code-more'>{_text(code.more)}</p>" if code.more else ""
+    return (
+        f"<div class='args-code'><dt>{_text(code.name)}</dt><dd><pre class='code code-{code.kind}'"
+        f" data-testid='code'>{lines}</pre>{more}</dd></div>"
+    )
+
+
+def line_class(code: Code, line: str) -> str:
+    """`line` (of `code`)'s class, as ArgsList.tsx's `lineClass` gives it."""
+    marks = {"+": "line line-add", "-": "line line-del", "@": "line line-hunk"}
+    return marks.get(line[:1], "line") if code.kind == "diff" else "line"
 
 
 def form(nonce: str, max_reason: int) -> str:
@@ -88,5 +107,5 @@ def _deadline(left: float) -> str:
     return f"<span class='deadline' data-testid='deadline'>expires in {clock}</span>"
 
 
-def _text(said: str | list[Row]) -> str:
+def _text(said: str | list[Item]) -> str:
     return html.escape(said) if isinstance(said, str) else ""
