@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from signoff.cli import app
+from signoff.cli.app import app
 from signoff.core.expr import ExprError, compile_condition
 from signoff.ledger.keyfile import load_keyring
 from tests.conftest import SIGNOFF
@@ -55,7 +55,8 @@ CASES: list[tuple[list[str], str, int]] = [
     ([*SERVE, "agent_mod:missing"], "--agent agent_mod:missing: agent_mod has no attribute missing", 1),
     (
         [*SERVE, "json:dumps"],
-        "--agent json:dumps: a function, not a pydantic-ai Agent or a Google ADK agent",
+        "--agent json:dumps: a function, not a pydantic-ai Agent, a Google ADK agent, an OpenAI Agents SDK"
+        " Agent or a compiled LangGraph graph",
         1,
     ),
     ([*SERVE, "nowhere:agent"], "--agent nowhere:agent: cannot import nowhere: No module named 'nowhere'", 1),
@@ -83,7 +84,7 @@ CASES: list[tuple[list[str], str, int]] = [
         "signoff approvals show: missing argument …; see signoff approvals show --help",
         2,
     ),
-    (["serve"], "signoff serve: missing option '--agent'; see signoff serve --help", 2),
+    (["serve", "--deps", "x:y"], "--deps: is for a chat, and needs --agent", 2),
     (["approvals", "list", "--bogus"], "signoff approvals list: no such option: --bogus; see … --help", 2),
     (
         ["approvals", "show", "a", "b"],

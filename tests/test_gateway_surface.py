@@ -83,7 +83,8 @@ def test_the_gateways_help_shows_its_own_options_and_no_chats() -> None:
 
 
 def test_the_gateway_serves_the_inbox_and_the_api_and_no_chat_page(gateway: Gateway) -> None:
-    assert httpx.get(f"{gateway.base}/").status_code == 404
+    front = httpx.get(f"{gateway.base}/")
+    assert front.is_redirect and front.headers["location"] == "/approvals"
     assert httpx.get(f"{gateway.base}/approvals").status_code == 200
     listed = httpx.get(
         f"{gateway.base}/api/approvals", headers={"authorization": f"Bearer {gateway.tokens['admin']}"}

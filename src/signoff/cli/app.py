@@ -16,6 +16,8 @@ from signoff.cli.approvals import approvals_app, grants_app
 from signoff.cli.audit import audit_app
 from signoff.cli.common import LedgerOption, err, fail, out, say_error
 from signoff.cli.gateway import mcp_gateway
+from signoff.cli.hook import HELP as hook_help
+from signoff.cli.hook import main as hook_main
 from signoff.cli.outbox import outbox_app
 from signoff.cli.principals import principals_app
 from signoff.cli.serving import Serving, with_serving
@@ -39,6 +41,19 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(principals_app, name="principals")
 app.add_typer(outbox_app, name="outbox")
 app.command("mcp-gateway")(mcp_gateway)
+hook_app = typer.Typer(no_args_is_help=True, help="Hooks that put other agents' tool calls behind signoff.")
+app.add_typer(hook_app, name="hook")
+
+
+@hook_app.command(
+    "claude-code",
+    help=hook_help,
+    add_help_option=False,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def hook_claude_code(ctx: typer.Context) -> None:
+    """Its options are `cli.hook`'s own, parsed there: `signoff hook claude-code --help` lists them."""
+    hook_main(ctx.args)
 
 
 @db_app.command("upgrade")
@@ -78,7 +93,9 @@ def demo(
     runtime: Annotated[
         str,
         typer.Option(
-            "--runtime", help="The agent framework: pydantic-ai, or adk (Google ADK, needs signoff\\[adk])."
+            "--runtime",
+            help="The agent framework: pydantic-ai, adk (Google ADK, needs signoff\\[adk]) or langgraph"
+            " (LangChain v1, needs signoff\\[langchain]).",
         ),
     ] = "pydantic-ai",
     mailbox: Annotated[
@@ -97,9 +114,9 @@ def demo(
 
     if runtime not in RUNTIMES:
         raise typer.BadParameter(f"must be one of {', '.join(RUNTIMES)}", param_hint="--runtime")
-    if runtime == "adk" and serving.workers > 1:  # its sessions live in each worker's memory
+    if runtime in ("adk", "langgraph") and serving.workers > 1:  # its threads live in each worker's memory
         raise typer.BadParameter(
-            "the ADK demo keeps its sessions in memory: one worker", param_hint="--workers"
+            f"the {runtime} demo keeps its conversations in memory: one worker", param_hint="--workers"
         )
     if not mailbox:
         serving.start("demo", runtime=runtime, anonymous=True)
@@ -117,11 +134,13 @@ def demo(
 @with_serving
 def serve_command(
     agent: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--agent", help="The pydantic-ai Agent or Google ADK agent to serve, as module:attribute."
+            "--agent",
+            help="The pydantic-ai Agent or Google ADK agent to serve, as module:attribute. Without it: no"
+            " chat, only the approvals inbox, the API, the channels and the Claude Code hooks.",
         ),
-    ],
+    ] = None,
     policy: Annotated[
         str | None, typer.Option("--policy", help="A policy TOML file (default: ask for every tool).")
     ] = None,
@@ -144,7 +163,14 @@ def serve_command(
     *,
     serving: Serving,
 ) -> None:
-    """Serve an agent as an AI SDK chat with every tool call gated."""
+    """Serve an agent as an AI SDK chat with every tool call gated; or, without `--agent`, the approvals
+    of agents that run elsewhere (Claude Code's hooks, `signoff.claude`)."""
+    if agent is None:
+        for given, option in ((deps, "--deps"), (anonymous_chats or None, "--anonymous-chats")):
+            if given is not None:
+                raise typer.BadParameter("is for a chat, and needs --agent", param_hint=option)
+        serving.start("serve", policy=policy, inbox=True)
+        return
     serving.start("serve", agent=agent, policy=policy, anonymous=anonymous_chats, deps=deps)
 
 

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from signoff.channels.config import Channels, load_channels
-from signoff.cli.common import read_text
+from signoff.cli.common import read_policy
 from signoff.core.policy import Policy
 from signoff.demo import mailbox
 from signoff.demo.script import EXAMPLES
@@ -38,7 +38,7 @@ ENV = "SIGNOFF_SERVED"
 
 
 class Served(msgspec.Struct, frozen=True, kw_only=True):
-    """`agent` None serves the demo, unless `fronting` makes it an MCP gateway."""
+    """`agent` None serves the demo, unless `fronting` makes it an MCP gateway, or `inbox` serves no chat."""
 
     ledger: str | None
     ledger_timeout: float = TIMEOUT
@@ -80,6 +80,9 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     """The demo's maildir (`--mailbox`), and the port of the SMTP server that fills it."""
     smtp_port: int = 0
     fronting: Fronting | None = None
+    inbox: bool = False
+    """No chat: the approvals inbox, the API, the channels and the hooks, for agents that run elsewhere
+    (`signoff serve` without `--agent`)."""
 
     @property
     def settings(self) -> Settings:
@@ -97,16 +100,16 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     def build(self) -> tuple[Any, Policy, Channels | None]:
         """The agent, policy and channels; raises `SignoffError` or `OSError` naming what could not be
         loaded, or a rule that notifies a channel the file does not define."""
-        if self.agent is None and self.fronting is None:
+        if self.agent is None and self.fronting is None and not self.inbox:
             from signoff.demo.runtime import demo_agent_for
             from signoff.demo.walkthrough import demo_policy
 
             notify = (mailbox.CHANNEL,) if self.mailbox else ()
             agent, policy = demo_agent_for(self.runtime, model=self.model), demo_policy(notify)
-        else:  # an MCP gateway serves no agent
+        else:  # an MCP gateway, and an inbox alone, serve no agent
             agent = None if self.agent is None else load_agent(self.agent)
             path = self.policy
-            policy = Policy() if path is None else Policy.from_toml(read_text(path), source=path)
+            policy = Policy() if path is None else read_policy(path)
         channels = None if self.channels is None else load_channels(self.channels, os.environ)
         if self.mailbox:
             given = channels or Channels()
@@ -119,6 +122,8 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
         agent, policy, channels = self.build()
         if self.fronting is not None:
             return gateway_app(self.fronting, ledger, self.settings, policy=policy, channels=channels)
+        if self.inbox:
+            return create_app(None, ledger, self.settings, policy=policy, channels=channels)
         model = self.model if self.agent is not None else None  # the demo agent was built with it
         routes = [mailbox.mailbox_route(self.mailbox)] if self.mailbox else []
         hint = EXAMPLES if self.agent is None else None  # the demo's grammar, for the demo only
