@@ -1257,6 +1257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             default=ENCODE_ITERATIONS,
             help=f"calls per chunk and encoder in each round (default {ENCODE_ITERATIONS:,})",
         )
+    graph = commands.add_parser("langgraph", help="LangChain v1: signoff's middleware against its own HITL")
+    graph.add_argument("--flows", type=int, default=300, help="payments timed per stack (default 300)")
+    sdk = commands.add_parser("openai-agents", help="OpenAI Agents SDK: signoff's gate against its own HITL")
+    sdk.add_argument("--flows", type=int, default=300, help="payments timed per stack (default 300)")
     peer = commands.add_parser("peer-server", help="internal: serve the peer (pydantic-ai's adapter)")
     peer.add_argument("--host", default="127.0.0.1")
     peer.add_argument("--port", type=int, default=0)
@@ -1265,6 +1269,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(["all", *(argv if argv is not None else sys.argv[1:])])
     signal.signal(signal.SIGTERM, stop)
 
+    if args.command == "langgraph":  # its own module: the langchain extra is optional
+        from langgraph_flows import main as langgraph_main
+
+        return langgraph_main(args.flows)
+    if args.command == "openai-agents":  # its own module: the openai-agents extra is optional
+        from openai_agents_flows import main as openai_agents_main
+
+        return openai_agents_main(args.flows)
     if args.command == "peer-server":
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve_peer(args.host, args.port))

@@ -14,7 +14,7 @@ from signoff import Decision, Ledger, Policy, PolicyError, ToolCall
 from signoff.core.approval import State
 from signoff.core.errors import AlreadyVoted, InvalidDecision, NotAnApprover, PrincipalExists
 from signoff.core.principal import ANONYMOUS, Authority, Principal
-from signoff.gate import Allowed, Expired, Gate, Pending
+from signoff.gate import Allowed, Gate, Pending
 from signoff.ledger.postgres import PostgresLedger
 from signoff.ledger.redis import RedisLedger
 from signoff.ledger.sqlite import SqliteLedger

@@ -13,7 +13,8 @@ from tests.conftest import ROOT
 
 PACKAGE = ROOT / "src" / "signoff"
 # Lower number = lower layer, as docs/design.md numbers them. A module may import its own layer and
-# anything below it. `pydantic_ai` and `adk` are the public shortcuts to their integrations.
+# anything below it. `pydantic_ai`, `adk` and `claude` are the public shortcuts to their integrations; `hooks`
+# is Claude Code's hook events ruled on by the gate.
 LAYERS = {
     "core": 0,
     "ledger": 1,
@@ -26,6 +27,10 @@ LAYERS = {
     "integrations": 4,
     "pydantic_ai": 4,
     "adk": 4,
+    "langchain": 4,
+    "openai_agents": 4,
+    "claude": 4,
+    "hooks": 4,
     "server": 5,
     "demo": 5,
     "cli": 6,

@@ -92,7 +92,7 @@ async def test_interrupt_ends_the_turn_with_abort(site: Site, runtime: str) -> N
         rest = await until(socket, "[DONE]")
         assert rest[-2:] == [{"type": "abort"}, "[DONE]"]  # a v6 client gets no reason
         (approval,) = await site.ledger.approvals.query(chat_id="c1")
-        if runtime == "adk":
+        if runtime in ("adk", "openai-agents"):  # a call blocked in its tool's body: no history to resume
             assert (
                 approval.state is State.CANCELLED
                 and approval.closed_reason == "the user interrupted the reply"

@@ -82,8 +82,10 @@ SURFACES = {
     "cli/approvals.py",
 }
 """Every surface that decides on someone's behalf (the chat page and the live socket decide through
-`integrations/trust.py`). The gate decides too, for the program's own approvers: their decisions are
-`code`'s, by design."""
+`integrations/trust.py`). The gate decides too, for the program's own approvers, and so does the Agents
+SDK's `ApprovalServer`, for the user its caller authenticated (that example's contract): their decisions
+are `code`'s, by design."""
+CODE = {"gate.py", "openai_agents/server.py"}
 
 
 def test_every_surface_decides_through_the_ledger_with_a_proven_principal() -> None:
@@ -99,7 +101,7 @@ def test_every_surface_decides_through_the_ledger_with_a_proven_principal() -> N
                 and node.func.value.attr == "approvals"
             ):
                 deciders.add(_name(path))
-    assert deciders == {*SURFACES, "gate.py"}
+    assert deciders == SURFACES | CODE
     for name in SURFACES:
         made = [
             node

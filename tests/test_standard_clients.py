@@ -219,12 +219,21 @@ async def sites(runtime: str) -> AsyncIterator[tuple[Site, Site]]:
             yield site, late
 
 
+NEWER = ("langgraph", "openai-agents")
+"""The frameworks added last: the newest 6.x and 7.x clients, each over SSE and the socket."""
 MATRIX = [
     *(pytest.param("pydantic-ai", c, t, id=f"pydantic-ai-{c}-{t}") for c in CLIENTS for t in TRANSPORTS),
     *(pytest.param("adk", "ai-7", t, id=f"adk-ai-7-{t}") for t in TRANSPORTS),
+    *(
+        pytest.param(r, c, t, id=f"{r}-{c}-{t}")
+        for r in NEWER
+        for c in ("ai-6", "ai-7")
+        for t in ("sse", "live")
+    ),
 ]
-"""Every client on every transport over pydantic-ai; ADK, whose stream is the same protocol, with the
-newest client."""
+"""Every client on every transport over pydantic-ai, whose stream every framework shares; ADK with the
+newest client on each transport; the newer frameworks with the newest 6.x and 7.x over SSE and the socket
+(the socket's `sse` framing is the same chunks, framed as pydantic-ai's rows prove)."""
 
 
 @needs_node

@@ -30,9 +30,11 @@ class AgentNotFound(SignoffError):
 def load_agent(spec: str) -> Any:
     """Import `module:attribute`, looking in the working directory first, as uvicorn does for apps."""
     agent = load_attribute(spec, "--agent", "myapp.agents:agent")
-    if not isinstance(agent, AbstractAgent) and not _is_adk(agent) and not _has_framework(agent):
+    known = (_is_adk, _is_langgraph, _is_openai_agent, _has_framework)
+    if not isinstance(agent, AbstractAgent) and not any(found(agent) for found in known):
         raise AgentNotFound(
-            f"--agent {spec}: a {type(agent).__name__}, not a pydantic-ai Agent or a Google ADK agent"
+            f"--agent {spec}: a {type(agent).__name__}, not a pydantic-ai Agent, a Google ADK agent, an"
+            " OpenAI Agents SDK Agent or a compiled LangGraph graph"
         )
     return agent
 
@@ -71,6 +73,17 @@ def _is_adk(agent: object) -> bool:
     return type(agent).__module__.startswith("google.adk.")
 
 
+def _is_langgraph(agent: object) -> bool:
+    """A compiled graph (`create_agent`'s result among them); LangGraph is imported only for one."""
+    return type(agent).__module__.startswith("langgraph.")
+
+
+def _is_openai_agent(agent: object) -> bool:
+    """An Agents SDK `Agent`: its package (`agents`) is imported already wherever one was made."""
+    kind = getattr(sys.modules.get("agents"), "Agent", None)
+    return isinstance(kind, type) and kind.__module__ == "agents.agent" and isinstance(agent, kind)
+
+
 def _has_framework(agent: object) -> bool:
     return callable(getattr(agent, "signoff_framework", None))
 
@@ -97,6 +110,20 @@ def chat_for(
         if model is not None:
             raise AgentNotFound("--model picks a pydantic-ai model; give an ADK agent its model in code")
         return AdkChat(agent, gate, signing_key=signing_key, browser_timeout=browser_timeout)
+    if _is_openai_agent(agent):
+        from signoff.openai_agents import OpenAIAgentsChat
+
+        if model is not None:
+            raise AgentNotFound(
+                "--model picks a pydantic-ai model; give an Agents SDK agent its model in code"
+            )
+        return OpenAIAgentsChat(agent, gate, signing_key=signing_key, browser_timeout=browser_timeout)
+    if _is_langgraph(agent):
+        from signoff.langchain import LangGraphChat
+
+        if model is not None:
+            raise AgentNotFound("--model picks a pydantic-ai model; give a LangGraph graph its model in code")
+        return LangGraphChat(agent, gate, signing_key=signing_key, browser_timeout=browser_timeout)
     return AgentChat(
         agent, gate, model=model, deps=deps, signing_key=signing_key, browser_timeout=browser_timeout
     )

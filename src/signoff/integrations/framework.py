@@ -1,0 +1,70 @@
+"""Everything a framework adapter needs from `signoff.integrations`, in one place.
+
+An adapter (`signoff.langchain`, `signoff.openai_agents`) imports from here and from nothing else in
+`signoff.integrations`, so the chat machinery can move between its modules without touching any adapter.
+What a framework supplies is a `Framework` for the `ChatDriver` (its history codec, and a `Run` with a
+`Translator` of its events) and a tool hook that calls `gated_call`; the rest is here to reuse.
+"""
+
+from signoff.integrations.acknowledged import Acknowledgments, check
+from signoff.integrations.chat import Begun, BrowserToolInfo, ChatView
+from signoff.integrations.driver import Calls, ChatDriver, DrivenReply, Ended, Framework, Histories, Run
+from signoff.integrations.gated import UNKNOWN, GatedCall, GatedResult, Ran, Rejected, gated_call, task_status
+from signoff.integrations.history import History, JsonMessages
+from signoff.integrations.machine import Action
+from signoff.integrations.state import ChatState, task_news, withdraw
+from signoff.integrations.stream import Relay, Translator, approval_request, drive, handed, output
+from signoff.integrations.trust import OutOfTurn
+from signoff.integrations.turn import Asked, Discard, Handed, Turn, Withheld, current_turn, in_browser
+from signoff.integrations.ui import Entry, PartOutcome, Prompt, Result, Said, Step, ui_messages
+from signoff.integrations.writing import Writing
+
+__all__ = [
+    "UNKNOWN",
+    "Acknowledgments",
+    "Action",
+    "Asked",
+    "Begun",
+    "BrowserToolInfo",
+    "Calls",
+    "ChatDriver",
+    "ChatState",
+    "ChatView",
+    "Discard",
+    "DrivenReply",
+    "Ended",
+    "Entry",
+    "Framework",
+    "GatedCall",
+    "GatedResult",
+    "Handed",
+    "Histories",
+    "History",
+    "JsonMessages",
+    "OutOfTurn",
+    "PartOutcome",
+    "Prompt",
+    "Ran",
+    "Rejected",
+    "Relay",
+    "Result",
+    "Run",
+    "Said",
+    "Step",
+    "Translator",
+    "Turn",
+    "Withheld",
+    "Writing",
+    "approval_request",
+    "check",
+    "current_turn",
+    "drive",
+    "gated_call",
+    "handed",
+    "in_browser",
+    "output",
+    "task_news",
+    "task_status",
+    "ui_messages",
+    "withdraw",
+]
