@@ -116,6 +116,30 @@ async def test_an_asked_call_is_held_until_approved_then_claimed_once(served: Se
     assert again["permissionDecision"] == "deny" and "has run already" in again["permissionDecisionReason"]
 
 
+async def test_another_principal_can_neither_take_nor_report_a_sessions_call(served: Served) -> None:
+    """A session is its requester's: another principal's token, replaying the session and call ids it saw
+    in the inbox, neither claims the approved call nor reports how it ended, and is audited."""
+    _, eve = await served.ledger.principals.register("eve", [], actor="test")
+    first = decision(await served.hook(pre("make deploy"), seconds=2))  # undecided in time: asked again later
+    assert first["permissionDecision"] == "deny"
+    approval = await served.pending("claude-code:s1")
+    assert (await served.decide(approval.id, {"approved": True})).status_code == 200
+    stolen = decision(await served.hook(pre("make deploy"), token=eve))
+    assert (
+        stolen["permissionDecision"] == "deny" and "another principal's" in stolen["permissionDecisionReason"]
+    )
+    other = decision(await served.hook(pre("ls", use="toolu_9"), token=eve))  # nor asks in it
+    assert other["permissionDecision"] == "deny"
+    assert (
+        decision(await served.hook(pre("make deploy")))["permissionDecision"] == "allow"
+    )  # dev's, untouched
+    post = {**pre("make deploy"), "hook_event_name": "PostToolUse", "tool_response": {"stdout": "forged"}}
+    assert (await served.hook(post, token=eve)).status_code == 200
+    assert (await served.ledger.approvals.get(approval.id)).outcome is None
+    refusals = [e for e in await served.ledger.audit.entries() if e.action == "refuse" and e.actor == "eve"]
+    assert len(refusals) == 3
+
+
 async def test_a_denial_is_answered_with_its_reason(served: Served) -> None:
     held = asyncio.ensure_future(served.hook(pre("make deploy")))
     approval = await served.pending("claude-code:s1")

@@ -94,8 +94,9 @@ def demo(
         str,
         typer.Option(
             "--runtime",
-            help="The agent framework: pydantic-ai, adk (Google ADK, needs signoff\\[adk]) or langgraph"
-            " (LangChain v1, needs signoff\\[langchain]).",
+            help="The agent framework: pydantic-ai, adk (Google ADK, needs signoff\\[adk]), openai-agents"
+            " (the OpenAI Agents SDK, needs signoff\\[openai-agents]) or langgraph (LangChain v1, needs"
+            " signoff\\[langchain]).",
         ),
     ] = "pydantic-ai",
     mailbox: Annotated[

@@ -15,6 +15,10 @@
 - An approved call is claimed as signoff answers allow: single use, exactly as in a chat. A
   `PostToolUse` for it records how it ended (the claim's outcome), and every `PostToolUse` records `ran`
   in the audit with its result's digest.
+- **A session is its requester's**, as a chat is its owner's: the first event of a session saves its chat
+  for the principal that sent it. Another principal's event in it (its ids are shown in the inbox, so
+  anyone who saw them could replay them) is refused and audited: it neither asks, nor claims an approved
+  call, nor reports how one ended.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import hashlib
 from signoff.core.approval import CallOutcome, State
 from signoff.core.call import ToolCall, digest
 from signoff.core.claim import kept
-from signoff.core.errors import AlreadyConsumed, CallMismatch, IllegalTransition, Unproven
+from signoff.core.errors import AlreadyConsumed, CallMismatch, IllegalTransition, StaleChat, Unproven
 from signoff.gate import Allowed, Gate, Pending, Refused
 from signoff.hooks.client import DEFAULT_TIMEOUT, margin
 from signoff.hooks.events import PERMISSION, HookEvent, Verdict
@@ -50,6 +54,8 @@ class ClaudeCode:
         its credential proved), within the hook's own timeout."""
         clock = self.ledger.approvals.clock
         ends = clock() + hook_timeout - margin(hook_timeout)
+        if (refused := await self._owned(event, requester)) is not None:
+            return Verdict(allow=False, reason=refused)
         call = ToolCall(await self._call_id(event), event.tool_name, event.tool_input, event.context)
         for _ in range(_ROUNDS):
             try:
@@ -75,6 +81,8 @@ class ClaudeCode:
         """A `PostToolUse`: the call ran. Its claim, where an approval let it run, records how it ended, and
         the audit that it ran, with its result's digest."""
         assert event.tool_use_id is not None  # the route refuses a PostToolUse without one
+        if await self._owned(event, requester) is not None:
+            return
         call = ToolCall(event.tool_use_id, event.tool_name, event.tool_input, event.context)
         result = digest({"result": event.tool_response})
         approval = await self.ledger.approvals.find(event.chat_id, call.call_id)
@@ -87,6 +95,21 @@ class ClaudeCode:
             "ran", call.call_id, requester, chat=event.chat_id, tool=call.tool, digest=call.digest,
             result=result, approval=approval.id if approval is not None else "",
         )  # fmt: skip
+
+    async def _owned(self, event: HookEvent, requester: str) -> str | None:
+        """None when the event's session is `requester`'s (its first event makes it so); else why not, in
+        the audit too."""
+        chats = self.ledger.chats
+        stored = await chats.load(event.chat_id)
+        if stored is None:
+            with contextlib.suppress(StaleChat):  # another event of the session saved it first
+                stored = await chats.save(event.chat_id, b"", version=0, owner=requester)
+            stored = stored or await chats.load(event.chat_id)
+        if stored is not None and stored.owner == requester:
+            return None
+        why = f"session {event.session_id} is another principal's"
+        await self.ledger.audit.record("refuse", event.chat_id, requester, why=why, via="claude-code")
+        return why
 
     async def _held(self, pending: Pending, ends: float) -> bool:
         """Wait for the approval's decision until `ends` (or its own deadline, which the gate then applies);
