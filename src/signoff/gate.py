@@ -144,6 +144,9 @@ class Gate:
         self.actor = actor
         self.tasks = Tasks(ledger)
         """Runs the bodies of the long-running calls this gate allows."""
+        self.stopping = False
+        """Set while the process stops (a server's shutdown): the waits it cuts are no caller going away,
+        so `on_abandon` does not cancel their approvals, which stay pending for another process to resume."""
 
     async def authorize(self, call: ToolCall, *, chat_id: str, **asking: Unpack[AskOptions]) -> Outcome:
         """Rule on `call` in `chat_id`, asking a person where the policy says so (see `AskOptions`).
@@ -212,7 +215,7 @@ class Gate:
         A refusal comes back as a `Refused` whose `message` is ready for the model; `Pending` means the
         deferred run should end and be resumed later with the same call.
         """
-        outcome = await self._claim(call, chat_id, asking)
+        outcome = await self.claim(call, chat_id=chat_id, **asking)
         if not isinstance(outcome, Allowed):
             return outcome
         try:
@@ -253,7 +256,7 @@ class Gate:
         """`run` for a long-running call: once allowed and claimed, `fn(**args)` runs in the background
         as a task (see `signoff.tasks`), and the task comes back at once, pending. A refused call never
         has a task."""
-        outcome = await self._claim(call, chat_id, asking)
+        outcome = await self.claim(call, chat_id=chat_id, **asking)
         if not isinstance(outcome, Allowed):
             return outcome
         allowed = outcome.call
@@ -261,8 +264,9 @@ class Gate:
             allowed, lambda: fn(**allowed.args), chat_id=chat_id, interruptible=interruptible
         )
 
-    async def _claim(self, call: ToolCall, chat_id: str, asking: AskOptions) -> Outcome:
-        """Authorize, and take the single-use claim of an approval that allowed the call."""
+    async def claim(self, call: ToolCall, *, chat_id: str, **asking: Unpack[AskOptions]) -> Outcome:
+        """Authorize, and take the single-use claim of an approval that allowed the call: for a caller that
+        runs the call itself, elsewhere (a Claude Code hook answers allow, and Claude Code runs it)."""
         outcome = await self.authorize(call, chat_id=chat_id, **asking)
         if isinstance(outcome, Allowed) and outcome.approval_id is not None:
             await self.ledger.approvals.consume(outcome.approval_id, outcome.call, actor=self.actor)
@@ -274,7 +278,7 @@ class Gate:
         """Wait for the first decision from any channel, honouring the deadline.
 
         If the awaiting task is cancelled, the approval stays pending for another channel or a later
-        resume, unless the policy's `on_abandon` says to cancel it.
+        resume, unless the policy's `on_abandon` says to cancel it and the process is not `stopping`.
         """
         timeout = (
             None
@@ -288,7 +292,7 @@ class Gate:
         except TimeoutError:
             return await self._expire(approval)
         except asyncio.CancelledError:
-            if ruling.on_abandon == "cancel":
+            if ruling.on_abandon == "cancel" and not self.stopping:
                 with contextlib.suppress(AlreadyDecided):
                     await asyncio.shield(
                         self.ledger.approvals.cancel(approval.id, self.actor, "the waiting caller went away")

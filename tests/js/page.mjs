@@ -1025,18 +1025,23 @@ const SCENARIOS = {
     const { page, id, posts, sockets, me } = await openChat(run, context, { transport: 'live' });
     Object.assign(run.report, { chat: id, me: me.id });
     const card = await payAndAsk(run, page);
-    await run.do('the socket drops while the card asks: the page says so, the card still asks', async () => {
+    await run.do('the socket drops while the card asks: the page opens a new one and resumes, the card asks', async () => {
       await page.evaluate(() => window.__sockets.at(-1).close());
-      await expectText(page, page.getByTestId('status'), 'the live connection closed', 'the status line');
+      const deadline = Date.now() + WAIT_MS;
+      while (!(sockets.opened === 2 && sentKinds(sockets).includes('resume'))) {
+        if (Date.now() > deadline) throw new Error(`the page sent ${sentKinds(sockets).join(', ')} on its own`);
+        await new Promise((wake) => setTimeout(wake, 50));
+      }
       await expectCard(page, card, 'asking', 'payment');
+      await expectText(page, page.getByTestId('status'), 'Waiting for your approval.', 'the status line');
     });
     await run.shot(page, 'dropped');
-    await run.do('approve: the answer goes on a new socket, which follows the turn to its end', async () => {
+    await run.do('approve: the answer goes on the new socket, which follows the turn to its end', async () => {
       await card.getByTestId('approve').click();
       await expectCard(page, card, 'done', 'payment');
       await expectReply(page, PAID_HANAKO);
       await page.getByTestId('status').filter({ hasText: 'Ready.' }).waitFor({ timeout: WAIT_MS });
-      expectFrames(sockets, { sent: ['message', 'answer:approval-responded', 'resume'], turns: 1, opened: 2 });
+      expectFrames(sockets, { sent: ['message', 'resume', 'answer:approval-responded'], turns: 1, opened: 2 });
       count(posts, 0, 'live');
     });
     await run.shot(page, 'done');

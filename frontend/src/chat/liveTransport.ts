@@ -21,9 +21,13 @@
 // resume on the same socket replays too: the turn's chunks so far, from its `start` (which names the message),
 // then the queue. A turn that streams into an earlier message (its reply opens with results of that message's
 // calls) can't be replayed so, as useChatSession says of its catch-up.
-// A socket that closes under a running turn stops nothing in the server: the turn's open stream ends in an
-// error, or, while it was paused, the next resume reports it; an answer then follows the turn on a new socket
-// (the answer, then `resume`), skipping the replayed chunks the page already has.
+// A socket that closes under a running turn stops nothing in the server: the reply goes on there, on any worker.
+// The turn's open stream ends in an error, and the transport opens a new socket by itself (at once after a
+// server's 1012, "restarting"; else after a backoff, a few tries in all) and follows the turn with `resume`,
+// skipping the replayed chunks the page already has (see `Turn.replayed`): what follows them, the decision made
+// meanwhile and the call's result, streams into the page like any news of the turn. A server that stops ends
+// its turns itself (an `error` chunk, `[DONE]`) before its 1012, so a turn cut so is followed again too.
+// Should no socket open, the page is told to reload; an answer then tries once more (the answer, then `resume`).
 import type { ChatTransport, UIMessage, UIMessageChunk } from "ai";
 
 type Send = Parameters<ChatTransport<UIMessage>["sendMessages"]>[0];
@@ -36,16 +40,26 @@ type Frame =
 
 const DONE = "[DONE]";
 const PING_MS = 20_000; // well inside the idle timeouts of proxies, while a turn waits for a person
-const CLOSED = "the live connection closed; reload the page to follow the reply";
+const CLOSED = "the live connection closed";
+const RELOAD = `${CLOSED} and could not be opened again; reload the page to follow the reply`;
+/** Close code of a server that stops (RFC 6455's "service restart"): the reply goes on elsewhere at once. */
+const RESTARTING = 1012;
+/** Sockets the transport tries to open after one closed under a turn, each after twice the last wait. */
+const REOPEN_TRIES = 6;
+const REOPEN_FIRST_MS = 500;
+const REOPEN_MAX_MS = 8_000;
 
 /** /api/live on the page's own host, over wss: when the page came over https:. */
 export const liveUrl = (): string => `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/live`;
 
 export interface LiveOptions {
   url?: string;
-  /** Chunks of the turn came while no stream was open, or the socket closed under a paused turn: the page
-   * follows the turn with the chat's `resumeStream()` (which reports the closed socket as the chat's error). */
+  /** Chunks of the turn came while no stream was open: the page follows the turn with `resumeStream()`. */
   onQueued?: () => void;
+  /** A turn lost with its socket is followed again on a new one: the closed socket's error is over. */
+  onReopened?: () => void;
+  /** A turn followed again brought nothing new (no reply runs now): the page takes the chat from the server. */
+  onStale?: () => void;
 }
 
 export class LiveChatTransport implements ChatTransport<UIMessage> {
@@ -53,18 +67,28 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
   readonly resumeStreamIsReplay = true;
   private readonly url: string;
   private readonly onQueued: (() => void) | undefined;
+  private readonly onReopened: (() => void) | undefined;
+  private readonly onStale: (() => void) | undefined;
   private socket: WebSocket | undefined;
   private opening: Promise<WebSocket> | undefined;
   /** The turn the socket follows; once ended, until a stream took the chunks it queued. */
   private turn: Turn | undefined;
   /** A turn whose socket closed before its `[DONE]`: the reply goes on in the server. */
   private lost: Turn | undefined;
+  /** The last turn, while it ended cut by its server's `error` (see `closed`). */
+  private cut: Turn | undefined;
+  /** Settles once the transport stopped trying to open a socket for the lost turn (see `reopen`). */
+  private reopening: Promise<void> | undefined;
+  /** What the page should say while a lost turn has no socket: reconnecting, or reload. */
+  trouble: string | undefined;
   private readonly listeners = new Set<() => void>();
   private waking = false;
 
-  constructor({ url = liveUrl(), onQueued }: LiveOptions = {}) {
+  constructor({ url = liveUrl(), onQueued, onReopened, onStale }: LiveOptions = {}) {
     this.url = url;
     this.onQueued = onQueued;
+    this.onReopened = onReopened;
+    this.onStale = onStale;
   }
 
   /** A turn runs: from the frame that started or followed it to its `[DONE]`, paused or not (the server
@@ -76,7 +100,7 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
   /** Something waits for the page to follow the turn (see `onQueued`). */
   get queued(): boolean {
     const turn = this.turn;
-    return (turn !== undefined && turn.feed === undefined && turn.queue.length > 0) || this.lost?.reported === false;
+    return turn !== undefined && turn.feed === undefined && turn.queue.length > 0;
   }
 
   /** Whether the running turn announced the call and sent no result for it yet. */
@@ -84,7 +108,7 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
     return (this.turn ?? this.lost)?.open.has(toolCallId) ?? false;
   }
 
-  /** For useSyncExternalStore: called whenever `turnOpen` may have changed. */
+  /** For useSyncExternalStore: called whenever `turnOpen` or `trouble` may have changed. */
   readonly subscribe = (listener: () => void): (() => void) => {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);
@@ -93,6 +117,7 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
   async sendMessages({ chatId, messages, trigger, messageId, abortSignal }: Send) {
     const frame: Frame = { type: "message", id: chatId, messages, trigger, messageId };
     for (;;) {
+      if (this.reopening) await this.reopening; // the lost turn is followed again first, if it can be
       const socket = await this.connect();
       let turn = this.turn;
       // An interrupted turn's last frames are still coming and must not land in the next stream.
@@ -107,16 +132,17 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
         feed = this.attach(turn, { fresh: true });
         socket.send(JSON.stringify(frame));
       } else if (this.lost !== undefined) {
-        // An answer after the socket closed under the turn: this socket follows the turn again, from the
+        // An answer after no socket opened for the lost turn: this one follows the turn again, from the
         // chunks the page has not seen yet (the server replays the reply from its start).
         turn = this.turn = this.lost.again();
-        this.lost = undefined;
+        this.lost = this.trouble = undefined;
         turn.answer(messages);
         feed = this.attach(turn, { fresh: true });
         socket.send(JSON.stringify(frame));
         socket.send(JSON.stringify({ type: "resume", id: chatId } satisfies Frame));
       } else {
-        turn = this.turn = new Turn();
+        turn = this.turn = new Turn(chatId);
+        this.cut = undefined;
         feed = this.attach(turn, { fresh: true });
         socket.send(JSON.stringify(frame));
       }
@@ -134,11 +160,11 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
   // An abort here never interrupts: useChat also aborts a resume that another resume replaces.
   async reconnectToStream({ chatId }: Reconnect): Promise<ReadableStream<UIMessageChunk> | null> {
     for (;;) {
-      const lost = this.lost;
-      if (lost !== undefined && !lost.reported) {
-        lost.reported = true; // once: the chat shows it as its error, and an answer follows the turn again
-        throw new Error(CLOSED);
+      if (this.reopening) {
+        await this.reopening;
+        continue;
       }
+      if (this.lost !== undefined) throw new Error(RELOAD);
       const turn = this.turn;
       if (turn?.interrupted) {
         await turn.over; // its last frames must not land in this stream
@@ -149,8 +175,8 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
       if (turn !== undefined) return this.attach(turn, { fresh: false }).stream;
       const socket = await this.connect();
       if (this.turn !== undefined) continue; // a turn began meanwhile
-      this.lost = undefined; // the server's replay from the start rebuilds the turn
-      const fresh = (this.turn = new Turn());
+      const fresh = (this.turn = new Turn(chatId));
+      this.cut = undefined;
       const feed = this.attach(fresh, { fresh: true });
       socket.send(JSON.stringify({ type: "resume", id: chatId } satisfies Frame));
       this.changed();
@@ -195,9 +221,9 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
     socket.onmessage = ({ data }: MessageEvent<string>) => {
       if (this.socket === socket) this.receive(data);
     };
-    socket.onclose = () => {
+    socket.onclose = ({ code }) => {
       clearInterval(ping);
-      if (this.socket === socket) this.closed();
+      if (this.socket === socket) this.closed(code);
     };
     this.socket = socket;
     this.opening = new Promise((resolve, reject) => {
@@ -212,6 +238,8 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
     if (text === DONE) {
       if (turn === undefined || turn.ended) return;
       turn.end();
+      if (turn.cutShort) this.cut = turn;
+      if (turn.stale()) this.onStale?.();
       if (turn.feed !== undefined || turn.queue.length === 0 || turn.interrupted) this.finish(turn);
       else this.wake(); // the turn ended while paused: a stream still has to show its last chunks
       this.changed();
@@ -221,6 +249,7 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
     if (chunk.type === "pong" || turn === undefined || turn.ended) return;
     if (turn.interrupted) return; // nobody reads the rest of a turn the page stopped
     if (!turn.replayed(chunk)) return;
+    turn.cutShort = chunk.type === "error";
     const pause = turn.track(chunk);
     if (!transient(chunk) && chunk.type !== "error") turn.paused = pause;
     if (chunk.type === "error") {
@@ -254,21 +283,58 @@ export class LiveChatTransport implements ChatTransport<UIMessage> {
     this.changed();
   }
 
-  private closed(): void {
+  private closed(code: number): void {
     this.socket = this.opening = undefined;
     const turn = this.turn;
-    if (turn === undefined || turn.ended) return; // an ended turn's queue stays for a stream to take
+    if (turn === undefined || turn.ended) {
+      // A server that stops ends its turns (an `error`, `[DONE]`) before it closes with 1012: the turn it cut
+      // goes on in the server, and is followed again like a lost one.
+      const cut = this.cut;
+      this.cut = undefined;
+      if (code === RESTARTING && cut !== undefined && (turn === undefined || turn === cut)) {
+        this.lost = cut;
+        this.reopen({ atOnce: true });
+        this.changed();
+      }
+      return; // an ended turn's queue stays for a stream to take
+    }
     this.turn = undefined;
     if (!turn.interrupted) {
-      // The reply goes on in the server and its approval stays pending: an answer or a reload follows it.
+      // The reply goes on in the server and its approval stays pending: a new socket follows it.
       this.lost = turn;
-      turn.reported = turn.feed !== undefined;
-      turn.feed?.fail(new Error(CLOSED));
+      turn.feed?.fail(new Error(`${CLOSED}; connecting again`));
       turn.feed = undefined;
-      if (!turn.reported) this.wake();
+      this.reopen({ atOnce: code === RESTARTING });
     }
     turn.end();
     this.changed();
+  }
+
+  /** Opens a socket again for the lost turn and follows it there with `resume`: a few tries, each after twice
+   * the last wait (the first at once after a 1012), until one opens; else the page is told to reload. */
+  private reopen({ atOnce }: { atOnce: boolean }): void {
+    if (this.reopening) return;
+    const attempt = async () => {
+      for (let tried = 0; tried < REOPEN_TRIES; tried += 1) {
+        this.trouble = `${CLOSED}; connecting again (try ${tried + 1} of ${REOPEN_TRIES})…`;
+        this.changed();
+        const wait = tried === 0 && atOnce ? 0 : Math.min(REOPEN_FIRST_MS * 2 ** tried, REOPEN_MAX_MS);
+        await new Promise((wake) => setTimeout(wake, wait));
+        const lost = this.lost;
+        if (lost === undefined) return;
+        const socket = await this.connect().catch(() => undefined);
+        if (socket === undefined) continue;
+        this.lost = this.trouble = undefined;
+        this.turn = lost.again();
+        socket.send(JSON.stringify({ type: "resume", id: lost.chatId } satisfies Frame));
+        this.changed();
+        this.onReopened?.();
+        return;
+      }
+      this.trouble = RELOAD;
+      this.changed();
+    };
+    this.reopening = attempt().finally(() => (this.reopening = undefined));
   }
 
   /** Tells the page, once the chunks that came with it were handled, that it should follow the turn. */
@@ -308,14 +374,17 @@ class Turn {
   ended = false;
   /** The last chunk of the reply so far is a pause. */
   paused = false;
-  /** For a turn whose socket closed: whether the page was told (a stream failed, or a resume threw). */
-  reported = false;
+  /** The last chunk was an `error`: a turn that ends so was cut (its server stops, say), not finished. */
+  cutShort = false;
   /** The replay's chunks to skip when this turn is followed again on a new socket: the ones already shown. */
   private skip: UIMessageChunk[] = [];
+  /** Followed again on a new socket: whether anything came past the replay of what the page was shown. */
+  private followedAgain = false;
+  private news = false;
   readonly over: Promise<void>;
   private resolveOver!: () => void;
 
-  constructor() {
+  constructor(readonly chatId: string) {
     this.over = new Promise((resolve) => (this.resolveOver = resolve));
   }
 
@@ -326,27 +395,36 @@ class Turn {
 
   /** The same turn, followed again on a new socket from the server's replay. */
   again(): Turn {
-    const turn = new Turn();
+    const turn = new Turn(this.chatId);
     for (const call of this.open) turn.open.add(call);
     turn.shown.push(...this.shown);
     turn.skip = [...this.shown];
     turn.paused = this.paused;
+    turn.followedAgain = true;
     return turn;
   }
 
-  /** Whether a chunk is news: false while a replay repeats what the page was shown before its socket closed. */
+  /** Whether a chunk is news: false while a replay repeats what the page was shown before its socket closed.
+   * Where the replay differs from it, the rest is news: the server continues the cut reply in a new one on
+   * another worker, which opens with the same message's `start` and goes on with the results of its calls. */
   replayed(chunk: UIMessageChunk): boolean {
-    if (this.skip.length === 0) return true;
-    if (chunk.type === "error") return true; // not the reply's own: a refused frame
-    if (transient(chunk)) return false; // long over
-    const next = this.skip.shift() as UIMessageChunk;
-    if (same(next, chunk)) return false;
-    // The replay is not what the page was shown: it can't go on from where it was.
-    this.skip = [];
-    this.feed?.fail(new Error(`${CLOSED} (the reply was not replayed as it was shown)`));
-    this.feed = undefined;
-    this.interrupted = true; // drop the rest of it
-    return false;
+    if (chunk.type === "error") return true; // not the reply's own: a refused frame, or its server stopping
+    if (this.skip.length > 0) {
+      if (transient(chunk)) return false; // long over
+      if (same(this.skip[0] as UIMessageChunk, chunk)) {
+        this.skip.shift();
+        return false;
+      }
+      this.skip = [];
+    }
+    this.news = true;
+    return true;
+  }
+
+  /** Followed again, the turn ended with nothing new: the reply the page was shown no longer runs anywhere,
+   * and the chat as the server holds it may have gone on (a decision, another page). */
+  stale(): boolean {
+    return this.followedAgain && !this.news;
   }
 
   /** The calls an answer the page sends answers: the tool parts of its last message that carry a result or

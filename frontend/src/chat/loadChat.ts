@@ -12,6 +12,9 @@ export interface ChatSnapshot {
   running: boolean;
   /** That reply continues the last assistant message (it opens with results of earlier calls). */
   continues: boolean;
+  /** No reply runs, but the last was cut while it waited on a person (its worker stopped or died): following
+   * the chat at /stream continues it, with the decisions made meanwhile. */
+  cut: boolean;
   messages: UIMessage[];
   approvals: Approval[];
   tools: ToolInfo[];

@@ -18,11 +18,16 @@ export interface SessionOptions extends Pick<ChatInit<UIMessage>, "sendAutomatic
 
 export type ChatSession = ReturnType<typeof useChatSession>;
 
+/** Follows of a cut reply the page tries (each waits as long as the reply does) before it shows the chat as
+ * the server last said. */
+const RECOVER_TRIES = 8;
+
 export function useChatSession(
   snapshot: ChatSnapshot,
   { transport, sendAutomaticallyWhen, onData, caughtUp }: SessionOptions,
 ) {
   const chatId = snapshot.id;
+  const url = `/api/chat/${encodeURIComponent(chatId)}`;
   const chat = useChat({
     id: chatId,
     messages: snapshot.messages,
@@ -42,8 +47,15 @@ export function useChatSession(
   statusNow.current = status;
   const [approvals, upsertApproval] = useChatApprovals(snapshot.approvals);
   const tasks = useChatTasks(chatId, messages);
+  // The feed of changes a reopened event stream follows missed those made while it was away (its worker
+  // died, say): the chat's approvals as they stand now come first.
+  const eventsOpened = useRef(false);
   useChatEvents(chatId, {
-    open: tasks.load,
+    open: () => {
+      tasks.load();
+      if (eventsOpened.current) void refreshApprovals();
+      eventsOpened.current = true;
+    },
     approval: upsertApproval,
     task: tasks.upsert,
     // A reply the server started itself (a browser call timed out) continues the last message.
@@ -56,26 +68,72 @@ export function useChatSession(
   // earlier message, which opens with results for that message's calls, can't be applied ("no tool
   // invocation found"). For such a reply the page waits for its end, then takes the chat from the server.
   const [catchingUp, setCatchingUp] = useState(false);
+  async function refreshApprovals(): Promise<void> {
+    const fresh = await requestJson<ChatSnapshot>(url).catch(() => undefined);
+    fresh?.approvals.forEach(upsertApproval);
+  }
+  /** The chat as the server holds it now, in place of the page's; whether a reply still runs. */
+  async function takeFromServer(): Promise<boolean> {
+    const fresh = await requestJson<ChatSnapshot>(url);
+    caughtUp?.(fresh.messages);
+    setMessages(fresh.messages);
+    fresh.approvals.forEach(upsertApproval);
+    return fresh.running;
+  }
   async function catchUp() {
     setCatchingUp(true);
     try {
-      const url = `/api/chat/${encodeURIComponent(chatId)}`;
       await (await fetch(`${url}/stream`)).text();
-      const fresh = await requestJson<ChatSnapshot>(url);
-      caughtUp?.(fresh.messages);
-      setMessages(fresh.messages);
-      fresh.approvals.forEach(upsertApproval);
+      await takeFromServer();
     } finally {
+      setCatchingUp(false);
+    }
+  }
+  // A reply cut under the page (its worker stopped, or died) goes on in the server, on any worker: the page
+  // follows it again at /stream, through whichever worker answers, to its end (the server continues a cut
+  // blocking reply there), then takes the chat from the server. A follow the network cut is tried again. A
+  // page that loads a chat so cut (`cut`) follows it the same way.
+  const recovering = useRef(false);
+  async function recover() {
+    if (recovering.current) return;
+    recovering.current = true;
+    setCatchingUp(true);
+    try {
+      for (let attempt = 0; attempt < RECOVER_TRIES; attempt += 1) {
+        try {
+          await (await fetch(`${url}/stream`)).text();
+          if (!(await takeFromServer())) break;
+        } catch {
+          await new Promise((wake) => setTimeout(wake, Math.min(500 * 2 ** attempt, 5_000)));
+        }
+      }
+      if (statusNow.current === "error") chat.clearError();
+    } finally {
+      recovering.current = false;
       setCatchingUp(false);
     }
   }
   const caughtUpOnLoad = useRef(false);
   useEffect(() => {
-    if (caughtUpOnLoad.current || !snapshot.running || !snapshot.continues) return;
+    if (caughtUpOnLoad.current) return;
+    if (snapshot.running && snapshot.continues) void catchUp();
+    else if (snapshot.cut) void recover();
+    else return;
     caughtUpOnLoad.current = true;
-    void catchUp();
   });
 
   const streaming = status === "submitted" || status === "streaming";
-  return { ...chat, chatId, latest, statusNow, streaming, approvals, upsertApproval, tasks, catchingUp };
+  return {
+    ...chat,
+    chatId,
+    latest,
+    statusNow,
+    streaming,
+    approvals,
+    upsertApproval,
+    tasks,
+    catchingUp,
+    recover,
+    takeFromServer,
+  };
 }

@@ -3,14 +3,15 @@
 // sends them once the turn's stream paused for them, as an ordinary request on the socket. "Remember for this
 // chat" and votes are the server's decision alone (POST /api/chat/{id}/approvals/{approval_id}), like a
 // decision made in the inbox: the turn moves on while its stream is paused, the transport queues what comes,
-// and the page follows the turn with `resumeStream`.
+// and the page follows the turn with `resumeStream`. A socket that closes under a turn (its worker stopped or
+// died) is opened again by the transport, which follows the turn there; meanwhile the status line says so.
 import {
   getToolName,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
   type UIMessage,
 } from "ai";
-import { useEffect, useRef, useState, useSyncExternalStore } from "react";
+import { useEffect, useMemo, useRef, useState, useSyncExternalStore } from "react";
 import type { Approval } from "../shared/api";
 import { answerBrowserCall, type BrowserAnswer } from "./browser/dispatch";
 import { BROWSER_TOOLS } from "./browser/registry";
@@ -49,8 +50,19 @@ const pending = (approval: Approval | undefined) => (approval?.state ?? "pending
 export function useLiveChat(snapshot: ChatSnapshot): ChatMode {
   const [browser] = useState(() => browserToolNames(snapshot.tools));
   const follow = useRef(() => {});
-  const [transport] = useState(() => new LiveChatTransport({ onQueued: () => follow.current() }));
+  const reopened = useRef(() => {});
+  const stale = useRef(() => {});
+  const [transport] = useState(
+    () =>
+      new LiveChatTransport({
+        onQueued: () => follow.current(),
+        onReopened: () => reopened.current(),
+        onStale: () => stale.current(),
+      }),
+  );
   const turnOpen = useSyncExternalStore(transport.subscribe, () => transport.turnOpen);
+  const trouble = useSyncExternalStore(transport.subscribe, () => transport.trouble);
+  const troubleError = useMemo(() => (trouble === undefined ? undefined : new Error(trouble)), [trouble]);
   // The browser calls the server handed over (`data-browser-call`), by toolCallId.
   const [handedOver, setHandedOver] = useState<ReadonlySet<string>>(new Set());
   const session = useChatSession(snapshot, {
@@ -61,11 +73,18 @@ export function useLiveChat(snapshot: ChatSnapshot): ChatMode {
       if (type === "data-browser-call" && typeof call === "string") setHandedOver((known) => new Set(known).add(call));
     },
   });
-  const { latest, status, messages, approvals, resumeStream, addToolOutput, addToolApprovalResponse } = session;
-  // The turn moved on while its stream was paused (or its socket closed): follow it.
+  const { latest, statusNow, status, messages, approvals, resumeStream, addToolOutput, addToolApprovalResponse } =
+    session;
+  // The turn moved on while its stream was paused: follow it.
   follow.current = () => {
     if (transport.queued) void resumeStream();
   };
+  // A new socket follows the turn its last one lost: the error the lost one ended its stream with is over.
+  reopened.current = () => {
+    if (statusNow.current === "error") session.clearError();
+  };
+  // Followed again, the turn had nothing new: the chat as the server holds it may have gone on meanwhile.
+  stale.current = () => void session.takeFromServer().catch(() => undefined);
   /** The turn waits on the page: its stream paused, or ended in an error (a refused answer, a closed socket). */
   const paused = turnOpen && (status === "ready" || status === "error");
 
@@ -95,8 +114,9 @@ export function useLiveChat(snapshot: ChatSnapshot): ChatMode {
   }
 
   const decisions = useDecisions(session, {
-    // "remember" and votes are decided by the server alone, as blocking
-    serverAlone: (direct) => direct,
+    // "remember" and votes are decided by the server alone, as blocking, and so is every card while the page
+    // follows a cut reply over SSE (see useChatSession's recover)
+    serverAlone: (direct) => direct || session.catchingUp,
     respond: async (part, approval) => {
       // An approved browser call runs first, so its approval and its output go in one message.
       const running = approval.approved && browser.has(getToolName(part)) ? run(part) : undefined;
@@ -167,6 +187,7 @@ export function useLiveChat(snapshot: ChatSnapshot): ChatMode {
     ...session,
     streaming: session.streaming || turnOpen,
     status: turnOpen && status === "ready" ? ("streaming" as const) : status,
+    error: troubleError ?? session.error,
   };
   return { session: shown, decisions };
 }

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -30,6 +30,7 @@ from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.policy import Policy
 from signoff.core.views import principal_json
 from signoff.gate import Gate, Wait
+from signoff.hooks.ruling import ClaudeCode
 from signoff.integrations.pydantic_ai.chat import Deps
 from signoff.ledger.base import Ledger
 from signoff.ledger.outage import Outage
@@ -45,6 +46,7 @@ from signoff.server.auth import (
 from signoff.server.chat import ChatAPI
 from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS, Edge, Hosts, Origins
 from signoff.server.feed import ApprovalFeed, TaskFeed
+from signoff.server.hooks import HooksAPI
 from signoff.server.http import Forbidden, json_response, refusal
 from signoff.server.live import LiveAPI
 from signoff.server.loading import chat_for
@@ -55,6 +57,7 @@ from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
 from signoff.server.review import EmailReview
+from signoff.server.run import STOP_HOOK
 from signoff.server.signin import SignIn
 from signoff.server.slack import SlackInteractions
 from signoff.server.streams import Streams
@@ -178,8 +181,17 @@ def create_app(
         c for c in (channels.by_name.values() if channels else ()) if isinstance(c, SlackChannel)
     ]
 
+    def stop() -> None:
+        """uvicorn began its graceful shutdown (see `server.run.STOP_HOOK`): end every reply's streams and
+        sockets now, each told what it still waits on, so that the shutdown need not wait on a person."""
+        if replies is not None:
+            replies.stop()
+        streams.stop()
+        if live is not None:
+            live.stop()
+
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         await feed.start()
         await task_feed.start()
         warming = asyncio.get_running_loop().create_task(figures.warm())
@@ -191,10 +203,11 @@ def create_app(
                     await stack.enter_async_context(metrics_port(figures, host, port))
                 for service in services:
                     await stack.enter_async_context(service())
-                yield
+                yield {STOP_HOOK: stop}
         finally:
             warming.cancel()
             await refusals.close()
+            stop()
             await streams.close()
             await gate.tasks.close()
             await task_feed.close()
@@ -205,6 +218,8 @@ def create_app(
         for path, html in PAGES.items()
         if agent is not None or path != CHAT_PAGE  # no chat page where nobody answers in it
     ]
+    if agent is None:  # whoever opens the server's address finds the inbox
+        pages.append(Route(CHAT_PAGE, _to_inbox, methods=["GET"]))
     static = Mount("/static", StaticFiles(directory=STATIC), name="static")
     cors = [
         Middleware(
@@ -220,6 +235,7 @@ def create_app(
             *chatting,
             *approvals.routes(),
             *tasks.routes(),
+            *HooksAPI(ClaudeCode(gate)).routes(),
             Route("/api/me", _me, methods=["GET"]),
             *signing_in.routes(),
             Route("/api/openapi.json", _described(), methods=["GET"]),
@@ -319,6 +335,10 @@ def _steps(replies: Replies | None, streams: Streams, live: LiveAPI | None) -> l
 
         own = [replies.sweep, collect, *own]
     return own
+
+
+async def _to_inbox(request: Request) -> Response:
+    return RedirectResponse("/approvals")
 
 
 def _page(name: str, auth: Authenticator) -> Callable[[Request], Awaitable[Response]]:

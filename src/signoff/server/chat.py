@@ -1,11 +1,14 @@
 """The chat routes: the AI SDK `DefaultChatTransport` contract over SSE, and what a chat page needs beside it.
 
 - `POST /api/chat` starts a reply; `GET /api/chat/{id}/stream` follows a running one, or replays one that
-  ended moments ago (204 when none), whichever worker runs it.
+  ended moments ago (204 when none), whichever worker runs it. A blocking reply cut while it waited on a
+  person (its worker stopped or died) is continued there instead: see `replies`.
 - `GET /api/chat/{id}` is the chat as the server holds it, for a page that (re)loads: with `running`
   true, the messages are the chat as that reply began, and the page follows the reply at `/stream`.
   `continues` says the running reply continues the last assistant message rather than starting one:
-  its replay starts with results for calls made in an earlier request.
+  its replay starts with results for calls made in an earlier request. `cut` says no reply runs, but the
+  last was cut while it waited on a person: following `/stream` continues it. It is not `running`, which
+  an old client (or one that resends the chat) reads as "wait for the reply to end".
 - `GET /api/chat/{id}/events` follows the chat's approvals live, whoever decides them, and says when the
   server starts a reply on its own (`event: reply`), so an open page can follow it at `/stream`.
   It carries the chat's task changes too (`event: task`).
@@ -154,6 +157,7 @@ class ChatAPI:
             "wait": self.replies.wait,
             "running": stream is not None,
             "continues": continues,
+            "cut": stream is None and await self.replies.cut(chat_id),
             "messages": messages,
             "approvals": [approval_json(a, principal) for a in view.approvals],
             "tools": self.tools,
@@ -161,9 +165,9 @@ class ChatAPI:
         return json_response(snapshot if self.hint is None else {**snapshot, "hint": self.hint})
 
     async def resume(self, request: Request) -> Response:
-        chat_id = request.path_params["id"]
-        await self.owners.owned(chat_id, self.owners.principal(request), request)
-        stream = await self.replies.streams.find(chat_id, ended=True)
+        chat_id, principal = request.path_params["id"], self.owners.principal(request)
+        await self.owners.owned(chat_id, principal, request)
+        stream = await self.replies.follow(chat_id, principal)
         if stream is None:
             return Response(status_code=NOTHING_RUNNING)
         return self._sse(stream, client_version(request.headers))

@@ -12,7 +12,9 @@ ordinary `message` frame, and the rest of the turn streams into the stream it op
 
 A socket only follows a reply. The reply runs in the server like an SSE one (see `Streams`), so a socket
 that drops stops nothing and the approval stays pending. A socket that resumes the chat is shown the
-reply again from its start, question included, and can answer it.
+reply again from its start, question included, and can answer it. When the server stops, the turn a
+socket follows ends with an `error` chunk naming what it still waits on and `[DONE]`, and the socket
+closes with 1012 and why: the client resumes on a new socket, on any worker (see `Replies.follow`).
 
 Frames a client sends (JSON text):
 - `{type: "message", id, messages, trigger, messageId?}`: the body `POST /api/chat` takes. With no reply
@@ -48,8 +50,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
-from collections import Counter
 from typing import Any
 
 import msgspec
@@ -86,6 +86,7 @@ from signoff.server.http import CHAT_BODY, BadInput, Forbidden, Refusal, TooLarg
 from signoff.server.owners import Owners
 from signoff.server.refusals import Refusals
 from signoff.server.replies import Replies
+from signoff.server.sockets import Sockets
 from signoff.server.streams import Followed
 
 DONE = "[DONE]"
@@ -97,54 +98,8 @@ SSE = "sse"
 `data: [DONE]\n\n`, as seed 000's transport reads them; without it, frames are bare JSON and `[DONE]`."""
 TRY_AGAIN_LATER = 1013
 """The close code of a socket over a cap."""
-PER_ADDRESS = 4
-"""An address may hold this many times a principal's cap (see the module)."""
-COLLECT_AFTER = 64
-"""Closed sockets worth a full collection at least (see `Sockets.collect`)."""
-
-
-class Sockets:
-    """The live sockets open in this process, counted per principal and per source address. A count that
-    drops to zero is forgotten, so the counts hold only who has sockets open now."""
-
-    def __init__(self, per_principal: int) -> None:
-        self.per_principal = per_principal
-        self.per_address = PER_ADDRESS * per_principal
-        self.principals: Counter[str] = Counter()
-        self.addresses: Counter[str] = Counter()
-        self.closed = 0
-        """Sockets closed since the last collection."""
-
-    def admit(self, principal: str, address: str) -> str | None:
-        """Count one more socket; if it is over a cap, count nothing and say why."""
-        if self.principals[principal] >= self.per_principal:
-            return f"too many live sockets for this principal ({self.per_principal})"
-        if self.addresses[address] >= self.per_address:
-            return f"too many live sockets from this address ({self.per_address})"
-        self.principals[principal] += 1
-        self.addresses[address] += 1
-        return None
-
-    def release(self, principal: str, address: str) -> None:
-        for counts, key in ((self.principals, principal), (self.addresses, address)):
-            counts[key] -= 1
-            if counts[key] <= 0:
-                del counts[key]
-        self.closed += 1
-
-    def collect(self) -> None:
-        """Give back the memory of the sockets closed since the last collection, once there are enough.
-
-        A closed socket's objects are garbage that only the cycle collector frees: websockets' protocol
-        holds its parser, a generator whose frame holds the protocol, and asyncio's transport a bound
-        method of itself. A socket that was open for a while has reached the oldest generation, which
-        CPython collects only once a quarter as many objects as it holds have joined it since: an idle
-        server never did, and 5,000 closed sockets kept 90 MB for good. A full collection costs what is
-        alive (half a second with 5,000 sockets open), so it waits, like CPython's own rule, until the
-        closed sockets are a quarter of the open ones, and at least `COLLECT_AFTER`."""
-        if self.closed >= max(COLLECT_AFTER, sum(self.principals.values()) // 4):
-            self.closed = 0
-            gc.collect()
+RESTARTING = 1012
+"""The close code of a socket whose server stops."""
 
 
 class LiveAPI:
@@ -156,6 +111,14 @@ class LiveAPI:
         self.refusals = refusals
         self.sockets = Sockets(max_sockets)
         self.idle = idle
+        self.open: set[_Socket] = set()
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def stop(self) -> None:
+        """The server stops: every open socket ends its turn and closes (see the module)."""
+        for live in self.open:
+            self._stopping.add(stopping := asyncio.get_running_loop().create_task(live.stop()))
+            stopping.add_done_callback(self._stopping.discard)
 
     def routes(self) -> list[BaseRoute]:
         return [WebSocketRoute("/api/live", self.connect), WebSocketRoute(SEED_ROUTE, self.connect)]
@@ -178,9 +141,12 @@ class LiveAPI:
             self.refusals.note("refuse", "live", actor, "too-many-sockets", over, socket.url.path)
             await socket.close(TRY_AGAIN_LATER, over)
             return
+        live = _Socket(self, socket, principal, framed=framed, idle=self.idle)
+        self.open.add(live)
         try:
-            await _Socket(self, socket, principal, framed=framed, idle=self.idle).serve()
+            await live.serve()
         finally:
+            self.open.discard(live)
             self.sockets.release(principal.id, address)
 
 
@@ -224,6 +190,15 @@ class _Socket:
                 self.following.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self.following
+
+    async def stop(self) -> None:
+        """End the turn this socket follows (its reply was cut: the `error` chunk and `[DONE]` come), then
+        close with why."""
+        if self.following is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self.following)
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # unless the client left meanwhile
+            await self.socket.close(RESTARTING, "the server is stopping: connect again to resume the chat")
 
     async def _receive(self) -> Message | None:
         """The client's next message; None once the socket has been quiet for `idle` seconds."""
@@ -340,7 +315,7 @@ class _Socket:
         if self._busy():
             raise OutOfTurn("id", f"this socket already follows a reply in chat {self.chat_id}")
         await self.owners.owned(chat_id, self.principal, self.socket)
-        running = await self.replies.streams.find(chat_id, ended=True)
+        running = await self.replies.follow(chat_id, self.principal, browser=True)
         if running is None:
             await self._send(DONE)
             return

@@ -5,22 +5,30 @@ ledger's reply log), runs it, and keeps it by chat while it runs, so a live sock
 follows. It also ends browser calls that got no result in time: `sweep` starts, on the server's own
 initiative, the reply that tells the model so, and tells whoever listens (a page following the chat's
 events) that it did.
+
+A blocking reply whose worker stopped or died while it waited on a person left its chat parked (see
+`ChatState.parked`), its approvals pending. Whoever follows the chat again (`follow`: `GET
+/api/chat/{id}/stream`, the live socket's `resume`), on any worker, gets that reply's continuation, started
+there: it waits on the same approvals, or goes on at once with the decisions made meanwhile, and the gate's
+single-use claim runs each approved call once.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import partial
 
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Wait
 from signoff.integrations.chat import Chat, Reply
+from signoff.integrations.state import state_of
 from signoff.integrations.trust import OutOfTurn, Untrusted
 from signoff.integrations.turn import Browser
-from signoff.protocol import ChatRequest, Chunk
-from signoff.server.streams import Stream, Streams
+from signoff.protocol import ChatRequest, Chunk, Error
+from signoff.server.streams import Followed, Meta, Stream, Streams
 
 log = logging.getLogger("signoff.server")
 
@@ -76,6 +84,49 @@ class Replies:
         self._start(reply, stream)
         return stream
 
+    async def follow(self, chat_id: str, principal: Principal, *, browser: bool = False) -> Followed | None:
+        """The chat's reply for `principal`, its owner, to follow: the one running, here or on another
+        worker (and, should that worker die before it ends, its continuation); the continuation of one that
+        was cut (see the module); or one that ended moments ago. None when there is none."""
+        running = await self.streams.find(chat_id)
+        if isinstance(running, Stream):
+            return running
+        if running is not None:
+            return Resumed(running, partial(self.continued, chat_id, principal, browser=browser))
+        return await self.continued(chat_id, principal, browser=browser) or await self.streams.find(
+            chat_id, ended=True
+        )
+
+    async def cut(self, chat_id: str) -> bool:
+        """Whether the chat waits, parked, on a blocking reply that was cut and runs nowhere now."""
+        stored = await self.chat.gate.ledger.chats.load(chat_id)
+        if stored is None or state_of(stored, begun=True).parked is None:
+            return False
+        return await self.streams.cut_short(chat_id)
+
+    async def continued(self, chat_id: str, principal: Principal, *, browser: bool = False) -> Stream | None:
+        """Start the continuation of the chat's cut blocking reply here, or None when it has none."""
+        if self.streams.stopping.is_set() or not await self.cut(chat_id):
+            return None
+        try:
+            return await self.begin(ChatRequest(chat_id=chat_id, trigger="submit-message"), "blocking",
+                                    principal, browser=browser)  # fmt: skip
+        except OutOfTurn as exc:  # a reply began here meanwhile, or the chat can't go on as stored
+            log.warning("the cut reply in chat %s was not continued: %s", chat_id, exc)
+            return None
+
+    def stop(self) -> None:
+        """The process stops: the gate's waits it cuts keep their approvals, and each reply running here
+        ends for its readers with an `error` chunk naming the calls it still waits on, to resume from."""
+        self.chat.gate.stopping = True
+        waiting = {
+            chat_id: {
+                c: a for c, a in reply.asking().items() if reply.turn is None or c in reply.turn.waiting
+            }
+            for chat_id, reply in self.running.items()
+        }
+        self.streams.stop(waiting)
+
     async def sweep(self) -> None:
         """Start the reply for each chat whose browser calls are overdue and that runs no reply now."""
         now = self.chat.gate.ledger.chats.clock()
@@ -112,3 +163,28 @@ class Replies:
                 del self.running[reply.chat_id]
         if reply.browser_due is not None:
             self._due[reply.chat_id] = reply.browser_due
+
+
+@dataclass
+class Resumed:
+    """Another worker's reply, followed through its log, then, if it was cut (its worker stopped or died
+    before it ended), its continuation here: so one request follows the reply to its true end."""
+
+    first: Followed
+    then: Callable[[], Awaitable[Stream | None]]
+    meta: Meta = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.meta = self.first.meta
+
+    async def follow(self, idle: float | None = None) -> AsyncIterator[list[Chunk] | None]:
+        async for chunks in self.first.follow(idle):
+            yield chunks
+        try:
+            continued = await self.then()
+        except LedgerUnavailable as exc:
+            yield [Error(error_text=str(exc))]
+            return
+        if continued is not None:
+            async for chunks in continued.follow(idle):
+                yield chunks

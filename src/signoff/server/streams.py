@@ -15,6 +15,10 @@ following it instead of waiting forever.
 While the ledger is away the recorder keeps what it could not write and tries again every `heartbeat`
 seconds, telling the ledger's outage (which says so once); a reader following another worker's reply is
 told with an `error` chunk, and its stream ends.
+
+When the process stops (`stop`), every reply running here is cut: its readers, here and on other workers,
+get an `error` chunk saying so and their stream ends, instead of hanging until the process is gone. A
+reply cut so (or whose worker died) is one `cut_short` tells from one that ended by itself.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,7 +37,7 @@ import msgspec
 from signoff.core.errors import LedgerUnavailable
 from signoff.ledger.base import Ledger, outage_of
 from signoff.ledger.records import ReplyFrames, ReplyLog
-from signoff.protocol import Chunk, ClientVersion, Error, decode, encode
+from signoff.protocol import Chunk, ClientVersion, Error, ToolInputAvailable, decode, encode
 
 log = logging.getLogger("signoff.server")
 
@@ -76,6 +80,8 @@ class Stream:
         self._readers: list[asyncio.Future[bool]] = []
 
     def push(self, chunk: Chunk) -> None:
+        if self.closed:  # cut by a stop: its readers were told it ended
+            return
         self.chunks.append(chunk)
         self._wake()
 
@@ -122,6 +128,25 @@ def _settle(moved: asyncio.Future[bool], value: bool) -> None:
         moved.set_result(value)
 
 
+STOPPING = "this server is stopping"
+FLUSH_WITHIN = 2.0
+"""Seconds a stopping process gives its recorder to write the replies' last chunks."""
+
+
+def follow_again(chat_id: str) -> str:
+    return f"follow the reply again at GET /api/chat/{chat_id}/stream, on any worker"
+
+
+def _stopped(chat_id: str, stream: Stream, waiting: Mapping[str, str]) -> str:
+    """What a reply cut by a stop tells its readers: the calls still waiting (by tool, from the chunks
+    that announced them, and approval), and where to follow it again."""
+    tools = {c.tool_call_id: c.tool_name for c in stream.chunks if isinstance(c, ToolInputAvailable)}
+    pending = ", ".join(
+        f"{tools.get(call, 'a call')} (approval {approval})" for call, approval in waiting.items()
+    )
+    return f"{STOPPING}; {f'still waiting: {pending}; ' if pending else ''}{follow_again(chat_id)}"
+
+
 @dataclass
 class Logged:
     """A reply another worker runs, followed through the ledger's reply log."""
@@ -131,6 +156,8 @@ class Logged:
     first: ReplyLog
     poll: float
     stale: float
+    stopping: asyncio.Event
+    """Set once this process stops: its readers end then, and follow the reply again on another worker."""
     meta: Meta = field(init=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +187,9 @@ class Logged:
                 if not current.frames:
                     yield None
             await asyncio.sleep(self.poll)
+            if self.stopping.is_set():
+                yield [Error(error_text=f"{STOPPING}; {follow_again(self.chat_id)}")]
+                return
             try:
                 later = await self.ledger.chats.reply_log(self.chat_id, after=sent)
             except LedgerUnavailable as exc:  # its worker goes on; this reader may come back later
@@ -209,6 +239,8 @@ class Streams:
         self._recordings: dict[str, _Recording] = {}
         self._recorder: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.stopping = asyncio.Event()
+        """Set by `stop`: this process takes no reply further."""
 
     async def find(self, chat_id: str, *, ended: bool = False) -> Followed | None:
         """The chat's running reply, here or on another worker; with `ended`, also one that ended
@@ -223,7 +255,26 @@ class Streams:
         age, stale = self.ledger.chats.clock() - logged.updated_at, 3 * self.heartbeat
         if (logged.done and not ended) or age > (self.linger if logged.done else stale):
             return None
-        return Logged(self.ledger, chat_id, logged, self.poll, stale)
+        return Logged(self.ledger, chat_id, logged, self.poll, stale, self.stopping)
+
+    async def cut_short(self, chat_id: str) -> bool:
+        """Whether the chat's last reply was cut rather than ended, and runs nowhere now: it ended in an
+        `error` chunk (its worker stopped, or the run failed), or its log stopped being written (its worker
+        died), or is gone (forgotten `linger` seconds after). A reply that ended by itself ends in `finish`,
+        and an interrupted one in `abort`."""
+        if chat_id in self._running:
+            return False
+        if (here := self._finished.get(chat_id)) is not None:
+            return bool(here.chunks) and isinstance(here.chunks[-1], Error)
+        logged = await self.ledger.chats.reply_log(chat_id)
+        if logged is None:
+            return True
+        if not logged.done:
+            return self.ledger.chats.clock() - logged.updated_at > 3 * self.heartbeat
+        try:
+            return bool(logged.frames) and isinstance(decode(logged.frames[-1]), Error)
+        except msgspec.DecodeError:
+            return False
 
     def open(self, chat_id: str) -> Stream | None:
         """Claim the chat for a new reply, or None when one is already running here."""
@@ -242,7 +293,12 @@ class Streams:
         self, chat_id: str, stream: Stream, reply: Callable[[Callable[[Chunk], None]], Awaitable[None]]
     ) -> None:
         """Run `reply` in the background, to the end, its chunks pushed into the claimed `stream`, and
-        record them."""
+        record them; in a stopping process, cut it before it runs."""
+        if self.stopping.is_set():
+            stream.push(Error(error_text=_stopped(chat_id, stream, {})))
+            stream.close()
+            self.release(chat_id, stream)
+            return
 
         async def pump() -> None:
             try:
@@ -308,9 +364,34 @@ class Streams:
         """Drop reply logs nobody can follow any more (called by the server's sweeper)."""
         await self.ledger.chats.forget_replies(before=self.ledger.chats.clock() - self.linger)
 
+    def stop(self, waiting: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """The process stops: cut every reply running here with an `error` naming the calls it still waits
+        on (`waiting`: by chat, call id to approval id), so its readers end now and resume elsewhere rather
+        than hold the shutdown while a person takes hours. Their approvals stay pending. Idempotent."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        for chat_id, stream in self._running.items():
+            stream.push(Error(error_text=_stopped(chat_id, stream, (waiting or {}).get(chat_id, {}))))
+            stream.close()
+        for task in self._tasks:
+            if task is not self._recorder:
+                task.cancel()
+
     async def close(self) -> None:
-        """Stop every running reply (server shutdown): their approvals stay pending in the ledger."""
+        """Stop every running reply (server shutdown), their approvals pending; the recorder gets
+        `FLUSH_WITHIN` seconds to write their last chunks, for readers on other workers."""
+        self.stop()
+        recorder = self._recorder
         for task in list(self._tasks):
-            task.cancel()
+            if task is not recorder:
+                task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*(t for t in self._tasks if t is not recorder), return_exceptions=True)
+        if recorder is not None and not recorder.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(recorder), FLUSH_WITHIN)
+            except TimeoutError:  # the ledger is away: readers elsewhere see the log go stale instead
+                recorder.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await recorder
