@@ -35,7 +35,7 @@ from google.adk.events.event import Event
 from google.genai import types
 
 from signoff.integrations.adk.stream import AdkTranslator, End
-from signoff.integrations.turn import Discard, Turn
+from signoff.integrations.chat.turn import Discard, Turn
 from signoff.protocol import encode
 
 READY = re.compile(r"signoff demo: (http://127\.0\.0\.1:\d+)")

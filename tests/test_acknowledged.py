@@ -15,7 +15,7 @@ from signoff.core.policy import Policy
 from signoff.core.principal import Principal
 from signoff.demo.runtime import demo_agent_for
 from signoff.gate import Gate
-from signoff.integrations.acknowledged import record_acted, result_digest
+from signoff.integrations.chat.acknowledged import record_acted, result_digest
 from signoff.ledger import MemoryLedger
 from signoff.protocol import ToolOutput
 from signoff.server.loading import chat_for

@@ -23,7 +23,7 @@ from signoff.demo.tools import Wallets
 from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
 from signoff.integrations.adk import AdkChat, SignoffPlugin
-from signoff.integrations.turn import Discard, Turn, current_turn
+from signoff.integrations.chat.turn import Discard, Turn, current_turn
 from signoff.ledger import MemoryLedger
 from signoff.protocol import ChatRequest, Chunk, UserMessage, encode
 from tests.chats import answer, chunks, serve_demo

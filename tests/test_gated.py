@@ -19,13 +19,7 @@ from signoff.core.decision import Decision
 from signoff.core.policy import Policy
 from signoff.core.task import Task
 from signoff.gate import Gate, Pending, Refused
-from signoff.integrations.gated import GatedCall, Ran, gated_call
-from signoff.integrations.pydantic_ai.toolset import (
-    BrowserToolset,
-    SignoffToolset,
-    is_check_task,
-)
-from signoff.integrations.turn import (
+from signoff.integrations.chat.turn import (
     Asked,
     Browser,
     GateEvent,
@@ -35,6 +29,12 @@ from signoff.integrations.turn import (
     Withheld,
     current_turn,
     in_browser,
+)
+from signoff.integrations.gated import GatedCall, Ran, gated_call
+from signoff.integrations.pydantic_ai.toolset import (
+    BrowserToolset,
+    SignoffToolset,
+    is_check_task,
 )
 from signoff.ledger import MemoryLedger
 from signoff.protocol import ToolOutput

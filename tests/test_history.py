@@ -18,11 +18,11 @@ from signoff.core.principal import Principal
 from signoff.demo.agent import demo_agent
 from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
-from signoff.integrations.driver import Histories
+from signoff.integrations.chat.driver import Histories
+from signoff.integrations.chat.state import ChatState, state_of
 from signoff.integrations.pydantic_ai import chat as pydantic_chat
 from signoff.integrations.pydantic_ai.chat import MESSAGES, AgentChat, History
 from signoff.integrations.pydantic_ai.messages import open_calls
-from signoff.integrations.state import ChatState, state_of
 from signoff.ledger import Ledger, MemoryLedger, SqliteLedger
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ToolApprovalRequest, ToolInputAvailable, parse_chat_request

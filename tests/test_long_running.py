@@ -29,9 +29,9 @@ from signoff.demo.adk import demo_adk_agent
 from signoff.demo.tools import get_weather
 from signoff.demo.walkthrough import demo_policy
 from signoff.integrations.adk import SignoffPlugin, long_running_tool
+from signoff.integrations.chat.turn import Discard, Turn, current_turn
 from signoff.integrations.pydantic_ai import Signoff
 from signoff.integrations.pydantic_ai.toolset import TASK
-from signoff.integrations.turn import Discard, Turn, current_turn
 from signoff.ledger import Ledger
 from signoff.server.app import Settings, create_app
 from tests.chats import AUTH, Server, answer, ask, chunks, said, serve, user

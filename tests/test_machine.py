@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from signoff.integrations.machine import (
+from signoff.integrations.chat.machine import (
     REFUSALS,
     TRANSITIONS,
     Action,
@@ -18,7 +18,7 @@ from signoff.integrations.machine import (
     request_of,
     streams_into_open_message,
 )
-from signoff.integrations.state import encode_state, state_of
+from signoff.integrations.chat.state import encode_state, state_of
 from signoff.ledger import MemoryLedger
 from signoff.protocol import parse_chat_request
 

@@ -59,7 +59,7 @@ PROVERS = {
     "ledger/principals.py": "a personal token's record, a linked Slack user, a review link's principal",
     "cli/common.py": "the operator: the operating system's user, holding the audit key",
     "cli/gateway.py": "the stdio gateway's OS user, as the operator's",
-    "integrations/trust.py": "a chat's owner: the principal the edge proved for this very request",
+    "integrations/chat/trust.py": "a chat's owner: the principal the edge proved for this very request",
 }
 
 
@@ -77,12 +77,12 @@ SURFACES = {
     "server/approvals.py",
     "server/review.py",
     "server/slack.py",
-    "integrations/trust.py",
+    "integrations/chat/trust.py",
     "integrations/mcp/gateway.py",
     "cli/approvals.py",
 }
 """Every surface that decides on someone's behalf (the chat page and the live socket decide through
-`integrations/trust.py`). The gate decides too, for the program's own approvers, and so does the Agents
+`integrations/chat/trust.py`). The gate decides too, for the program's own approvers, and so does the Agents
 SDK's `ApprovalServer`, for the user its caller authenticated (that example's contract): their decisions
 are `code`'s, by design."""
 CODE = {"gate.py", "openai_agents/server.py"}

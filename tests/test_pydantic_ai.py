@@ -13,9 +13,9 @@ from pydantic_ai.messages import ModelMessage, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from signoff import Decision, Gate, MemoryLedger, Policy, ToolCall
+from signoff.integrations.chat.stream import Relay, Translator, drive
+from signoff.integrations.chat.turn import Asked, Discard, Turn
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
-from signoff.integrations.stream import Relay, Translator, drive
-from signoff.integrations.turn import Asked, Discard, Turn
 from signoff.protocol import Chunk
 from signoff.pydantic_ai import Signoff, SignoffToolset
 

@@ -23,16 +23,16 @@ from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Pending, Refused
-from signoff.integrations import ui
-from signoff.integrations.chat import Begun, BrowserToolInfo
-from signoff.integrations.driver import Calls, ChatDriver, Ended
+from signoff.integrations.chat import ui
+from signoff.integrations.chat.driver import Calls, ChatDriver, Ended
+from signoff.integrations.chat.history import History, JsonMessages
+from signoff.integrations.chat.machine import Action
+from signoff.integrations.chat.reply import Begun, BrowserToolInfo
+from signoff.integrations.chat.state import ChatState
+from signoff.integrations.chat.stream import Translator
+from signoff.integrations.chat.turn import Turn
+from signoff.integrations.chat.ui import PartOutcome
 from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
-from signoff.integrations.history import History, JsonMessages
-from signoff.integrations.machine import Action
-from signoff.integrations.state import ChatState
-from signoff.integrations.stream import Translator
-from signoff.integrations.turn import Turn
-from signoff.integrations.ui import PartOutcome
 from signoff.ledger import MemoryLedger
 from signoff.ledger.records import StoredChat
 from signoff.protocol import (

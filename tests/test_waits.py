@@ -8,8 +8,8 @@ import json
 from signoff.core.call import ToolCall
 from signoff.core.decision import Decision
 from signoff.demo.walkthrough import demo_policy
+from signoff.integrations.chat.state import classify
 from signoff.integrations.pydantic_ai.messages import open_calls
-from signoff.integrations.state import classify
 from signoff.ledger import MemoryLedger
 from tests.chats import AUTH, answer, ask, chunks, serve, spoken
 

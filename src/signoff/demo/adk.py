@@ -30,7 +30,7 @@ from signoff.integrations.adk.plugin import (
     failure_of,
     long_running_tool,
 )
-from signoff.integrations.turn import current_turn
+from signoff.integrations.chat.turn import current_turn
 
 
 class ScriptedLlm(BaseLlm):

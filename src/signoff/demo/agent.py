@@ -15,8 +15,8 @@ from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from signoff.demo.model import scripted_model
 from signoff.demo.tools import Wallets, change_bgm, export_report, get_weather
+from signoff.integrations.chat.turn import current_turn
 from signoff.integrations.pydantic_ai.browser import acknowledged
-from signoff.integrations.turn import current_turn
 
 INSTRUCTIONS = (
     "You help with payments, weather, location, music and reports. Use the tools. When a tool result "

@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from signoff.demo.agent import INSTRUCTIONS
 from signoff.demo.script import HELP, plan, sentence
 from signoff.demo.tools import Wallets, change_bgm, export_report, get_weather
-from signoff.integrations.turn import current_turn
+from signoff.integrations.chat.turn import current_turn
 from signoff.langchain import (
     SignoffMiddleware,
     acknowledged_tool,

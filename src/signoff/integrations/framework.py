@@ -6,18 +6,18 @@ What a framework supplies is a `Framework` for the `ChatDriver` (its history cod
 `Translator` of its events) and a tool hook that calls `gated_call`; the rest is here to reuse.
 """
 
-from signoff.integrations.acknowledged import Acknowledgments, check
-from signoff.integrations.chat import Begun, BrowserToolInfo, ChatView
-from signoff.integrations.driver import Calls, ChatDriver, DrivenReply, Ended, Framework, Histories, Run
+from signoff.integrations.chat.acknowledged import Acknowledgments, check
+from signoff.integrations.chat.driver import Calls, ChatDriver, DrivenReply, Ended, Framework, Histories, Run
+from signoff.integrations.chat.history import History, JsonMessages
+from signoff.integrations.chat.machine import Action
+from signoff.integrations.chat.reply import Begun, BrowserToolInfo, ChatView
+from signoff.integrations.chat.state import ChatState, task_news, withdraw
+from signoff.integrations.chat.stream import Relay, Translator, approval_request, drive, handed, output
+from signoff.integrations.chat.trust import OutOfTurn
+from signoff.integrations.chat.turn import Asked, Discard, Handed, Turn, Withheld, current_turn, in_browser
+from signoff.integrations.chat.ui import Entry, PartOutcome, Prompt, Result, Said, Step, ui_messages
+from signoff.integrations.chat.writing import Writing
 from signoff.integrations.gated import UNKNOWN, GatedCall, GatedResult, Ran, Rejected, gated_call, task_status
-from signoff.integrations.history import History, JsonMessages
-from signoff.integrations.machine import Action
-from signoff.integrations.state import ChatState, task_news, withdraw
-from signoff.integrations.stream import Relay, Translator, approval_request, drive, handed, output
-from signoff.integrations.trust import OutOfTurn
-from signoff.integrations.turn import Asked, Discard, Handed, Turn, Withheld, current_turn, in_browser
-from signoff.integrations.ui import Entry, PartOutcome, Prompt, Result, Said, Step, ui_messages
-from signoff.integrations.writing import Writing
 
 __all__ = [
     "UNKNOWN",

@@ -21,7 +21,7 @@ from signoff.core.claim import unknown
 from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.turn import Asked, Withheld, current_turn
+from signoff.integrations.chat.turn import Asked, Withheld, current_turn
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""A LangGraph graph as a chat (see `integrations.driver`): one request in, one reply of chunks out.
+"""A LangGraph graph as a chat (see `integrations.chat.driver`): one request in, one reply of chunks out.
 
 The graph's checkpointer keeps the conversation, a thread per chat (in memory when the graph has none),
 and the ledger keeps what signoff needs beside it: the approvals, the calls the chat waits on, how many
@@ -72,7 +72,7 @@ def tool_nodes(graph: Graph) -> list[ToolNode]:
 
 
 class LangGraph:
-    """LangGraph's part of a chat (a `integrations.driver.Framework`), over the graph's checkpointer."""
+    """LangGraph's part of a chat (a `integrations.chat.driver.Framework`), over the graph's checkpointer."""
 
     cannot_regenerate = "a LangGraph chat cannot regenerate a reply: its thread only grows"
     keeps_history = False
@@ -273,7 +273,7 @@ def _made(messages: Iterable[BaseMessage]) -> dict[str, ToolCall]:
 
 
 def _transcript(messages: Iterable[BaseMessage]) -> Iterator[Entry]:
-    """The thread in the words `integrations.ui` renders."""
+    """The thread in the words `integrations.chat.ui` renders."""
     for message in messages:
         if isinstance(message, HumanMessage):
             yield Prompt([str(message.text)])

@@ -168,7 +168,8 @@ class AgentsRun:
 
 
 def transcript(items: Sequence[Item]) -> Iterator[fw.Entry]:
-    """The conversation in the words `integrations.ui` renders: the model's consecutive items are a step."""
+    """The conversation in the words `integrations.chat.ui` renders: the model's consecutive items are a
+    step."""
     step: list[fw.Said | ToolCall] = []
     for item in items:
         kind, role = item.get("type", "message"), item.get("role")

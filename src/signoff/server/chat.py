@@ -39,9 +39,9 @@ from signoff.core.errors import LedgerUnavailable, NotFound, SignoffError
 from signoff.core.principal import Principal
 from signoff.core.views import approval_json, may_see
 from signoff.gate import Wait
-from signoff.integrations.chat import Chat
-from signoff.integrations.state import owner_of
-from signoff.integrations.trust import NotAllowed, Unknown, decide_in_chat
+from signoff.integrations.chat.reply import Chat
+from signoff.integrations.chat.state import owner_of
+from signoff.integrations.chat.trust import NotAllowed, Unknown, decide_in_chat
 from signoff.protocol import (
     DONE,
     HEADERS,

@@ -29,7 +29,7 @@ from signoff.core.errors import (
     Unproven,
     Unstorable,
 )
-from signoff.integrations.trust import Malformed, NotAllowed, OutOfTurn, Unknown, Untrusted
+from signoff.integrations.chat.trust import Malformed, NotAllowed, OutOfTurn, Unknown, Untrusted
 from signoff.protocol import BadRequest, parse_json
 from signoff.server.refusals import Kind
 

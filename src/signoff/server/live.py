@@ -60,15 +60,15 @@ from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 from signoff.core.approval import State
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.principal import Principal
-from signoff.integrations.chat import Reply
-from signoff.integrations.trust import (
+from signoff.integrations.chat.reply import Reply
+from signoff.integrations.chat.trust import (
     OutOfTurn,
     Untrusted,
     accept_outputs,
     accept_responses,
     ran_with_approval,
 )
-from signoff.integrations.turn import Browser, Turn
+from signoff.integrations.chat.turn import Browser, Turn
 from signoff.protocol import (
     BadRequest,
     ChatRequest,

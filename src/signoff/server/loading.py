@@ -2,7 +2,7 @@
 
 A pydantic-ai `Agent` and a Google ADK agent are both accepted; ADK is imported only for an ADK agent, so
 `pip install signoff` without the `adk` extra serves pydantic-ai agents as before. Any other framework is
-served through its own `Framework` (see `integrations.driver`): an agent with a `signoff_framework(gate)`
+served through its own `Framework` (see `integrations.chat.driver`): an agent with a `signoff_framework(gate)`
 method is served by what it returns, so adding a framework needs nothing here.
 """
 
@@ -18,8 +18,8 @@ from pydantic_ai.models import Model
 
 from signoff.core.errors import SignoffError
 from signoff.gate import Gate
-from signoff.integrations.chat import Chat
-from signoff.integrations.driver import ChatDriver
+from signoff.integrations.chat.driver import ChatDriver
+from signoff.integrations.chat.reply import Chat
 from signoff.integrations.pydantic_ai.chat import AgentChat, Deps
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from starlette.requests import HTTPConnection
 
 from signoff.core.principal import Principal
-from signoff.integrations.state import check_owner, owner_of
-from signoff.integrations.trust import Unknown
+from signoff.integrations.chat.state import check_owner, owner_of
+from signoff.integrations.chat.trust import Unknown
 from signoff.ledger.base import Ledger
 from signoff.server.auth import chatter, client_of, principal_of
 from signoff.server.refusals import Kind, Refusals

@@ -23,10 +23,10 @@ from functools import partial
 from signoff.core.errors import LedgerUnavailable, SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Wait
-from signoff.integrations.chat import Chat, Reply
-from signoff.integrations.state import state_of
-from signoff.integrations.trust import OutOfTurn, Untrusted
-from signoff.integrations.turn import Browser
+from signoff.integrations.chat.reply import Chat, Reply
+from signoff.integrations.chat.state import state_of
+from signoff.integrations.chat.trust import OutOfTurn, Untrusted
+from signoff.integrations.chat.turn import Browser
 from signoff.protocol import ChatRequest, Chunk, Error
 from signoff.server.streams import Followed, Meta, Stream, Streams
 

@@ -4,7 +4,7 @@ ADK keeps the conversation in its session service (in memory by default; any `Ba
 passes), one session per chat. The ledger keeps what signoff needs beside it: the calls the chat waits on
 a person for with their ADK confirmation ids, the browser calls it waits on, and the assistant message a
 continuation streams into. The client's copy of the conversation supplies only the new user message,
-approval responses and browser results, each checked by `signoff.integrations.trust` first.
+approval responses and browser results, each checked by `signoff.integrations.chat.trust` first.
 
 A continuation answers ADK in its own terms: a `FunctionResponse` to each `adk_request_confirmation`
 (always `confirmed`, since the gate reads the ledger's decision, not this flag) and one per browser result.
@@ -39,13 +39,13 @@ from signoff.gate import Gate
 from signoff.integrations.adk.messages import SessionCalls, open_in, transcript
 from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure, parameters
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
-from signoff.integrations.chat import Begun, BrowserToolInfo
-from signoff.integrations.driver import Calls, ChatDriver, Ended
-from signoff.integrations.state import ChatState, task_news, withdraw
-from signoff.integrations.stream import Translator
-from signoff.integrations.trust import OutOfTurn
-from signoff.integrations.turn import Turn
-from signoff.integrations.ui import Entry
+from signoff.integrations.chat.driver import Calls, ChatDriver, Ended
+from signoff.integrations.chat.reply import Begun, BrowserToolInfo
+from signoff.integrations.chat.state import ChatState, task_news, withdraw
+from signoff.integrations.chat.stream import Translator
+from signoff.integrations.chat.trust import OutOfTurn
+from signoff.integrations.chat.turn import Turn
+from signoff.integrations.chat.ui import Entry
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
@@ -69,7 +69,7 @@ class Session:
 
 
 class Adk:
-    """ADK's part of a chat (a `integrations.driver.Framework`), over the user's own session service."""
+    """ADK's part of a chat (a `integrations.chat.driver.Framework`), over the user's own session service."""
 
     cannot_regenerate = "an ADK chat cannot regenerate a reply: its session only grows"
     keeps_history = False

@@ -1,5 +1,5 @@
 """An ADK session's events read two ways: for what they leave open, and told in signoff's words for a
-page that loads or reloads the chat (`integrations.ui` renders them).
+page that loads or reloads the chat (`integrations.chat.ui` renders them).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from google.genai import types
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.plugin import outcome
 from signoff.integrations.adk.stream import CONFIRMATION
-from signoff.integrations.ui import Entry, Prompt, Result, Said, Step
+from signoff.integrations.chat.ui import Entry, Prompt, Result, Said, Step
 
 
 def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:
@@ -65,7 +65,7 @@ def open_in(events: Sequence[Event]) -> SessionCalls:
 
 
 def transcript(events: Sequence[Event]) -> Iterator[Entry]:
-    """The session in the words `integrations.ui` renders. ADK's confirmation calls and the placeholder
+    """The session in the words `integrations.chat.ui` renders. ADK's confirmation calls and the placeholder
     results of deferred calls are signoff's plumbing, never parts."""
     for event in events:
         parts = event.content.parts if event.content and event.content.parts else []

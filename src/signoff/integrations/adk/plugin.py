@@ -37,9 +37,9 @@ from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.integrations.chat.turn import Withheld, current_turn, in_browser
+from signoff.integrations.chat.ui import PartOutcome
 from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call, task_status
-from signoff.integrations.turn import Withheld, current_turn, in_browser
-from signoff.integrations.ui import PartOutcome
 from signoff.tasks import is_long_running, long_running
 
 MARK = "signoff"
@@ -90,7 +90,7 @@ class BrowserTool(FunctionTool):
 
 class AcknowledgedTool(FunctionTool):
     """A browser tool the server answers at once: its function returns the acknowledgment, and the browser
-    acts on the call as it sees it (see `integrations.acknowledged`)."""
+    acts on the call as it sees it (see `integrations.chat.acknowledged`)."""
 
 
 def acknowledged_tool(func: Callable[..., Any]) -> AcknowledgedTool:

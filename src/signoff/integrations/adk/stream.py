@@ -1,4 +1,4 @@
-"""ADK events as UI message stream chunks (`signoff.integrations.stream.drive` drives it).
+"""ADK events as UI message stream chunks (`signoff.integrations.chat.stream.drive` drives it).
 
 `Translator` is sans-I/O and keeps the stream rules of docs/design.md, as the pydantic-ai one does:
 - a step opens at a model response's first part and closes before the next response or at the end;
@@ -16,9 +16,9 @@ from google.adk.events.event import Event
 from google.genai import types
 
 from signoff.core.call import ToolCall
-from signoff.integrations import stream
 from signoff.integrations.adk.plugin import MARK, outcome
-from signoff.integrations.turn import Turn
+from signoff.integrations.chat import stream
+from signoff.integrations.chat.turn import Turn
 from signoff.protocol import (
     Chunk,
 )

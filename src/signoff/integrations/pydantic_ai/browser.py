@@ -1,9 +1,9 @@
 """The tools of a pydantic-ai agent that the browser runs (seed 001), as a signoff chat lists them.
 
 An external tool (`ExternalToolset`) is one the run leaves for the client: the chat hands its call to the
-browser and waits for the result. An acknowledged one (`acknowledged`, see `integrations.acknowledged`) is
-an ordinary function tool that returns the acknowledgment, marked so the chat lists it for the browser,
-which acts on its call as it sees it.
+browser and waits for the result. An acknowledged one (`acknowledged`, see
+`integrations.chat.acknowledged`) is an ordinary function tool that returns the acknowledgment, marked
+so the chat lists it for the browser, which acts on its call as it sees it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic_ai import Tool
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset
 
-from signoff.integrations.chat import BrowserToolInfo
+from signoff.integrations.chat.reply import BrowserToolInfo
 
 ACKNOWLEDGED = {"signoff": "acknowledged"}
 """The tool metadata that marks an acknowledged browser tool."""

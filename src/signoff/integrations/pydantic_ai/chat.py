@@ -1,4 +1,4 @@
-"""A pydantic-ai agent as a chat (see `integrations.driver`): its history codec and its runs.
+"""A pydantic-ai agent as a chat (see `integrations.chat.driver`): its history codec and its runs.
 
 The ledger keeps pydantic-ai's message history as the chat's entries, a message each, and the driver keeps
 the one this worker saved last. A continuation is pydantic-ai's own: the deferred calls' results
@@ -35,20 +35,20 @@ from pydantic_ai.run import AgentRunResultEvent
 from signoff.core.errors import SignoffError
 from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate
-from signoff.integrations.chat import Begun
-from signoff.integrations.driver import Calls, ChatDriver, Ended
-from signoff.integrations.history import History as JsonHistory
-from signoff.integrations.history import JsonMessages
-from signoff.integrations.machine import Action
+from signoff.integrations.chat.driver import Calls, ChatDriver, Ended
+from signoff.integrations.chat.history import History as JsonHistory
+from signoff.integrations.chat.history import JsonMessages
+from signoff.integrations.chat.machine import Action
+from signoff.integrations.chat.reply import Begun
+from signoff.integrations.chat.state import ChatState, task_news
+from signoff.integrations.chat.stream import Translator
+from signoff.integrations.chat.trust import OutOfTurn
+from signoff.integrations.chat.turn import Turn
+from signoff.integrations.chat.ui import Entry
 from signoff.integrations.pydantic_ai.browser import browser_tools
 from signoff.integrations.pydantic_ai.messages import open_calls, transcript
 from signoff.integrations.pydantic_ai.stream import AgentTranslator
 from signoff.integrations.pydantic_ai.toolset import TASK, Signoff
-from signoff.integrations.state import ChatState, task_news
-from signoff.integrations.stream import Translator
-from signoff.integrations.trust import OutOfTurn
-from signoff.integrations.turn import Turn
-from signoff.integrations.ui import Entry
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
@@ -71,7 +71,7 @@ class CannotServe(SignoffError):
 
 
 class PydanticAI:
-    """pydantic-ai's part of a chat (a `integrations.driver.Framework`)."""
+    """pydantic-ai's part of a chat (a `integrations.chat.driver.Framework`)."""
 
     cannot_regenerate = None
     keeps_history = True

@@ -1,5 +1,5 @@
 """A chat's stored pydantic-ai history read two ways: told in signoff's words, for a page that loads or
-reloads the chat (the server is the authority on the conversation, and `integrations.ui` renders it), and
+reloads the chat (the server is the authority on the conversation, and `integrations.chat.ui` renders it), and
 for the calls it leaves open, without parsing it.
 """
 
@@ -22,8 +22,8 @@ from pydantic_ai.messages import (
 from pydantic_core import to_jsonable_python
 
 from signoff.core.call import ToolCall
+from signoff.integrations.chat.ui import Entry, PartOutcome, Prompt, Result, Said, Step
 from signoff.integrations.pydantic_ai.toolset import refused
-from signoff.integrations.ui import Entry, PartOutcome, Prompt, Result, Said, Step
 
 
 def outcome(result: ToolReturnPart | RetryPromptPart) -> PartOutcome:
@@ -39,7 +39,7 @@ def outcome(result: ToolReturnPart | RetryPromptPart) -> PartOutcome:
 
 
 def transcript(history: list[ModelMessage]) -> Iterator[Entry]:
-    """The history in the words `integrations.ui` renders."""
+    """The history in the words `integrations.chat.ui` renders."""
     for message in history:
         if isinstance(message, ModelResponse):
             yield Step([said for part in message.parts if (said := _said(part)) is not None])

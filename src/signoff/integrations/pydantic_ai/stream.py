@@ -1,4 +1,4 @@
-"""A pydantic-ai run as UI message stream chunks (`signoff.integrations.stream.drive` drives it).
+"""A pydantic-ai run as UI message stream chunks (`signoff.integrations.chat.stream.drive` drives it).
 
 `Translator` is sans-I/O (an item in, chunks out) and keeps the stream rules of docs/design.md:
 - a step opens at the first part of a model response and closes before the next response or at the end;
@@ -30,9 +30,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 
 from signoff.core.call import ToolCall
-from signoff.integrations import stream
+from signoff.integrations.chat import stream
+from signoff.integrations.chat.turn import Turn
 from signoff.integrations.pydantic_ai.messages import outcome
-from signoff.integrations.turn import Turn
 from signoff.protocol import (
     Chunk,
     ToolInputAvailable,

@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from signoff.integrations.state import ChatState
+from signoff.integrations.chat.state import ChatState
 from signoff.ledger.records import Entries, StoredChat
 
 M = TypeVar("M")

@@ -15,7 +15,7 @@ from typing import Any, TypeGuard
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.task import Task
-from signoff.integrations.turn import (
+from signoff.integrations.chat.turn import (
     Answered,
     Asked,
     Handed,
@@ -24,8 +24,8 @@ from signoff.integrations.turn import (
     Withheld,
     current_turn,
 )
-from signoff.integrations.ui import PartOutcome
-from signoff.integrations.writing import Writing
+from signoff.integrations.chat.ui import PartOutcome
+from signoff.integrations.chat.writing import Writing
 from signoff.protocol import (
     Abort,
     Chunk,

@@ -1,7 +1,7 @@
 """What the server needs of a chat, and the checked start of every request (its state between requests is
-`integrations.state`).
+`integrations.chat.state`).
 
-A chat (`integrations.driver.ChatDriver`, over pydantic-ai's `AgentChat` or ADK's `AdkChat`) prepares a
+A chat (`integrations.chat.driver.ChatDriver`, over pydantic-ai's `AgentChat` or ADK's `AdkChat`) prepares a
 `Reply` from a checked request and runs it, pushing chunks; the server's transports (SSE, the live socket)
 need nothing else. `begin` is the I/O before the machine's step and the step itself.
 """
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from signoff.core.approval import Approval
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.acknowledged import record_acted
-from signoff.integrations.machine import (
+from signoff.integrations.chat.acknowledged import record_acted
+from signoff.integrations.chat.machine import (
     REFUSALS,
     Action,
     Open,
@@ -26,21 +26,21 @@ from signoff.integrations.machine import (
     request_of,
     streams_into_open_message,
 )
-from signoff.integrations.state import (
+from signoff.integrations.chat.state import (
     ChatState,
     claim,
     expire_overdue,
     withdraw,
 )
-from signoff.integrations.trust import (
+from signoff.integrations.chat.trust import (
     OutOfTurn,
     accept_outputs,
     accept_responses,
     ran_with_approval,
     replayed,
 )
-from signoff.integrations.turn import Browser, Turn
-from signoff.integrations.ui import UIMessage
+from signoff.integrations.chat.turn import Browser, Turn
+from signoff.integrations.chat.ui import UIMessage
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, Chunk, ToolOutput
@@ -78,7 +78,7 @@ class Reply(Protocol):
 class BrowserToolInfo:
     """A tool the browser runs (seed 001), as the agent declares it: the page runs the ones it knows by
     name, and answers any other with an error, never a hang. An `acknowledged` one the server answers at
-    once, and the browser acts on its call as it sees it (see `integrations.acknowledged`)."""
+    once, and the browser acts on its call as it sees it (see `integrations.chat.acknowledged`)."""
 
     name: str
     description: str

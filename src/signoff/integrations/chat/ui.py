@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from signoff.core.approval import Approval, State
 from signoff.core.call import ToolCall
-from signoff.integrations.state import ChatState
+from signoff.integrations.chat.state import ChatState
 
 UIMessage = dict[str, Any]
 PartOutcome = tuple[Literal["output-available", "output-error", "output-denied"], dict[str, Any]]

@@ -18,7 +18,7 @@ from signoff.core.call import ToolCall
 from signoff.core.errors import SignoffError
 from signoff.core.task import Task
 from signoff.gate import Gate, Wait
-from signoff.integrations.ui import PartOutcome
+from signoff.integrations.chat.ui import PartOutcome
 from signoff.protocol import ToolOutput
 from signoff.tasks import Tasks
 

@@ -23,13 +23,20 @@ from signoff.core.approval import Approval
 from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.acknowledged import Acknowledgments, check, record_acted
-from signoff.integrations.chat import Begun, BrowserToolInfo, ChatView, begin, waits_of
-from signoff.integrations.machine import Action, Request, next_action
-from signoff.integrations.state import ChatState, classify, encode_state, owner_principal, state_of, task_news
-from signoff.integrations.stream import Relay, Translator, drive
-from signoff.integrations.turn import Answered, Browser, Turn
-from signoff.integrations.ui import Entry, ui_messages
+from signoff.integrations.chat.acknowledged import Acknowledgments, check, record_acted
+from signoff.integrations.chat.machine import Action, Request, next_action
+from signoff.integrations.chat.reply import Begun, BrowserToolInfo, ChatView, begin, waits_of
+from signoff.integrations.chat.state import (
+    ChatState,
+    classify,
+    encode_state,
+    owner_principal,
+    state_of,
+    task_news,
+)
+from signoff.integrations.chat.stream import Relay, Translator, drive
+from signoff.integrations.chat.turn import Answered, Browser, Turn
+from signoff.integrations.chat.ui import Entry, ui_messages
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import Entries, StoredChat
 from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
@@ -115,7 +122,7 @@ class Framework(Protocol[H]):
         """The ids of every call the history holds (browser results are checked against them)."""
 
     def transcript(self, history: H) -> Iterable[Entry]:
-        """The history in the words `integrations.ui` renders as the page's messages."""
+        """The history in the words `integrations.chat.ui` renders as the page's messages."""
 
     async def start(self, chat_id: str, begun: Begun, history: H, request: ChatRequest) -> Run[H]:
         """The run the request's continuation input makes, for the action `begun` carries."""
@@ -182,7 +189,7 @@ class ChatDriver(Generic[H]):
         self.browser_timeout = browser_timeout
         self.browser_tools = framework.browser_tools
         self.histories: Histories[H] = Histories()
-        check(gate.policy, self.acknowledged_names)  # see `integrations.acknowledged`
+        check(gate.policy, self.acknowledged_names)  # see `integrations.chat.acknowledged`
 
     @property
     def browser_names(self) -> frozenset[str]:
@@ -195,7 +202,7 @@ class ChatDriver(Generic[H]):
 
     async def load(self, chat_id: str, *, begun: bool = False) -> Loaded[H]:
         """The chat as stored (or with `begun`, as its running reply began), with what it waits on read
-        from its history's open calls and the ledger (`integrations.state.classify`), its browser results
+        from its history's open calls and the ledger (`integrations.chat.state.classify`), its browser results
         due `browser_timeout` after the save that left them open. A chat this worker saved last is not
         read again: the ledger gives its version alone, and the state and history are the ones kept."""
         ledger, framework = self.gate.ledger, self.framework

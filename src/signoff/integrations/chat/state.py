@@ -17,7 +17,7 @@ from signoff.core.approval import State
 from signoff.core.errors import IllegalTransition, NotFound, StaleChat
 from signoff.core.principal import ANONYMOUS, Principal
 from signoff.core.wording import WITHDRAWN
-from signoff.integrations.trust import OutOfTurn, Unknown
+from signoff.integrations.chat.trust import OutOfTurn, Unknown
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
 
