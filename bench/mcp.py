@@ -152,8 +152,8 @@ async def own_work(report: Report, work: Path, n: int) -> None:
     from signoff.core.policy import Policy
     from signoff.core.principal import Principal
     from signoff.gate import Gate
-    from signoff.integrations.mcp import Gateway
     from signoff.ledger import open_ledger
+    from signoff.mcp import Gateway
 
     status("in process: the gateway's own work per call")
     answered = _Answered()

@@ -24,7 +24,7 @@ from signoff.channels.slack import message_blocks
 from signoff.core.argument_rows import GUTTER, WIDTH, Code, Item, rows
 from signoff.core.argument_views import WRITE_CHARACTERS, WRITE_LINES, diff, view
 from signoff.core.call import ToolCall, digest
-from signoff.integrations.mcp.asking import message
+from signoff.mcp.asking import message
 from signoff.server.review_page import card, form
 from tests.jsclient import needs_node
 from tests.test_argument_rows import FRONTEND

@@ -26,8 +26,8 @@ from signoff.core.argument_rows import WIDTH, rows
 from signoff.core.call import ToolCall, digest
 from signoff.core.notice import Notice
 from signoff.core.principal import Authority, Registered
-from signoff.integrations.mcp.asking import message
 from signoff.ledger.base import Ledger
+from signoff.mcp.asking import message
 from signoff.server.review_page import card, form
 from tests.jsclient import needs_node
 from tests.test_argument_rows import page_rows

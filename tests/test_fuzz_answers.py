@@ -53,8 +53,8 @@ from signoff.core.approval import Approval, State
 from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Pending
-from signoff.integrations.mcp import CONVERSATION
 from signoff.ledger import open_ledger
+from signoff.mcp import CONVERSATION
 from signoff.server.edge import MAX_BODY
 from signoff.server.slack import PATH as SLACK_PATH
 from tests.servers import signoff_server

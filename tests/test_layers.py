@@ -14,7 +14,8 @@ from tests.conftest import ROOT
 PACKAGE = ROOT / "src" / "signoff"
 # Lower number = lower layer, as docs/design.md numbers them. A module may import its own layer and
 # anything below it. `pydantic_ai`, `adk` and `claude` are the public shortcuts to their integrations; `hooks`
-# is Claude Code's hook events ruled on by the gate.
+# is Claude Code's hook events ruled on by the gate; `mcp` is the MCP gateway, and `compat` the drop-in API of
+# pydantic-ai-blocking-approval (seed 003).
 LAYERS = {
     "core": 0,
     "ledger": 1,
@@ -31,6 +32,8 @@ LAYERS = {
     "openai_agents": 4,
     "claude": 4,
     "hooks": 4,
+    "mcp": 4,
+    "compat": 4,
     "server": 5,
     "demo": 5,
     "cli": 6,

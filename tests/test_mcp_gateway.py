@@ -36,9 +36,9 @@ from mcp_types import (
 )
 
 from signoff.core.approval import Approval, State
-from signoff.integrations.mcp import CONVERSATION
-from signoff.integrations.mcp.gateway import WAITS
 from signoff.ledger import Ledger, open_ledger
+from signoff.mcp import CONVERSATION
+from signoff.mcp.gateway import WAITS
 from tests.conftest import ROOT, SIGNOFF
 from tests.servers import signoff_server
 

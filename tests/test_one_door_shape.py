@@ -78,7 +78,7 @@ SURFACES = {
     "server/review.py",
     "server/slack.py",
     "integrations/chat/trust.py",
-    "integrations/mcp/gateway.py",
+    "mcp/gateway.py",
     "cli/approvals.py",
 }
 """Every surface that decides on someone's behalf (the chat page and the live socket decide through

@@ -39,7 +39,7 @@ from signoff.ledger.url import TIMEOUT, ledger_url
 # The gateway's own imports (the SDK, the server) wait for the command: every CLI call would pay for them.
 if TYPE_CHECKING:
     from signoff.cli.worker import Served
-    from signoff.integrations.mcp import Fronting
+    from signoff.mcp import Fronting
     from signoff.server.oidc import OidcSettings
 
 PolicyOption = Annotated[
@@ -171,7 +171,7 @@ def mcp_gateway(
         )  # fmt: skip
         _print(print_config, args, _env(upstream_env or []))
         return
-    from signoff.integrations.mcp import Fronting
+    from signoff.mcp import Fronting
 
     fronting = Fronting(
         upstream_url=upstream_url,

@@ -23,9 +23,9 @@ from signoff.core.policy import Policy
 from signoff.demo import mailbox
 from signoff.demo.script import EXAMPLES
 from signoff.gate import Wait
-from signoff.integrations.mcp import Fronting
 from signoff.ledger import Ledger, open_ledger
 from signoff.ledger.url import TIMEOUT
+from signoff.mcp import Fronting
 from signoff.server.app import Settings, create_app
 from signoff.server.edge import BODY_TIMEOUT, LOCAL_HOSTS
 from signoff.server.loading import load_agent, load_deps

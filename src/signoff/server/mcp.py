@@ -39,8 +39,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from signoff.channels.config import Channels
 from signoff.core.policy import Policy
 from signoff.core.principal import Principal, Proven
-from signoff.integrations.mcp import Fronting, Gateway
 from signoff.ledger.base import Ledger
+from signoff.mcp import Fronting, Gateway
 from signoff.server.app import Settings, create_app
 from signoff.server.auth import proven_of
 from signoff.server.http import STATUS, NeedsCredential

@@ -16,13 +16,7 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from signoff.approvers.callback import approver_name
-from signoff.core.approval import Approval
-from signoff.core.call import ToolCall
-from signoff.core.decision import Decision
-from signoff.core.errors import InvalidCall, SignoffError
-from signoff.core.policy import Mode, Policy
-from signoff.gate import Gate, Pending, Refused
-from signoff.integrations.pydantic_ai.compat.models import (
+from signoff.compat.models import (
     ACTOR,
     ApprovalCallback,
     ApprovalDecision,
@@ -34,6 +28,12 @@ from signoff.integrations.pydantic_ai.compat.models import (
     SupportsNeedsApproval,
     ask_callback,
 )
+from signoff.core.approval import Approval
+from signoff.core.call import ToolCall
+from signoff.core.decision import Decision
+from signoff.core.errors import InvalidCall, SignoffError
+from signoff.core.policy import Mode, Policy
+from signoff.gate import Gate, Pending, Refused
 from signoff.ledger.base import Ledger
 
 

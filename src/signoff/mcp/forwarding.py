@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 from mcp.server.context import ServerRequestContext
 from mcp_types import CallToolResult, InputRequiredResult, InputResponses, TextContent
 
-from signoff.integrations.mcp.asking import KEY, Passed, seal_later
-from signoff.integrations.mcp.connection import Caller
-from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
+from signoff.mcp.asking import KEY, Passed, seal_later
+from signoff.mcp.connection import Caller
+from signoff.mcp.upstream import Upstream, UpstreamFailed
 
 Result = CallToolResult | InputRequiredResult
 T = TypeVar("T")

@@ -22,7 +22,7 @@ answer in the ledger, and asks the gate again. Only `is_async` is reused, so tha
 also refuses callables whose `__call__` is async.
 """
 
-from signoff.integrations.pydantic_ai.compat.models import (
+from signoff.compat.models import (
     ApprovalCallback,
     ApprovalController,
     ApprovalDecision,
@@ -32,7 +32,7 @@ from signoff.integrations.pydantic_ai.compat.models import (
     SupportsApprovalDescription,
     SupportsNeedsApproval,
 )
-from signoff.integrations.pydantic_ai.compat.toolset import ApprovalToolset
+from signoff.compat.toolset import ApprovalToolset
 
 __all__ = [
     "ApprovalCallback",

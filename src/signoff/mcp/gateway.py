@@ -59,7 +59,7 @@ from signoff.core.errors import (
 from signoff.core.principal import Principal, Proven
 from signoff.core.views import may_decide
 from signoff.gate import Gate, Pending, Refused
-from signoff.integrations.mcp.asking import (
+from signoff.mcp.asking import (
     KEY,
     Answer,
     Asked,
@@ -72,12 +72,12 @@ from signoff.integrations.mcp.asking import (
     url_form,
     waiting,
 )
-from signoff.integrations.mcp.boundary import Audited
-from signoff.integrations.mcp.connection import Caller
-from signoff.integrations.mcp.forwarding import Result, error, forward, passed
-from signoff.integrations.mcp.identity import CallIdentity, Generations
-from signoff.integrations.mcp.passthrough import pass_through
-from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
+from signoff.mcp.boundary import Audited
+from signoff.mcp.connection import Caller
+from signoff.mcp.forwarding import Result, error, forward, passed
+from signoff.mcp.identity import CallIdentity, Generations
+from signoff.mcp.passthrough import pass_through
+from signoff.mcp.upstream import Upstream, UpstreamFailed
 from signoff.protocol.limits import MAX_DEPTH, too_deep
 
 Requester = Callable[[ServerRequestContext[Any, Any]], Proven | None]

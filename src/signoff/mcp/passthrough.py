@@ -31,10 +31,10 @@ from mcp_types import (
 )
 from pydantic import BaseModel, TypeAdapter
 
-from signoff.integrations.mcp.asking import Passed, refused_state, round_state
-from signoff.integrations.mcp.connection import Caller
-from signoff.integrations.mcp.forwarding import passed
-from signoff.integrations.mcp.upstream import Upstream, UpstreamFailed
+from signoff.mcp.asking import Passed, refused_state, round_state
+from signoff.mcp.connection import Caller
+from signoff.mcp.forwarding import passed
+from signoff.mcp.upstream import Upstream, UpstreamFailed
 
 Handler = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[Any]]
 

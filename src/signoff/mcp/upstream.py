@@ -33,7 +33,7 @@ from mcp_types import (
 from pydantic import TypeAdapter
 
 from signoff.core.errors import SignoffError
-from signoff.integrations.mcp.connection import Caller, Connection, Terms, where
+from signoff.mcp.connection import Caller, Connection, Terms, where
 
 log = logging.getLogger("signoff.mcp")
 

@@ -10,10 +10,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from signoff.core.policy import Policy
 from signoff.gate import Gate
-from signoff.integrations.mcp.gateway import Gateway, Requester
-from signoff.integrations.mcp.statekeys import state_keys
-from signoff.integrations.mcp.upstream import Upstream, upstream_env
 from signoff.ledger.base import Ledger
+from signoff.mcp.gateway import Gateway, Requester
+from signoff.mcp.statekeys import state_keys
+from signoff.mcp.upstream import Upstream, upstream_env
 
 
 class Fronting(msgspec.Struct, frozen=True, kw_only=True):
