@@ -300,12 +300,56 @@ def test_no_import_circle_in_the_ledger_or_between_folders() -> None:
         assert len(folders) == 1, f"folders import one another round about: {sorted(circle)}"
 
 
-ADAPTERS = [PACKAGE / "integrations" / "pydantic_ai", PACKAGE / "integrations" / "adk"]
+ADAPTERS = [
+    PACKAGE / "integrations" / "pydantic_ai",
+    PACKAGE / "integrations" / "adk",
+    PACKAGE / "openai_agents",
+    PACKAGE / "langchain",
+]
+ADAPTER_FILES = [p for folder in ADAPTERS for p in sorted(folder.glob("*.py"))]
+TOY = ROOT / "tests" / "test_toy_framework.py"
+FACADE = "signoff.integrations.framework"
+APPROVAL_SERVER = PACKAGE / "openai_agents" / "server.py"
+"""The Agents SDK example's `ApprovalServer`: it keeps a paused run's state under its request id, outside
+any chat, so it writes that record itself."""
 
 
-@pytest.mark.parametrize("path", [p for folder in ADAPTERS for p in sorted(folder.glob("*.py"))], ids=str)
+@pytest.mark.parametrize("path", [p for p in ADAPTER_FILES if p != APPROVAL_SERVER], ids=str)
 def test_an_adapter_leaves_the_chats_record_to_the_driver(path: Path) -> None:
     """Issue 32: the driver loads and saves a chat, its held version included; an adapter that read or
     wrote the record itself would step around the version check and the history it keeps."""
     source = path.read_text()
     assert ".chats." not in source and "held=" not in source, path
+
+
+def integrations_used(path: Path) -> set[str]:
+    """The modules of `signoff.integrations` that `path` imports, outside its own folder: a bare
+    `from signoff.integrations import x` counts as the module `signoff.integrations.x`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "signoff.integrations":
+            found |= {f"signoff.integrations.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    folder = path.parent.relative_to(PACKAGE).parts if path.is_relative_to(PACKAGE) else ()
+    return {
+        m
+        for m in found
+        if m.split(".")[:2] == ["signoff", "integrations"] and m.split(".")[1:3] != list(folder)
+    }
+
+
+@pytest.mark.parametrize("path", [*ADAPTER_FILES, TOY], ids=str)
+def test_an_adapter_uses_nothing_of_the_integrations_but_the_facade(path: Path) -> None:
+    """Issue 45: every framework adapter (the toy too) reaches the chat machinery through the facade, so
+    the machinery can move between its modules without touching an adapter, and the facade lists all that
+    a new framework needs."""
+    assert integrations_used(path) <= {FACADE}, f"{path.name} imports {integrations_used(path) - {FACADE}}"
+
+
+def test_the_facade_test_sees_a_stray_import(tmp_path: Path) -> None:
+    stray = tmp_path / "stray.py"
+    stray.write_text("from signoff.integrations import gated\nimport signoff.integrations.chat.turn\n")
+    assert integrations_used(stray) == {"signoff.integrations.gated", "signoff.integrations.chat.turn"}

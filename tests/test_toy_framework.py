@@ -19,20 +19,29 @@ from typing import Any
 import httpx
 import pytest
 
+import signoff.integrations.framework as fw
 from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.policy import Policy
 from signoff.gate import Gate, Pending, Refused
-from signoff.integrations.chat import ui
-from signoff.integrations.chat.driver import Calls, ChatDriver, Ended
-from signoff.integrations.chat.history import History, JsonMessages
-from signoff.integrations.chat.machine import Action
-from signoff.integrations.chat.reply import Begun, BrowserToolInfo
-from signoff.integrations.chat.state import ChatState
-from signoff.integrations.chat.stream import Translator
-from signoff.integrations.chat.turn import Turn
-from signoff.integrations.chat.ui import PartOutcome
-from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call
+from signoff.integrations.framework import (
+    Action,
+    Begun,
+    BrowserToolInfo,
+    Calls,
+    ChatDriver,
+    ChatState,
+    Ended,
+    GatedCall,
+    History,
+    JsonMessages,
+    PartOutcome,
+    Ran,
+    Rejected,
+    Translator,
+    Turn,
+    gated_call,
+)
 from signoff.ledger import MemoryLedger
 from signoff.ledger.records import StoredChat
 from signoff.protocol import (
@@ -111,17 +120,17 @@ class Toy:
     def made(self, history: ToyHistory) -> Collection[str]:
         return {m["id"] for m in history.messages if m["kind"] == "call"}
 
-    def transcript(self, history: ToyHistory) -> Iterator[ui.Entry]:
+    def transcript(self, history: ToyHistory) -> Iterator[fw.Entry]:
         for m in history.messages:
             if m["kind"] == "user":
-                yield ui.Prompt([m["text"]])
+                yield fw.Prompt([m["text"]])
             elif m["kind"] == "call":
-                yield ui.Step([ToolCall(m["id"], m["tool"], m["args"])])
+                yield fw.Step([ToolCall(m["id"], m["tool"], m["args"])])
             elif m["kind"] == "text":
-                yield ui.Step([ui.Said(m["text"])])
+                yield fw.Step([fw.Said(m["text"])])
             elif m["kind"] == "result":
                 refused, output = m["refused"], {"output": m["result"]}
-                yield ui.Result(m["id"], ("output-denied", {}) if refused else ("output-available", output))
+                yield fw.Result(m["id"], ("output-denied", {}) if refused else ("output-available", output))
 
     async def start(self, chat_id: str, begun: Begun, history: ToyHistory, request: ChatRequest) -> ToyRun:
         if begun.action in (Action.CONTINUE, Action.EXPIRE):

@@ -39,13 +39,20 @@ from signoff.gate import Gate
 from signoff.integrations.adk.messages import SessionCalls, open_in, transcript
 from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure, parameters
 from signoff.integrations.adk.stream import CONFIRMATION, AdkTranslator, End
-from signoff.integrations.chat.driver import Calls, ChatDriver, Ended
-from signoff.integrations.chat.reply import Begun, BrowserToolInfo
-from signoff.integrations.chat.state import ChatState, task_news, withdraw
-from signoff.integrations.chat.stream import Translator
-from signoff.integrations.chat.trust import OutOfTurn
-from signoff.integrations.chat.turn import Turn
-from signoff.integrations.chat.ui import Entry
+from signoff.integrations.framework import (
+    Begun,
+    BrowserToolInfo,
+    Calls,
+    ChatDriver,
+    ChatState,
+    Ended,
+    Entry,
+    OutOfTurn,
+    Translator,
+    Turn,
+    task_news,
+    withdraw,
+)
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 

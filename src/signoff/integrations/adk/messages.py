@@ -14,7 +14,7 @@ from google.genai import types
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.plugin import outcome
 from signoff.integrations.adk.stream import CONFIRMATION
-from signoff.integrations.chat.ui import Entry, Prompt, Result, Said, Step
+from signoff.integrations.framework import Entry, Prompt, Result, Said, Step
 
 
 def calls_of(events: Iterable[Event]) -> dict[str, ToolCall]:

@@ -37,9 +37,17 @@ from signoff.core.approval import State
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.chat.turn import Withheld, current_turn, in_browser
-from signoff.integrations.chat.ui import PartOutcome
-from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call, task_status
+from signoff.integrations.framework import (
+    GatedCall,
+    PartOutcome,
+    Ran,
+    Rejected,
+    Withheld,
+    current_turn,
+    gated_call,
+    in_browser,
+    task_status,
+)
 from signoff.tasks import is_long_running, long_running
 
 MARK = "signoff"

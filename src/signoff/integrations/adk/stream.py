@@ -17,8 +17,7 @@ from google.genai import types
 
 from signoff.core.call import ToolCall
 from signoff.integrations.adk.plugin import MARK, outcome
-from signoff.integrations.chat import stream
-from signoff.integrations.chat.turn import Turn
+from signoff.integrations.framework import Translator, Turn
 from signoff.protocol import (
     Chunk,
 )
@@ -32,7 +31,7 @@ class End:
     """The run ended (ADK's event stream has no event of its own for that)."""
 
 
-class AdkTranslator(stream.Translator):
+class AdkTranslator(Translator):
     def __init__(
         self,
         turn: Turn,

@@ -15,7 +15,7 @@ from pydantic_ai import Tool
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.toolsets import AbstractToolset, ExternalToolset, FunctionToolset
 
-from signoff.integrations.chat.reply import BrowserToolInfo
+from signoff.integrations.framework import BrowserToolInfo
 
 ACKNOWLEDGED = {"signoff": "acknowledged"}
 """The tool metadata that marks an acknowledged browser tool."""

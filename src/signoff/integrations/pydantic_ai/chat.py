@@ -35,16 +35,21 @@ from pydantic_ai.run import AgentRunResultEvent
 from signoff.core.errors import SignoffError
 from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate
-from signoff.integrations.chat.driver import Calls, ChatDriver, Ended
-from signoff.integrations.chat.history import History as JsonHistory
-from signoff.integrations.chat.history import JsonMessages
-from signoff.integrations.chat.machine import Action
-from signoff.integrations.chat.reply import Begun
-from signoff.integrations.chat.state import ChatState, task_news
-from signoff.integrations.chat.stream import Translator
-from signoff.integrations.chat.trust import OutOfTurn
-from signoff.integrations.chat.turn import Turn
-from signoff.integrations.chat.ui import Entry
+from signoff.integrations.framework import (
+    Action,
+    Begun,
+    Calls,
+    ChatDriver,
+    ChatState,
+    Ended,
+    Entry,
+    JsonMessages,
+    OutOfTurn,
+    Translator,
+    Turn,
+    task_news,
+)
+from signoff.integrations.framework import History as JsonHistory
 from signoff.integrations.pydantic_ai.browser import browser_tools
 from signoff.integrations.pydantic_ai.messages import open_calls, transcript
 from signoff.integrations.pydantic_ai.stream import AgentTranslator

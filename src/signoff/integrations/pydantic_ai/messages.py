@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 from pydantic_core import to_jsonable_python
 
 from signoff.core.call import ToolCall
-from signoff.integrations.chat.ui import Entry, PartOutcome, Prompt, Result, Said, Step
+from signoff.integrations.framework import Entry, PartOutcome, Prompt, Result, Said, Step
 from signoff.integrations.pydantic_ai.toolset import refused
 
 

@@ -30,8 +30,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 
 from signoff.core.call import ToolCall
-from signoff.integrations.chat import stream
-from signoff.integrations.chat.turn import Turn
+from signoff.integrations.framework import Translator, Turn
 from signoff.integrations.pydantic_ai.messages import outcome
 from signoff.protocol import (
     Chunk,
@@ -40,7 +39,7 @@ from signoff.protocol import (
 )
 
 
-class AgentTranslator(stream.Translator):
+class AgentTranslator(Translator):
     def __init__(
         self, turn: Turn, message_id: str, visible: Iterable[str] = (), *, signing_key: bytes = b""
     ) -> None:

@@ -25,8 +25,7 @@ from typing_extensions import TypedDict
 from signoff.core.call import ToolCall
 from signoff.core.task import Task, with_note
 from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.integrations.chat.turn import in_browser
-from signoff.integrations.gated import GatedCall, Ran, Rejected, gated_call, task_status
+from signoff.integrations.framework import GatedCall, Ran, Rejected, gated_call, in_browser, task_status
 from signoff.tasks import is_long_running
 
 _BROWSER = "signoff_browser"
