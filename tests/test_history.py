@@ -18,7 +18,7 @@ from signoff.core.principal import Principal
 from signoff.demo.agent import demo_agent
 from signoff.demo.walkthrough import demo_policy
 from signoff.gate import Gate
-from signoff.integrations.chat.driver import Histories
+from signoff.integrations.chat.history import Histories
 from signoff.integrations.chat.state import ChatState, state_of
 from signoff.integrations.pydantic_ai import chat as pydantic_chat
 from signoff.integrations.pydantic_ai.chat import MESSAGES, AgentChat, History

@@ -7,8 +7,8 @@ What a framework supplies is a `Framework` for the `ChatDriver` (its history cod
 """
 
 from signoff.integrations.chat.acknowledged import Acknowledgments, check
-from signoff.integrations.chat.driver import Calls, ChatDriver, DrivenReply, Ended, Framework, Histories, Run
-from signoff.integrations.chat.history import History, JsonMessages
+from signoff.integrations.chat.driver import Calls, ChatDriver, DrivenReply, Ended, Framework, Run
+from signoff.integrations.chat.history import Histories, History, JsonMessages
 from signoff.integrations.chat.machine import Action
 from signoff.integrations.chat.reply import Begun, BrowserToolInfo, ChatView
 from signoff.integrations.chat.state import ChatState, task_news, withdraw

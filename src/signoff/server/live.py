@@ -57,18 +57,9 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect
 
-from signoff.core.approval import State
 from signoff.core.errors import LedgerUnavailable
 from signoff.core.principal import Principal
-from signoff.integrations.chat.reply import Reply
-from signoff.integrations.chat.trust import (
-    OutOfTurn,
-    Untrusted,
-    accept_outputs,
-    accept_responses,
-    ran_with_approval,
-)
-from signoff.integrations.chat.turn import Browser, Turn
+from signoff.integrations.chat.trust import OutOfTurn, Untrusted
 from signoff.protocol import (
     BadRequest,
     ChatRequest,
@@ -254,62 +245,15 @@ class _Socket:
         self._follow(request.chat_id, stream)
 
     async def _answer(self, request: ChatRequest) -> None:
-        """Approval responses and browser results for the chat's running reply; the reply itself, here
-        or on another worker, goes on when the ledger hears the decision."""
+        """Approval responses and browser results for the chat's running reply, which takes them (see
+        `DrivenReply.answer`); the reply itself, here or on another worker, goes on when the ledger hears
+        the decision."""
         if request.user_message is not None or request.trigger == "regenerate-message":
             running = f"a reply is still running in chat {request.chat_id}: answer it, or interrupt it first"
             raise OutOfTurn("messages", running)
         await self.owners.owned(request.chat_id, self.principal, self.socket)
-        chat, reply = self.replies.chat, self.replies.running.get(request.chat_id)
-        if reply is not None and reply.browser is not None and reply.turn is not None:
-            await self._answer_turn(request, reply, reply.browser, reply.turn)
-            return
-        waiting = reply.asking() if reply is not None else await chat.waiting(request.chat_id)
-        await accept_responses(
-            chat.gate.ledger, request.chat_id, waiting, request.approvals, self.principal, chat.signing_key,
-            chat.browser_names,
-        )  # fmt: skip
-        if request.outputs:
-            raise OutOfTurn(
-                "messages", f"the reply in chat {request.chat_id} takes browser results from its own socket"
-            )
-
-    async def _answer_turn(self, request: ChatRequest, reply: Reply, browser: Browser, turn: Turn) -> None:
-        """An answer to a live turn run here, as a standard client sends it: the whole message list,
-        from which the approval responses and browser results count. An approved browser call whose
-        output came with its approval runs with it; a result that came before its call was handed over
-        waits for the call's run. While it is recorded, the turn does not pause on the calls it answers;
-        once it is taken, the client follows the turn on a new stream."""
-        chat, ledger, chat_id = self.replies.chat, self.replies.chat.gate.ledger, request.chat_id
-        browser_tools = chat.browser_names
-        answering = {r.call_id for r in request.approvals} | {o.call_id for o in request.outputs}
-        turn.answering |= answering
-        accepted, answered = False, set[str]()
-        try:
-            unresolved = reply.unresolved()  # an asked call whose result streamed is over for the turn
-            waiting = {c: a for c, a in reply.asking().items() if c in unresolved}
-            decided = await accept_responses(
-                ledger, chat_id, waiting, request.approvals, self.principal, chat.signing_key, browser_tools
-            )
-            for approval in decided:  # decided here: its waiter wakes up soon, the turn waits no more
-                if approval.state is not State.PENDING:
-                    turn.waiting.discard(approval.call.call_id)
-            held, given = await ran_with_approval(
-                ledger, chat_id, self.principal, decided, request.outputs, browser_tools
-            )
-            asking = turn.waiting  # an output alone can't answer a person's question
-            runnable = {c: t for c, t in unresolved.items() if t in browser_tools and c not in asking}
-            outputs = await accept_outputs(
-                ledger, chat_id, self.principal, runnable, reply.visible(), asking, given
-            )
-            await reply.record_acted(ledger, self.principal, given)
-            reply.held.update(browser.deliver(held))  # unless its run, woken already, awaits it
-            turn.early.update(browser.deliver(outputs))
-            accepted = True
-            answered = {a.call.call_id for a in decided} | set(held) | set(outputs)
-        finally:
-            turn.answering -= answering
-            reply.answered(accepted, answered)
+        reply = self.replies.running.get(request.chat_id)
+        await (reply or self.replies.chat).answer(request, self.principal)
 
     async def _resume(self, chat_id: str) -> None:
         if self._busy():

@@ -26,7 +26,6 @@ from signoff.gate import Wait
 from signoff.integrations.chat.reply import Chat, Reply
 from signoff.integrations.chat.state import state_of
 from signoff.integrations.chat.trust import OutOfTurn, Untrusted
-from signoff.integrations.chat.turn import Browser
 from signoff.protocol import ChatRequest, Chunk, Error
 from signoff.server.streams import Followed, Meta, Stream, Streams
 
@@ -77,7 +76,7 @@ class Replies:
             self.streams.release(request.chat_id, stream)
             raise
         if browser:
-            reply.browser = Browser(timeout=self.chat.browser_timeout)
+            reply.live()
         if (user := request.user_message) is not None:
             stream.meta.prompt = {"id": user.id, "role": "user", "parts": list(user.parts)}
         stream.meta.regenerates = request.trigger == "regenerate-message"
@@ -119,12 +118,7 @@ class Replies:
         """The process stops: the gate's waits it cuts keep their approvals, and each reply running here
         ends for its readers with an `error` chunk naming the calls it still waits on, to resume from."""
         self.chat.gate.stopping = True
-        waiting = {
-            chat_id: {
-                c: a for c, a in reply.asking().items() if reply.turn is None or c in reply.turn.waiting
-            }
-            for chat_id, reply in self.running.items()
-        }
+        waiting = {chat_id: reply.asking(still=True) for chat_id, reply in self.running.items()}
         self.streams.stop(waiting)
 
     async def sweep(self) -> None:
@@ -161,8 +155,8 @@ class Replies:
         finally:
             if self.running.get(reply.chat_id) is reply:
                 del self.running[reply.chat_id]
-        if reply.browser_due is not None:
-            self._due[reply.chat_id] = reply.browser_due
+        if (due := reply.browser_due()) is not None:
+            self._due[reply.chat_id] = due
 
 
 @dataclass

@@ -12,18 +12,19 @@ plugin) is installed when the framework's agent is wrapped, and calls `gated_cal
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol
 
 import msgspec
 
-from signoff.core.approval import Approval
+from signoff.core.approval import Approval, State
 from signoff.core.errors import SignoffError
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.chat.acknowledged import Acknowledgments, check, record_acted
+from signoff.integrations.chat.acknowledged import Acknowledgments, check
+from signoff.integrations.chat.answers import take_answers
+from signoff.integrations.chat.history import H, Histories, Loaded
 from signoff.integrations.chat.machine import Action, Request, next_action
 from signoff.integrations.chat.reply import Begun, BrowserToolInfo, ChatView, begin, waits_of
 from signoff.integrations.chat.state import (
@@ -35,26 +36,11 @@ from signoff.integrations.chat.state import (
     task_news,
 )
 from signoff.integrations.chat.stream import Relay, Translator, drive
+from signoff.integrations.chat.trust import OutOfTurn, accept_responses
 from signoff.integrations.chat.turn import Answered, Browser, Turn
 from signoff.integrations.chat.ui import Entry, ui_messages
-from signoff.ledger.base import Ledger
-from signoff.ledger.records import Entries, StoredChat
-from signoff.protocol import ChatRequest, Chunk, Error, Start, ToolOutput
-
-
-class StoredHistory(Protocol):
-    """A framework's history as the driver holds it: it knows how a save writes it."""
-
-    def entries(self) -> tuple[Entries | None, Self]:
-        """What a save writes of the history as the chat's entries (None: they stay as they are), and the
-        history as the ledger holds it after."""
-
-    def copy(self) -> Self:
-        """A kept history as a new request's own (a run may change what it is given)."""
-
-
-H = TypeVar("H", bound=StoredHistory)
-"""A framework's history as the driver holds it between its codec's calls."""
+from signoff.ledger.records import StoredChat
+from signoff.protocol import ChatRequest, Chunk, Error, Start
 
 
 @dataclass(frozen=True)
@@ -126,51 +112,6 @@ class Framework(Protocol[H]):
 
     async def start(self, chat_id: str, begun: Begun, history: H, request: ChatRequest) -> Run[H]:
         """The run the request's continuation input makes, for the action `begun` carries."""
-
-
-@dataclass(frozen=True, slots=True)
-class Kept(Generic[H]):
-    version: int
-    history: H
-    state: ChatState
-
-
-class Histories(Generic[H]):
-    """The chats this process saved last, by chat and stored version, so the chat's next request here
-    neither reads nor parses its history again: a request costs what is new, however long the chat. A
-    chat another worker saved since has another version, and is read from its record. At most `size`
-    chats are kept, the most recently used."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._kept: OrderedDict[str, Kept[H]] = OrderedDict()
-
-    def keep(self, chat_id: str, version: int, history: H, state: ChatState) -> None:
-        self._kept[chat_id] = Kept(version, history, state)
-        self._kept.move_to_end(chat_id)
-        while len(self._kept) > self.size:
-            self._kept.popitem(last=False)
-
-    def held(self, chat_id: str) -> int | None:
-        kept = self._kept.get(chat_id)
-        return None if kept is None else kept.version
-
-    def at(self, chat_id: str, stored: StoredChat | None) -> Kept[H] | None:
-        """The chat as kept, when `stored` is the version kept."""
-        kept = self._kept.get(chat_id)
-        if stored is None or kept is None or kept.version != stored.version:
-            return None
-        self._kept.move_to_end(chat_id)
-        return kept
-
-
-@dataclass
-class Loaded(Generic[H]):
-    """A chat as read: its record (None for a new chat), its state with what it waits on, its history."""
-
-    stored: StoredChat | None
-    state: ChatState
-    history: H
 
 
 class ChatDriver(Generic[H]):
@@ -258,6 +199,22 @@ class ChatDriver(Generic[H]):
         """The calls the chat waits on a person for: call id to approval id."""
         return (await self.load(chat_id)).state.approvals
 
+    async def answer(
+        self, request: ChatRequest, principal: Principal, asked: Mapping[str, str] | None = None
+    ) -> None:
+        """Record the approval responses of `request` for a reply that no browser follows live (one running
+        on another worker, or here without a socket, whose calls `asked` a person): the reply itself goes on
+        when the ledger hears the decision. Browser results belong to the reply's own socket."""
+        waiting = await self.waiting(request.chat_id) if asked is None else asked
+        await accept_responses(
+            self.gate.ledger, request.chat_id, waiting, request.approvals, principal, self.signing_key,
+            self.browser_names,
+        )  # fmt: skip
+        if request.outputs:
+            raise OutOfTurn(
+                "messages", f"the reply in chat {request.chat_id} takes browser results from its own socket"
+            )
+
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> DrivenReply[H] | None:
         """The reply that tells the model its browser calls got no result in time, started by the server
         itself; None when the machine has nothing for it to do (the chat moved on meanwhile)."""
@@ -290,15 +247,15 @@ class DrivenReply(Generic[H]):
         """The assistant message the reply streams into."""
         self.continued = begun.continued
         """The earlier calls this reply continues: it streams their results into the open message."""
-        self.held = begun.held
+        self._held = begun.held
         """Browser outputs that came with their call's approval (see `Begun.held`)."""
         self.framework_run = framework_run
-        self.browser: Browser | None = None
+        self._browser: Browser | None = None
         """Set when the browser stays connected while the reply runs (the live socket)."""
-        self.browser_due: float | None = None
+        self._browser_due: float | None = None
         """Set once the reply is saved waiting on the browser: when its results are overdue."""
         self.translator: Translator | None = None
-        self.turn: Turn | None = None
+        self._turn: Turn | None = None
         self.acknowledgments: Acknowledgments | None = None
         """The results of acknowledged calls this reply sent, once it runs."""
         self._relay: Relay | None = None
@@ -315,8 +272,8 @@ class DrivenReply(Generic[H]):
 
         relay = self._relay = Relay(pushed if acknowledgments.tools else push, park=self._park)
         owner = self.stored.owner or ""
-        turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self.browser, held=self.held)
-        self.turn = turn
+        turn = Turn(self.chat_id, self.wait, relay, requester=owner, browser=self._browser, held=self._held)
+        self._turn = turn
         run = self.framework_run
         translator = self.translator = run.translator(
             turn, self.message_id, self.continued, self.driver.signing_key
@@ -347,7 +304,7 @@ class DrivenReply(Generic[H]):
         acknowledged = {**before, **(self.acknowledgments.results if self.acknowledgments else {})}
         state = ChatState(assistant_id=self.message_id, acknowledged=acknowledged, events=ended.events)
         if ended.browser_open:
-            self.browser_due = self.driver.gate.ledger.chats.clock() + self.driver.browser_timeout
+            self._browser_due = self.driver.gate.ledger.chats.clock() + self.driver.browser_timeout
         async with self._saving:
             self.history = ended.history
             history = await self._store(state)
@@ -363,10 +320,54 @@ class DrivenReply(Generic[H]):
         )
         return history
 
-    async def record_acted(self, ledger: Ledger, principal: Principal, outputs: Sequence[ToolOutput]) -> None:
-        """Audit what the browser reported of its own on this reply's acknowledged calls, as it runs."""
-        if self.acknowledgments is not None:
-            await record_acted(ledger, self.chat_id, principal, self.acknowledgments.results, outputs)
+    def live(self) -> None:
+        """The browser stays connected while the reply runs (the live socket): browser tools are answered
+        within the reply instead of ending it. Called before `run`."""
+        self._browser = Browser(timeout=self.driver.browser_timeout)
+
+    def browser_due(self) -> float | None:
+        """When the browser's results are overdue, once the reply is saved waiting on them."""
+        return self._browser_due
+
+    async def answer(self, request: ChatRequest, principal: Principal) -> None:
+        """An answer to this running reply, as a standard client sends it: the whole message list, from
+        which the approval responses and browser results count. Followed live, an approved browser call
+        whose output came with its approval runs with it, and a result that came before its call was handed
+        over waits for the call's run; while the answer is recorded the turn does not pause on the calls it
+        answers, and once it is taken the client follows the turn on a new stream."""
+        turn, browser = self._turn, self._browser
+        if turn is None or browser is None:
+            await self.driver.answer(request, principal, self.asking())
+            return
+        driver, acknowledgments = self.driver, self.acknowledgments
+        answering = {r.call_id for r in request.approvals} | {o.call_id for o in request.outputs}
+        turn.answering |= answering
+        accepted, answered = False, set[str]()
+        unresolved = self.unresolved()  # an asked call whose result streamed is over for the turn
+
+        async def decided(approvals: Sequence[Approval]) -> tuple[Mapping[str, str], Collection[str]]:
+            for approval in approvals:  # decided here: its waiter wakes up soon, the turn waits no more
+                if approval.state is not State.PENDING:
+                    turn.waiting.discard(approval.call.call_id)
+            asking = turn.waiting  # an output alone can't answer a person's question
+            return {
+                c: t for c, t in unresolved.items() if t in driver.browser_names and c not in asking
+            }, asking
+
+        try:
+            asked = {c: a for c, a in self.asking().items() if c in unresolved}
+            taken = await take_answers(
+                driver.gate.ledger, request, principal, asked,
+                made=self.visible(), acknowledged=acknowledgments.results if acknowledgments else {},
+                decided=decided, signing_key=driver.signing_key, browser_tools=driver.browser_names,
+            )  # fmt: skip
+            self._held.update(browser.deliver(taken.held))  # unless its run, woken already, awaits it
+            turn.early.update(browser.deliver(taken.outputs))
+            accepted = True
+            answered = {a.call.call_id for a in taken.decided} | set(taken.held) | set(taken.outputs)
+        finally:
+            turn.answering -= answering
+            self.answered(accepted, answered)
 
     def interrupt(self) -> None:
         """Stop the run where it is; the reply ends with `abort`, and a call waiting on a person stays
@@ -374,9 +375,12 @@ class DrivenReply(Generic[H]):
         if self.translator is not None:
             self.translator.interrupt()
 
-    def asking(self) -> dict[str, str]:
-        """The calls this reply asked a person about so far: call id to approval id."""
-        return {c: a.id for c, a in self.translator.asked.items()} if self.translator else {}
+    def asking(self, *, still: bool = False) -> dict[str, str]:
+        """The calls this reply asked a person about so far: call id to approval id; `still`, those its turn
+        still waits on (a live turn's answered ones are not)."""
+        asked = {c: a.id for c, a in self.translator.asked.items()} if self.translator else {}
+        turn = self._turn
+        return {c: a for c, a in asked.items() if not still or turn is None or c in turn.waiting}
 
     def unresolved(self) -> dict[str, str]:
         """The calls of the streamed message with no result yet: call id to tool name (where known)."""
@@ -392,4 +396,4 @@ class DrivenReply(Generic[H]):
         return set(self.translator.visible) if self.translator else set(self.continued)
 
 
-__all__ = ["ChatDriver", "DrivenReply", "Framework", "Histories", "Ended", "Run"]
+__all__ = ["ChatDriver", "DrivenReply", "Framework", "Ended", "Run"]

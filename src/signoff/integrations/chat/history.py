@@ -8,9 +8,10 @@ JSON, and one this worker saved last reuses the very messages its run ended with
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -90,3 +91,63 @@ class History(Generic[M]):
         """A kept history as a new request's own: a run appends to the list of messages it is given."""
         parsed = None if self.parsed is None else list(self.parsed)
         return History(self.codec, self.dumped, self.stored, parsed)
+
+
+class StoredHistory(Protocol):
+    """A framework's history as the driver holds it: it knows how a save writes it."""
+
+    def entries(self) -> tuple[Entries | None, Self]:
+        """What a save writes of the history as the chat's entries (None: they stay as they are), and the
+        history as the ledger holds it after."""
+
+    def copy(self) -> Self:
+        """A kept history as a new request's own (a run may change what it is given)."""
+
+
+H = TypeVar("H", bound=StoredHistory)
+"""A framework's history as the driver holds it between its codec's calls."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kept(Generic[H]):
+    version: int
+    history: H
+    state: ChatState
+
+
+class Histories(Generic[H]):
+    """The chats this process saved last, by chat and stored version, so the chat's next request here
+    neither reads nor parses its history again: a request costs what is new, however long the chat. A
+    chat another worker saved since has another version, and is read from its record. At most `size`
+    chats are kept, the most recently used."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, Kept[H]] = OrderedDict()
+
+    def keep(self, chat_id: str, version: int, history: H, state: ChatState) -> None:
+        self._kept[chat_id] = Kept(version, history, state)
+        self._kept.move_to_end(chat_id)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+
+    def held(self, chat_id: str) -> int | None:
+        kept = self._kept.get(chat_id)
+        return None if kept is None else kept.version
+
+    def at(self, chat_id: str, stored: StoredChat | None) -> Kept[H] | None:
+        """The chat as kept, when `stored` is the version kept."""
+        kept = self._kept.get(chat_id)
+        if stored is None or kept is None or kept.version != stored.version:
+            return None
+        self._kept.move_to_end(chat_id)
+        return kept
+
+
+@dataclass
+class Loaded(Generic[H]):
+    """A chat as read: its record (None for a new chat), its state with what it waits on, its history."""
+
+    stored: StoredChat | None
+    state: ChatState
+    history: H

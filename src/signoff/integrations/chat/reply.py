@@ -9,14 +9,14 @@ need nothing else. `begin` is the I/O before the machine's step and the step its
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from signoff.core.approval import Approval
 from signoff.core.principal import Principal
 from signoff.gate import Gate, Wait
-from signoff.integrations.chat.acknowledged import record_acted
+from signoff.integrations.chat.answers import take_answers
 from signoff.integrations.chat.machine import (
     REFUSALS,
     Action,
@@ -32,14 +32,7 @@ from signoff.integrations.chat.state import (
     expire_overdue,
     withdraw,
 )
-from signoff.integrations.chat.trust import (
-    OutOfTurn,
-    accept_outputs,
-    accept_responses,
-    ran_with_approval,
-    replayed,
-)
-from signoff.integrations.chat.turn import Browser, Turn
+from signoff.integrations.chat.trust import OutOfTurn, replayed
 from signoff.integrations.chat.ui import UIMessage
 from signoff.ledger.base import Ledger
 from signoff.ledger.records import StoredChat
@@ -55,23 +48,19 @@ class ChatView:
 
 
 class Reply(Protocol):
-    chat_id: str
-    browser: Browser | None
-    browser_due: float | None
-    """Set once the reply is saved waiting on the browser: when its results are overdue."""
+    """A checked request, ready to run, as the server's transports use it (`driver.DrivenReply`)."""
 
-    turn: Turn | None
-    held: dict[str, ToolOutput]
+    chat_id: str
 
     async def run(self, push: Callable[[Chunk], None]) -> None: ...
+    def live(self) -> None: ...
+    def browser_due(self) -> float | None: ...
+    async def answer(self, request: ChatRequest, principal: Principal) -> None: ...
     def interrupt(self) -> None: ...
-    def asking(self) -> dict[str, str]: ...
-    def visible(self) -> set[str]: ...
+    def asking(self, *, still: bool = False) -> dict[str, str]: ...
     def unresolved(self) -> dict[str, str]: ...
     def answered(self, accepted: bool, calls: Collection[str] = ()) -> None: ...
-    async def record_acted(
-        self, ledger: Ledger, principal: Principal, outputs: Sequence[ToolOutput]
-    ) -> None: ...
+    def visible(self) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -142,21 +131,28 @@ async def begin(
     if cannot_regenerate is not None and request_of(request) is Request.REGENERATE:
         raise OutOfTurn("trigger", cannot_regenerate)
     stored = await claim(ledger, chat_id, stored, principal)
-    decided = await accept_responses(
-        ledger, chat_id, state.approvals, request.approvals, principal, signing_key, browser_tools
-    )
-    if request.approvals and not decided and not request.outputs and request_of(request) is Request.ANSWERS:
-        raise await replayed(ledger, chat_id, request.approvals, principal)
-    held, given = await ran_with_approval(ledger, chat_id, principal, decided, request.outputs, browser_tools)
-    outputs = await accept_outputs(
-        ledger, chat_id, principal, state.browser_calls, made, state.approvals, given
-    )
     waits = waits_of(state, ledger.chats.clock())
     action = next_action(waits, request_of(request))
-    if action is Action.REFUSE:
-        raise OutOfTurn("messages", REFUSALS[waits.waits])
-    await record_acted(ledger, chat_id, principal, state.acknowledged, given)  # saved with the reply
-    begun = Begun(stored, state, action, outputs, held=held)
+
+    async def decided(approvals: Sequence[Approval]) -> tuple[Mapping[str, str], Collection[str]]:
+        if (
+            request.approvals
+            and not approvals
+            and not request.outputs
+            and request_of(request) is Request.ANSWERS
+        ):
+            raise await replayed(ledger, chat_id, request.approvals, principal)
+        return state.browser_calls, state.approvals
+
+    def checked() -> None:
+        if action is Action.REFUSE:
+            raise OutOfTurn("messages", REFUSALS[waits.waits])
+
+    taken = await take_answers(  # the acknowledged results it updates are saved with the reply
+        ledger, request, principal, state.approvals, made=made, acknowledged=state.acknowledged,
+        decided=decided, checked=checked, signing_key=signing_key, browser_tools=browser_tools,
+    )  # fmt: skip
+    begun = Begun(stored, state, action, taken.outputs, held=taken.held)
     if waits.overdue:  # a late output is not used: the deadline is the deadline
         begun.outputs = {}
         begun.expired = await expire_overdue(ledger, chat_id, state.browser_calls, browser_timeout)
@@ -185,3 +181,4 @@ class Chat(Protocol):
     async def prepare(self, request: ChatRequest, wait: Wait, principal: Principal) -> Reply: ...
     async def prepare_overdue(self, chat_id: str, wait: Wait) -> Reply | None: ...
     async def waiting(self, chat_id: str) -> dict[str, str]: ...
+    async def answer(self, request: ChatRequest, principal: Principal) -> None: ...
