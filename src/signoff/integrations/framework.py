@@ -17,9 +17,23 @@ from signoff.integrations.chat.trust import OutOfTurn
 from signoff.integrations.chat.turn import Asked, Discard, Handed, Turn, Withheld, current_turn, in_browser
 from signoff.integrations.chat.ui import Entry, PartOutcome, Prompt, Result, Said, Step, ui_messages
 from signoff.integrations.chat.writing import Writing
-from signoff.integrations.gated import UNKNOWN, GatedCall, GatedResult, Ran, Rejected, gated_call, task_status
+from signoff.integrations.gated import (
+    MARK,
+    UNKNOWN,
+    GatedCall,
+    GatedResult,
+    Ran,
+    Rejected,
+    browser_result,
+    gated_call,
+    heard,
+    json_arguments,
+    json_outcome,
+    task_status,
+)
 
 __all__ = [
+    "MARK",
     "UNKNOWN",
     "Acknowledgments",
     "Action",
@@ -56,12 +70,16 @@ __all__ = [
     "Withheld",
     "Writing",
     "approval_request",
+    "browser_result",
     "check",
     "current_turn",
     "drive",
     "gated_call",
     "handed",
+    "heard",
     "in_browser",
+    "json_arguments",
+    "json_outcome",
     "output",
     "task_news",
     "task_status",

@@ -9,6 +9,7 @@ them, and turning a claim that can't hold into a message for the model.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
 from signoff.core.task import Task
 from signoff.gate import Gate, Pending, Refused, Wait
 from signoff.integrations.chat.turn import Asked, Withheld, current_turn
+from signoff.integrations.chat.ui import PartOutcome
+from signoff.protocol import ToolOutput
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +154,48 @@ def _refusal(result: Pending | Refused | Rejected) -> str:
         case Rejected():
             return f"rejected: {result.reason}"
     return "not decided yet"
+
+
+MARK = "signoff"
+"""The key of a JSON result signoff gave the model in place of the tool's: `refused`."""
+
+
+def heard(result: GatedResult) -> Any:
+    """What the model hears of a gated call, for a framework whose tools return JSON: the tool's value, a
+    refusal's reason (marked, so the page shows it as denied), a claim that can't hold, a task's status."""
+    match result:
+        case Ran(value):
+            return value
+        case Refused() as refusal:
+            return {**refusal.to_result(), MARK: "refused"}
+        case Rejected(reason):
+            return {"status": "error", "message": reason}
+        case Task() as task:
+            return task.status()
+        case Pending(approval=approval):
+            return {"status": "pending", "message": f"waiting for a decision on {approval.id}"}
+
+
+def json_outcome(result: Any) -> PartOutcome:
+    """What a JSON result (as the model got it, see `heard`) is to the client: live, and for a chat rebuilt
+    later."""
+    try:
+        value = json.loads(result) if isinstance(result, str) else result
+    except ValueError:
+        value = result
+    if isinstance(value, dict) and value.get(MARK) == "refused":
+        return "output-denied", {}
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return "output-error", {"errorText": str(value["error"])}
+    return "output-available", {"output": value}
+
+
+def browser_result(output: ToolOutput) -> Any:
+    """A browser's result as a JSON tool's value: its output, or its error as `{"error": ...}`."""
+    return {"error": output.error_text} if output.error_text is not None else output.output
+
+
+def json_arguments(raw: str | None) -> dict[str, Any]:
+    """A call's arguments as a framework gives them, JSON text (an object, or nothing)."""
+    parsed = json.loads(raw or "{}")
+    return parsed if isinstance(parsed, dict) else {}

@@ -54,6 +54,7 @@ from signoff.integrations.framework import (
     Withheld,
     current_turn,
     gated_call,
+    heard,
     in_browser,
     task_status,
 )
@@ -257,12 +258,10 @@ def _result(call: ToolCall, result: Ran | Refused | Rejected | Task) -> Result:
             return message(
                 call, value.get("content") if isinstance(value, dict) and "content" in value else value
             )
-        case Task() as task:
-            return message(call, task.status())
         case Refused() as refusal:
             return _rejected(call, refusal.to_result())
-        case Rejected(reason):  # allowed, but this claim can't hold: the model hears why
-            return message(call, {"status": "error", "message": reason})
+        case Task() | Rejected():  # a rejected call was allowed, but its claim can't hold: told why
+            return message(call, heard(result))
 
 
 def _rejected(call: ToolCall, result: dict[str, str]) -> ToolMessage:

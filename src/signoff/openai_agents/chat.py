@@ -99,7 +99,7 @@ class OpenAIAgents:
             late = begun.state.browser_calls.items()
             expired = {c: ToolOutput(call_id=c, tool=t, error_text=begun.expired) for c, t in late}
             outputs = begun.outputs if begun.expired is None else expired
-            browsing = tools.Browsing({c: tools.browser_result(o) for c, o in outputs.items()})
+            browsing = tools.Browsing({c: fw.browser_result(o) for c, o in outputs.items()})
             return AgentsRun(self, items, paused["state"], owner, browsing)
         earlier = conversation(items)
         if begun.action is fw.Action.REGENERATE:
@@ -109,7 +109,7 @@ class OpenAIAgents:
         assert (
             request.user_message is not None
         )  # the calls it moves on from: the model hears they were withdrawn
-        withdrawn = {tools.MARK: "refused", "status": "cancelled", "message": f"cancelled: {WITHDRAWN}"}
+        withdrawn = {fw.MARK: "refused", "status": "cancelled", "message": f"cancelled: {WITHDRAWN}"}
         told = tools.said(withdrawn)
         closed = [
             {"type": "function_call_output", "call_id": c, "output": told} for c in self.calls(history).open
@@ -174,7 +174,7 @@ def transcript(items: Sequence[Item]) -> Iterator[fw.Entry]:
     for item in items:
         kind, role = item.get("type", "message"), item.get("role")
         if kind == "function_call":
-            step.append(ToolCall(item["call_id"], item["name"], tools.arguments(item.get("arguments"))))
+            step.append(ToolCall(item["call_id"], item["name"], fw.json_arguments(item.get("arguments"))))
             continue
         if kind == "message" and role == "assistant":
             step.append(fw.Said(_text(item.get("content"))))
@@ -186,7 +186,7 @@ def transcript(items: Sequence[Item]) -> Iterator[fw.Entry]:
             yield fw.Step(step)
             step = []
         if kind == "function_call_output":
-            yield fw.Result(item["call_id"], tools.outcome(item.get("output")))
+            yield fw.Result(item["call_id"], fw.json_outcome(item.get("output")))
         elif role == "user":
             yield fw.Prompt([_text(item.get("content"))])
     if step:

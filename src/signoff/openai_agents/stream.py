@@ -18,7 +18,6 @@ from openai.types import responses as oa
 
 import signoff.integrations.framework as fw
 from signoff.core.call import ToolCall
-from signoff.openai_agents.tools import arguments, outcome
 from signoff.protocol import Chunk, ToolInputAvailable, ToolInputDelta
 
 
@@ -51,11 +50,11 @@ class AgentsTranslator(fw.Translator):
             case RawResponsesStreamEvent(data=event):
                 return self._raw(event)
             case RunItemStreamEvent(name="tool_output", item=ToolCallOutputItem() as told):
-                return self.returned(str(told.call_id), outcome(told.output))
+                return self.returned(str(told.call_id), fw.json_outcome(told.output))
             case Finished(result):
                 self.result = result
                 left = [
-                    ToolCall(i.call_id or "", i.name or "", arguments(i.arguments))
+                    ToolCall(i.call_id or "", i.name or "", fw.json_arguments(i.arguments))
                     for i in result.interruptions
                 ]
                 handed = [call for call in left if call.call_id in self.handed]
@@ -85,7 +84,7 @@ class AgentsTranslator(fw.Translator):
             case oa.ResponseFunctionCallArgumentsDeltaEvent(item_id=key, delta=text) if key in self.calls:
                 return [ToolInputDelta(tool_call_id=self.calls[key], input_text_delta=text)]
             case oa.ResponseOutputItemDoneEvent(item=oa.ResponseFunctionToolCall() as call):
-                args = arguments(call.arguments)
+                args = fw.json_arguments(call.arguments)
                 return [ToolInputAvailable(tool_call_id=call.call_id, tool_name=call.name, input=args)]
             case oa.ResponseOutputItemDoneEvent(
                 item=oa.ResponseOutputMessage(id=key) | oa.ResponseReasoningItem(id=key)

@@ -29,13 +29,8 @@ from pydantic_core import to_jsonable_python
 
 import signoff.integrations.framework as fw
 from signoff.core.call import ToolCall
-from signoff.core.task import Task
-from signoff.gate import Gate, Pending, Refused, Wait
-from signoff.protocol import ToolOutput
+from signoff.gate import Gate, Pending, Wait
 from signoff.tasks import is_long_running
-
-MARK = "signoff"
-"""The key of a result signoff gave in place of the tool's: `refused`."""
 
 
 @dataclass
@@ -85,34 +80,13 @@ CHECK_TASK = function_tool(check_task)
 """The `check_task` tool to give an agent with long-running tools (`signoff.tasks.long_running`)."""
 
 
-def arguments(raw: str | None) -> dict[str, Any]:
-    parsed = json.loads(raw or "{}")
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def outcome(result: Any) -> fw.PartOutcome:
-    """What a call's result (as the model got it) is to the client: live, and for a chat rebuilt later."""
-    try:
-        value = json.loads(result) if isinstance(result, str) else result
-    except ValueError:
-        value = result
-    if isinstance(value, dict) and value.get(MARK) == "refused":
-        return "output-denied", {}
-    if isinstance(value, dict) and set(value) == {"error"}:
-        return "output-error", {"errorText": str(value["error"])}
-    return "output-available", {"output": value}
-
-
 def said(value: Any) -> str:
     """A result as the model reads it: JSON (the SDK would send Python's `repr` of a dict)."""
     return value if isinstance(value, str) else json.dumps(to_jsonable_python(value))
 
 
-class _Leave:
-    """The browser runs it later: the run ends with the call open."""
-
-
-_LEAVE = _Leave()
+_LEAVE = object()
+"""A browser call's value when the browser runs it later: the run ends with the call open."""
 
 
 class Gated:
@@ -154,9 +128,10 @@ class Gated:
                 return await body(ctx, json.dumps(args))
 
             result = await self._gated(tool, call, run, long_running)
-            told = said(_told(result))
+            told = said(fw.heard(result))
+            # the SDK tells a step's results together: a live turn hears this one now
             if (turn := fw.current_turn.get()) is not None and isinstance(result, fw.Ran | fw.Rejected):
-                turn.sink.emit(fw.Withheld(call, outcome(told)))  # the SDK tells a step's results together
+                turn.sink.emit(fw.Withheld(call, fw.json_outcome(told)))
             return told
 
         gated.needs_approval = needs
@@ -168,7 +143,7 @@ class Gated:
         (the body's gate rules on the call, so a refusal is told there), or the browser's result is here."""
         tools = {t.name: t for t in self.gated_tools}
         for item in state.get_interruptions():
-            call = ToolCall(item.call_id or "", item.name or "", arguments(item.arguments))
+            call = ToolCall(item.call_id or "", item.name or "", fw.json_arguments(item.arguments))
             if (tool := tools.get(call.tool)) is not None and not await self.needs(tool, call):
                 state.approve(item)
         return state
@@ -215,23 +190,4 @@ class Gated:
         """The browser's result for an allowed call: the one it sent ahead, or the connected browser's;
         `_LEAVE` where it answers with the next request."""
         output = await fw.in_browser(self.gate, call)
-        return _LEAVE if output is None else browser_result(output)
-
-
-def browser_result(output: ToolOutput) -> Any:
-    return {"error": output.error_text} if output.error_text is not None else output.output
-
-
-def _told(result: fw.GatedResult) -> Any:
-    """What the model hears of a gated call."""
-    match result:
-        case fw.Ran(value):
-            return value
-        case Refused() as refusal:
-            return {**refusal.to_result(), MARK: "refused"}
-        case fw.Rejected(reason):
-            return {"status": "error", "message": reason}
-        case Task() as task:
-            return task.status()
-        case Pending(approval=approval):
-            return {"status": "pending", "message": f"waiting for a decision on {approval.id}"}
+        return _LEAVE if output is None else fw.browser_result(output)
