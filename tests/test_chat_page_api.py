@@ -53,6 +53,7 @@ async def test_an_unknown_chat_is_an_empty_one(site: Server) -> None:
         "wait": "deferred",
         "running": False,
         "continues": False,
+        "cut": False,
         "messages": [],
         "approvals": [],
     }
