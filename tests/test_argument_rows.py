@@ -48,10 +48,16 @@ console.log(JSON.stringify(JSON.parse(readFileSync(0, "utf8")).map(module.argume
 def page_rows(samples: list[dict[str, Any]]) -> list[list[list[str]]]:
     """The rows frontend/src/shared/argumentRows.ts makes of each of `samples`, parsed from JSON as the
     page gets them."""
+    found: list[list[list[str]]] = in_node(ROWS_JS, samples)
+    return found
+
+
+def in_node(script: str, given: Any) -> Any:
+    """What the page's module `script` prints of `given` (JSON on its stdin), parsed."""
     assert (FRONTEND / "node_modules" / "rolldown").is_dir(), "scripts/build-frontend installs rolldown"
     done = subprocess.run(
-        ["node", "--input-type=module", "-e", ROWS_JS],
-        input=json.dumps(samples),
+        ["node", "--input-type=module", "-e", script],
+        input=json.dumps(given),
         capture_output=True,
         text=True,
         timeout=60,
@@ -59,8 +65,7 @@ def page_rows(samples: list[dict[str, Any]]) -> list[list[list[str]]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    found: list[list[list[str]]] = json.loads(done.stdout)
-    return found
+    return json.loads(done.stdout)
 
 
 @needs_node

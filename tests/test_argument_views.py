@@ -14,7 +14,6 @@ from __future__ import annotations
 import difflib
 import json
 import random
-import subprocess
 from typing import Any
 
 import msgspec
@@ -27,7 +26,7 @@ from signoff.core.call import ToolCall, digest
 from signoff.mcp.asking import message
 from signoff.server.review_page import card, form
 from tests.jsclient import needs_node
-from tests.test_argument_rows import FRONTEND
+from tests.test_argument_rows import in_node
 from tests.test_channel_snapshots import APPROVAL, NOTICE, NOW, email_parts, matches
 
 CWD = "/home/dev/shop"
@@ -162,18 +161,7 @@ console.log(JSON.stringify(calls.map(([tool, args, context]) => module.argumentV
 
 def page_views(calls: list[tuple[str, dict[str, Any], dict[str, str]]]) -> list[Any]:
     """What frontend/src/shared/argumentViews.ts makes of each call, parsed from JSON as the page gets it."""
-    assert (FRONTEND / "node_modules" / "rolldown").is_dir(), "scripts/build-frontend installs rolldown"
-    done = subprocess.run(
-        ["node", "--input-type=module", "-e", VIEWS_JS],
-        input=json.dumps(calls),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=FRONTEND,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout))
+    return list(in_node(VIEWS_JS, calls))
 
 
 def as_json(items: list[Item]) -> list[Any]:
