@@ -4,6 +4,7 @@ requests, not three; a refused approval's output is never used; a forged one is 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from signoff.demo.runtime import RUNTIMES
 from signoff.demo.walkthrough import demo_policy
-from tests.chats import Site, serve_demo, tool_part, user
+from tests.chats import Site, serve_demo, tool_part, user, with_output
 
 WHERE = {"latitude": 35.68, "longitude": 139.76}
 
@@ -89,3 +90,24 @@ async def test_an_output_for_a_server_tool_sent_with_its_approval_is_refused(sit
     assert approval.state == "pending"  # nothing of the refused request took effect
     refusals = [e for e in await site.ledger.audit.entries() if e.action == "refuse"]
     assert [e.subject for e in refusals] == [approval.id]
+
+
+async def test_a_blocking_location_is_handed_to_the_browser_once_approved(site: Site) -> None:
+    """A blocking reply on plain HTTP has no browser within the turn: once the person approves, the
+    reply ends handing the call to the page, which runs it and sends its result with the next request."""
+    async with httpx.AsyncClient(base_url=f"http://{site.base}", timeout=20) as client:
+        first = user("c1", "where am I", wait="blocking")
+        posted = asyncio.ensure_future(post(client, first))
+        async with asyncio.timeout(20):
+            while not (asked := await site.ledger.approvals.query(chat_id="c1", state="pending")):
+                await asyncio.sleep(0.01)
+        decided = await client.post(f"/api/chat/c1/approvals/{asked[0].id}", json={"approved": True})
+        assert decided.status_code == 200, decided.text
+        reply = sse((await posted).text)
+        types = [c["type"] for c in reply]
+        after = types[types.index("tool-approval-request") + 1 :]
+        assert after == ["tool-input-available", "finish-step", "finish"]
+        assert reply[-1]["finishReason"] == "tool-calls"
+        second = await post(client, with_output(first, reply, state="output-available", output=WHERE))
+        assert second.status_code == 200, second.text
+    assert "You are at 35.68, 139.76." in "".join(c.get("delta", "") for c in sse(second.text))

@@ -5,7 +5,8 @@
 //   decides the approval through the REST API (which reaches B), and waits for the page to show the decision
 //   and the payment's result without a reload.
 // - "live": the same on a live page (?transport=live), whose socket closes with A: the page opens a new one by
-//   itself (through the proxy, on B) and sends `resume` there; this script checks it did.
+//   itself (through the proxy, on B) and sends `resume` there; this script checks it did. The approval is
+//   decided once that socket closed: a worker told to stop still serves until it notices.
 // - "fresh": the chat SIGNOFF_CHAT, whose blocking reply was cut by A's death and whose approval was decided
 //   meanwhile, opened in a fresh page with the session of its owner (SIGNOFF_COOKIE): it follows the chat by
 //   itself, to the result.
@@ -63,8 +64,10 @@ async function main() {
       if (message.type() === 'error' && !CUT.test(message.text())) problems.push(`console: ${message.text()}`);
     });
     const sockets = { opened: 0, resumes: 0 };
+    const pageSockets = [];
     page.on('websocket', (socket) => {
       sockets.opened += 1;
+      pageSockets.push(socket);
       socket.on('framesent', ({ payload }) => {
         if (String(payload).includes('"type":"resume"')) sockets.resumes += 1;
       });
@@ -90,7 +93,14 @@ async function main() {
           return listed?.ok && (await listed.json()).approvals.find((a) => a.chat_id === chat);
         }),
       );
+      const live = pageSockets.filter((socket) => !socket.isClosed());
       await step(`worker A gets ${SIGNAL}`, () => process.kill(KILL_PID, SIGNAL));
+      // A signalled worker serves on until it notices (uvicorn looks every 0.1 s, later under load): a decision
+      // sent meanwhile would reach A, which runs the call itself, or is stopped while it runs. The page's socket
+      // closes once A stopped listening, so from then on the decision reaches B.
+      await step("worker A closes the page's socket", () =>
+        until(async () => live.every((socket) => socket.isClosed())),
+      );
       await step('the approval is decided on worker B', () =>
         until(async () => {
           const decided = await api(`/api/approvals/${approval.id}/decision`, {

@@ -69,18 +69,18 @@ class ScriptedChatModel(BaseChatModel):
 
 def _reply(messages: list[BaseMessage]) -> AIMessage:
     last = messages[-1] if messages else HumanMessage("")
-    if isinstance(last, HumanMessage):
-        if calls := plan(str(last.text)):
-            made = [{"name": t, "args": a, "id": "call_" + secrets.token_hex(8)} for t, a in calls]
-            return AIMessage("", tool_calls=made)
-        return AIMessage(HELP)
-    since: list[ToolMessage] = []
-    for message in reversed(messages):
+    prompt = isinstance(last, HumanMessage)
+    if prompt and (calls := plan(str(last.text))):
+        made = [{"name": t, "args": a, "id": "call_" + secrets.token_hex(8)} for t, a in calls]
+        return AIMessage("", tool_calls=made)
+    since: list[ToolMessage] = []  # the results since it last spoke; before a prompt, a task's news
+    for message in reversed(messages[:-1] if prompt else messages):
         if not isinstance(message, ToolMessage):
             break
         since.insert(0, message)
     args_of = {c["id"]: c["args"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
-    return AIMessage(" ".join(_sentence(r, args_of.get(r.tool_call_id, {})) for r in since) or HELP)
+    said = [_sentence(r, args_of.get(r.tool_call_id, {})) for r in since]
+    return AIMessage(" ".join([*said, HELP] if prompt else said) or HELP)
 
 
 def _sentence(result: ToolMessage, args: dict[str, Any]) -> str:

@@ -34,14 +34,14 @@ class GrammarModel(ScriptedModel):
 def _reply(call: ModelCall) -> list[Any]:
     items: list[dict[str, Any]] = [dict(i) for i in call.input] if isinstance(call.input, list) else []
     last = items[-1] if items else {"role": "user", "content": call.input}
-    if last.get("role") == "user" and isinstance(text := last.get("content"), str):
-        if calls := plan(text):
-            return [function_call(t, a, call_id="call_" + secrets.token_hex(8)) for t, a in calls]
-        return [assistant_message(HELP, item_id="msg_" + secrets.token_hex(8))]
+    prompt = last.get("content") if last.get("role") == "user" else None
+    if isinstance(prompt, str) and (calls := plan(prompt)):
+        return [function_call(t, a, call_id="call_" + secrets.token_hex(8)) for t, a in calls]
     made = {i["call_id"]: i for i in items if i.get("type") == "function_call"}
     spoke = max((n for n, i in enumerate(items) if i.get("role") == "assistant"), default=-1)
     results = [i for i in items[spoke + 1 :] if i.get("type") == "function_call_output"]
-    text = " ".join(_sentence(made.get(r["call_id"], {}), r.get("output")) for r in results)
+    said = [_sentence(made.get(r["call_id"], {}), r.get("output")) for r in results]
+    text = " ".join([*said, HELP] if isinstance(prompt, str) else said)  # results before a prompt: news
     return [assistant_message(text or HELP, item_id="msg_" + secrets.token_hex(8))]
 
 

@@ -10,18 +10,20 @@ them, and turning a claim that can't hold into a message for the model.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from pydantic_core import to_jsonable_python
 
 from signoff.core.approval import Approval
 from signoff.core.call import ToolCall
 from signoff.core.claim import unknown
-from signoff.core.errors import AlreadyConsumed, CallMismatch, Unproven
+from signoff.core.errors import AlreadyConsumed, CallMismatch, SignoffError, Unproven
 from signoff.core.task import Task
 from signoff.gate import Gate, Pending, Refused, Wait
+from signoff.integrations.chat.state import task_news
 from signoff.integrations.chat.turn import Asked, Withheld, current_turn
 from signoff.integrations.chat.ui import PartOutcome
 from signoff.protocol import ToolOutput
@@ -156,6 +158,9 @@ def _refusal(result: Pending | Refused | Rejected) -> str:
     return "not decided yet"
 
 
+USAGE = {"input_tokens": "inputTokens", "output_tokens": "outputTokens", "total_tokens": "totalTokens"}
+"""A run's token counts as the AI SDK names them, by the names OpenAI's and LangChain's usage give them."""
+
 MARK = "signoff"
 """The key of a JSON result signoff gave the model in place of the tool's: `refused`."""
 
@@ -174,6 +179,35 @@ def heard(result: GatedResult) -> Any:
             return task.status()
         case Pending(approval=approval):
             return {"status": "pending", "message": f"waiting for a decision on {approval.id}"}
+
+
+class Ungated(SignoffError):
+    """A tool signoff's gate answers itself (`check_task`) was run without it."""
+
+
+async def check_task(task_id: str) -> dict[str, Any]:
+    """Check a long-running call's task: its status and progress, or its result once it has ended."""
+    raise Ungated("check_task runs only behind signoff's gate, which answers it from the ledger")
+
+
+def tasks_only(call_ids: Collection[str | None]) -> bool:
+    """Whether every call of a step started a task in the turn: such a step ends the run, as a
+    pydantic-ai deferred call does. The work goes on outside the agent, the chat waits on the tasks,
+    and the next user message brings the model each task's news (`moved_on`)."""
+    turn = current_turn.get()
+    return turn is not None and bool(call_ids) and all(c in turn.long_running for c in call_ids)
+
+
+async def moved_on(gate: Gate, tasks: dict[str, str], calls: Iterable[str], withdrawn: Any) -> dict[str, Any]:
+    """What the model hears of each call a new user message leaves open: its task's news (its status
+    now, or its result), or `withdrawn`."""
+    news = await task_news(gate.ledger, tasks)
+    return {call_id: news.get(call_id, withdrawn) for call_id in calls}
+
+
+def json_text(value: Any) -> str:
+    """A result as a model reads it where the framework sends text: JSON (not Python's `repr` of a dict)."""
+    return value if isinstance(value, str) else json.dumps(to_jsonable_python(value))
 
 
 def json_outcome(result: Any) -> PartOutcome:

@@ -28,6 +28,7 @@ from signoff.core.errors import SignoffError
 from signoff.core.wording import WITHDRAWN
 from signoff.gate import Gate
 from signoff.integrations.framework import (
+    USAGE,
     Begun,
     BrowserToolInfo,
     Calls,
@@ -42,6 +43,7 @@ from signoff.integrations.framework import (
     Step,
     Translator,
     Turn,
+    moved_on,
 )
 from signoff.langchain.middleware import Served, is_gated, kind, outcome, parameters, served
 from signoff.ledger.records import StoredChat
@@ -132,12 +134,11 @@ class LangGraph:
             waiting = {i.id: None for i in snapshot.interrupts}
             resume: Command[Any] | None = Command(resume=waiting) if waiting else None
             return LangGraphRun(self, chat_id, owner, resume, outputs, continued)
-        assert request.user_message is not None
+        assert request.user_message is not None  # each open call: its task's news, or that it was withdrawn
         cancelled = {"status": "cancelled", "message": f"cancelled by a new message: {WITHDRAWN}"}
-        left = [
-            ToolMessage(json.dumps(cancelled), tool_call_id=c, name=t)
-            for c, t in self.calls(history).open.items()
-        ]
+        open_calls = self.calls(history).open
+        told = await moved_on(self.gate, state.tasks, open_calls, cancelled)
+        left = [ToolMessage(json.dumps(r), tool_call_id=c, name=open_calls[c]) for c, r in told.items()]
         given = {"messages": [*left, HumanMessage(request.user_message.text)]}
         return LangGraphRun(self, chat_id, owner, given, outputs, continued)
 
@@ -247,8 +248,8 @@ class GraphTranslator(Translator):
         if not isinstance(message, AIMessage):
             return []
         for key, value in (message.usage_metadata or {}).items():
-            if key in _USAGE and isinstance(value, int):
-                self.usage[_USAGE[key]] = self.usage.get(_USAGE[key], 0) + value
+            if key in USAGE and isinstance(value, int):
+                self.usage[USAGE[key]] = self.usage.get(USAGE[key], 0) + value
         chunks = self.open_step() if str(message.text) or message.tool_calls else []
         if str(message.text) and "text" not in self.writing.open:  # not streamed: said whole
             chunks += self.writing.start("text", str(message.text))
@@ -257,9 +258,6 @@ class GraphTranslator(Translator):
             call = self.calls[made["id"] or ""] = ToolCall(made["id"] or "", made["name"], made["args"])
             chunks += self.called(call)
         return chunks
-
-
-_USAGE = {"input_tokens": "inputTokens", "output_tokens": "outputTokens", "total_tokens": "totalTokens"}
 
 
 def _made(messages: Iterable[BaseMessage]) -> dict[str, ToolCall]:

@@ -18,7 +18,8 @@ resumed on another process, or twice from one checkpoint, runs an approved call 
 Browser tools (`browser_tool`) run in the browser of the turn when it stays connected (the live socket);
 otherwise the graph stops with the call open, and the next request brings its result, which the server
 checked, through the served run (never through the resume payload). Long-running tools (`long_running`
-functions) start a task, whose pending status is their first result; `check_task_tool()` reads it.
+functions) start a task, whose pending status is their first result (a step of them alone ends the run:
+`before_model`); `check_task_tool()` reads it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import ToolMessage
+from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
@@ -57,6 +58,7 @@ from signoff.integrations.framework import (
     heard,
     in_browser,
     task_status,
+    tasks_only,
 )
 from signoff.protocol import ToolOutput
 from signoff.tasks import is_long_running
@@ -168,6 +170,20 @@ class SignoffMiddleware(AgentMiddleware):
         self.gate = gate
         self.wait: Wait = wait
 
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """A step whose every call started a task ends the run, as on pydantic-ai and ADK: the work goes
+        on outside the agent. Its pending results leave the thread, so its calls stay open and the chat
+        waits on the tasks; the next user message brings the model each task's news (`chat.LangGraph`)."""
+        messages = list(state.get("messages", []))
+        step = max((n for n, m in enumerate(messages) if isinstance(m, AIMessage)), default=len(messages))
+        told = messages[step + 1 :]
+        if any(not isinstance(m, ToolMessage) for m in told) or not tasks_only(
+            [m.tool_call_id for m in told]
+        ):
+            return None
+        return {"messages": [RemoveMessage(id=m.id) for m in told if m.id], "jump_to": "end"}
+
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
     ) -> Result:
@@ -200,18 +216,20 @@ class SignoffMiddleware(AgentMiddleware):
 
         schema = parameters(tool) if tool is not None else None
         gated = GatedCall(call, run, schema=schema, long_running=made == "long-running")
+        browser: dict[str, Any] = {"signoff": {"browser": call.call_id}}
         while True:  # each pass after the first is a resumed graph: the ledger, not the payload, decides
             if running is not None and (output := running.outputs.pop(call.call_id, None)) is not None:
                 return _answer(call, output)
             if made == "browser" and await _handed_over(gate, chat_id, call):
-                asked: dict[str, Any] = {"signoff": {"browser": call.call_id}}
+                asked = browser
             else:
                 result = await gated_call(gate, gated, chat_id=chat_id, wait=self.wait)
                 if not isinstance(result, Pending) and not (
                     isinstance(result, Ran) and result.value is _LEAVE
                 ):
                     return _told(call, result)
-                asked = hitl_request(result.approval) if isinstance(result, Pending) else {"signoff": {}}
+                # left to the browser: the interrupt says so, as a resumed one does (`_handed_over`)
+                asked = hitl_request(result.approval) if isinstance(result, Pending) else browser
             interrupt(asked)
 
 

@@ -106,13 +106,12 @@ class OpenAIAgents:
             if not (asked := [n for n, i in enumerate(earlier) if i.get("role") == "user"]):
                 raise fw.OutOfTurn("trigger", "there is no earlier user message to regenerate a reply to")
             return AgentsRun(self, earlier[: asked[-1] + 1], None, owner)
-        assert (
-            request.user_message is not None
-        )  # the calls it moves on from: the model hears they were withdrawn
+        assert request.user_message is not None
+        # the calls it moves on from: the model hears each task's news, and that the others were withdrawn
         withdrawn = {fw.MARK: "refused", "status": "cancelled", "message": f"cancelled: {WITHDRAWN}"}
-        told = tools.said(withdrawn)
+        told = await fw.moved_on(self.gate, begun.state.tasks, self.calls(history).open, withdrawn)
         closed = [
-            {"type": "function_call_output", "call_id": c, "output": told} for c in self.calls(history).open
+            {"type": "function_call_output", "call_id": c, "output": fw.json_text(r)} for c, r in told.items()
         ]
         return AgentsRun(
             self, [*earlier, *closed, {"role": "user", "content": request.user_message.text}], None, owner
@@ -160,11 +159,17 @@ class AgentsRun:
             return None
         ran = conversation(self.items)
         added: list[Any] = result.to_input_list()[len(ran) :]
+        while not result.interruptions and _told_task(added, translator.turn.long_running):
+            added.pop()  # a step of tasks ended the run (`tools.on_tasks`): its calls wait on them
         items = [*ran, *added]
         if result.interruptions:
             items.append({"type": PAUSED, "state": result.to_state().to_json()})
         browser = self.framework.browser_names
         return fw.Ended(history.after(items), any(i.name in browser for i in result.interruptions))
+
+
+def _told_task(items: Sequence[Item], started: Collection[str]) -> bool:
+    return any(i.get("type") == "function_call_output" and i["call_id"] in started for i in items[-1:])
 
 
 def transcript(items: Sequence[Item]) -> Iterator[fw.Entry]:

@@ -59,11 +59,7 @@ class AgentsTranslator(fw.Translator):
                 ]
                 handed = [call for call in left if call.call_id in self.handed]
                 usage = result.context_wrapper.usage
-                tokens = {
-                    "inputTokens": usage.input_tokens,
-                    "outputTokens": usage.output_tokens,
-                    "totalTokens": usage.total_tokens,
-                }
+                tokens = {name: getattr(usage, key) for key, name in fw.USAGE.items()}
                 return self.finish(handed, waiting=bool(left), usage=tokens if usage.total_tokens else None)
         return []
 

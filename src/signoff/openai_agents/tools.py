@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents import Agent, FunctionTool, RunContextWrapper, RunState, function_tool
+from agents.agent import ToolsToFinalOutputResult
+from agents.tool import FunctionToolResult
 from agents.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
@@ -71,18 +73,16 @@ def acknowledged_tool(func: Callable[..., Any]) -> AcknowledgedTool:
     return _as(AcknowledgedTool, function_tool(func))  # type: ignore[no-any-return]
 
 
-async def check_task(task_id: str) -> dict[str, Any]:
-    """Check a long-running call's task: its status and progress, or its result once it has ended."""
-    raise RuntimeError("check_task runs only behind signoff's gate, which answers it from the ledger")
-
-
-CHECK_TASK = function_tool(check_task)
+CHECK_TASK = function_tool(fw.check_task)
 """The `check_task` tool to give an agent with long-running tools (`signoff.tasks.long_running`)."""
 
 
-def said(value: Any) -> str:
-    """A result as the model reads it: JSON (the SDK would send Python's `repr` of a dict)."""
-    return value if isinstance(value, str) else json.dumps(to_jsonable_python(value))
+def on_tasks(ctx: RunContextWrapper[Any], results: list[FunctionToolResult]) -> ToolsToFinalOutputResult:
+    """The SDK's `tool_use_behavior`: a step whose every call started a task (in the turn) ends the run,
+    as on pydantic-ai and ADK: the work goes on outside the agent, the model does not speak again, the
+    chat waits on the tasks, and the next user message brings the model each task's news."""
+    ended = fw.tasks_only([getattr(r.run_item, "call_id", None) for r in results])
+    return ToolsToFinalOutputResult(ended, "\n".join(str(r.output) for r in results) if ended else None)
 
 
 _LEAVE = object()
@@ -98,10 +98,12 @@ class Gated:
         self.gated_tools: list[FunctionTool] = []
 
     def agent(self, agent: Agent[Any]) -> Agent[Any]:
-        """A copy of `agent` whose every function tool is gated; the agent itself is left as it was."""
+        """A copy of `agent` whose every function tool is gated, and whose run ends on a step of tasks
+        (unless it says itself when tools end it); the agent itself is left as it was."""
         tools = [self.tool(t) if isinstance(t, FunctionTool) else t for t in agent.tools]
         self.gated_tools = [t for t in tools if isinstance(t, FunctionTool)]
-        return agent.clone(tools=tools)
+        behavior = on_tasks if agent.tool_use_behavior == "run_llm_again" else agent.tool_use_behavior
+        return agent.clone(tools=tools, tool_use_behavior=behavior)
 
     def tool(self, tool: FunctionTool) -> FunctionTool:
         gated = copy.copy(tool)
@@ -116,9 +118,9 @@ class Gated:
             call = ToolCall(ctx.tool_call_id, tool.name, json.loads(arguments or "{}"))
             outputs = run_browsing.outputs if (run_browsing := browsing.get()) else {}
             if call.call_id in outputs and isinstance(tool, BrowserTool):
-                return said(outputs[call.call_id])
-            if func is check_task:  # signoff's own read: not gated
-                return said(
+                return fw.json_text(outputs[call.call_id])
+            if func is fw.check_task:  # signoff's own read: not gated
+                return fw.json_text(
                     await fw.task_status(self.gate, str(call.args.get("task_id")), chat_id=self.chat_id)
                 )
 
@@ -128,7 +130,7 @@ class Gated:
                 return await body(ctx, json.dumps(args))
 
             result = await self._gated(tool, call, run, long_running)
-            told = said(fw.heard(result))
+            told = fw.json_text(fw.heard(result))
             # the SDK tells a step's results together: a live turn hears this one now
             if (turn := fw.current_turn.get()) is not None and isinstance(result, fw.Ran | fw.Rejected):
                 turn.sink.emit(fw.Withheld(call, fw.json_outcome(told)))
