@@ -15,6 +15,9 @@ OWNER = "the user"
 """A chat's owner, as the model and other people read it."""
 WITHDRAWN = "the user sent a new message instead"
 """Why a chat's open approvals are cancelled when its user writes again instead of answering."""
+INTERRUPTED = "the user interrupted the reply"
+"""Why the approvals of a reply the user interrupted are cancelled, where the framework can't resume a call
+that waited inside its tool (ADK, the OpenAI Agents SDK)."""
 
 _PLACEHOLDER: Final = re.compile(r"\{(\w+(?:\.\w+)*)\}")
 

@@ -19,7 +19,7 @@ from agents import Agent, FunctionTool, Runner, RunState
 
 import signoff.integrations.framework as fw
 from signoff.core.call import ToolCall
-from signoff.core.wording import WITHDRAWN
+from signoff.core.wording import INTERRUPTED, WITHDRAWN
 from signoff.gate import Gate
 from signoff.ledger.records import StoredChat
 from signoff.openai_agents import tools
@@ -29,7 +29,6 @@ from signoff.protocol import ChatRequest, ToolOutput
 Item = dict[str, Any]
 ITEMS = fw.JsonMessages[Item](parse=json.loads, dump=lambda items: json.dumps(list(items)).encode())
 Items = fw.History[Item]
-INTERRUPTED = "the user interrupted the reply"
 PAUSED = "signoff.run_state"
 """The type of the entry that holds a paused run's `RunState`: never given to the model."""
 

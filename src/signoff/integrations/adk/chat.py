@@ -35,6 +35,7 @@ from google.genai import types
 
 from signoff.core.approval import State
 from signoff.core.call import ToolCall
+from signoff.core.wording import INTERRUPTED
 from signoff.gate import Gate
 from signoff.integrations.adk.messages import SessionCalls, open_in, transcript
 from signoff.integrations.adk.plugin import AcknowledgedTool, BrowserTool, SignoffPlugin, failure, parameters
@@ -56,7 +57,6 @@ from signoff.integrations.framework import (
 from signoff.ledger.records import StoredChat
 from signoff.protocol import ChatRequest, ToolOutput
 
-INTERRUPTED = "the user interrupted the reply"
 USER = "signoff"
 """The ADK user id every chat's session is filed under; the chat id is the session id."""
 
