@@ -129,8 +129,26 @@ def signoff_server(
     split = args.index("--") if "--" in args else len(args)  # what follows `--` is another command's
     command = [SIGNOFF, *args[:split], "--port", "0", *args[split:]]
     env = {**os.environ, **(env or {}), "SIGNOFF_API_TOKEN": token, "COLUMNS": "200"}
+    with listening(command, out_path, err_path, env=env, timeout=timeout) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def listening(
+    command: list[str],
+    out_path: Path,
+    err_path: Path,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    cwd: Path | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Runs a server's `command`, its output in `out_path` and `err_path`; yields its base URL and process
+    once it says it is listening, and always stops it afterwards."""
     with out_path.open("wb") as out, err_path.open("wb") as err:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+        process = subprocess.Popen(
+            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env
+        )
     try:
         yield _wait_ready(process, out_path, err_path, timeout), process
     finally:

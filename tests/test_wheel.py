@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.jsclient import assistant_messages, ensure_installed, run_scenario, tool_parts
-from tests.servers import _wait_ready
+from tests.servers import listening
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -163,20 +163,9 @@ def served(signoff: Path, env: dict[str, str], workdir: Path) -> Iterator[tuple[
         "--ledger", f"sqlite:///{db}",
     ]  # fmt: skip
     here = {**env, "SIGNOFF_API_TOKEN": TOKEN, "PAYMENTS_FILE": str(payments)}
-    out_path, err_path = workdir / "serve.stdout", workdir / "serve.stderr"
-    with out_path.open("wb") as out, err_path.open("wb") as err:
-        process = subprocess.Popen(
-            command, cwd=workdir, env=here, stdin=subprocess.DEVNULL, stdout=out, stderr=err
-        )
-    try:
-        yield _wait_ready(process, out_path, err_path, 60), payments, db
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    outputs = workdir / "serve.stdout", workdir / "serve.stderr"
+    with listening(command, *outputs, env=here, timeout=60, cwd=workdir) as (base, _):
+        yield base, payments, db
 
 
 def ran(payments: Path) -> list[str]:
