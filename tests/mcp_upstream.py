@@ -1,7 +1,10 @@
 """A small MCP server the gateway's tests front: run as `python mcp_upstream.py [--http PORT]`.
 
 Every call that runs appends a line to the file `$UPSTREAM_RUNS` names, so a test counts how often the
-upstream really ran a tool. `env` reports which of the names it is asked about are in its environment."""
+upstream really ran a tool. `env` reports which of the names it is asked about are in its environment.
+With `$UPSTREAM_STATE_KEY`, its own input rounds are sealed with that key rather than one of its own: so
+one spawned by each of two gateway workers answers a round the other began, as the SDK asks of an upstream
+run as several instances."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import time
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.request_state import RequestStateSecurity
 from mcp_types import (
     ElicitRequest,
     ElicitRequestFormParams,
@@ -22,7 +26,9 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
-server = MCPServer("upstream")
+_shared_key = os.environ.get("UPSTREAM_STATE_KEY")
+_sealing = RequestStateSecurity(keys=[_shared_key], audience="upstream") if _shared_key else None
+server = MCPServer("upstream", request_state_security=_sealing)
 
 
 def _ran(tool: str, args: dict[str, object]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -47,7 +48,7 @@ from signoff.server.app import Settings, create_app
 from signoff.server.http import RETRY_AFTER, refusal
 from signoff.server.run import _logging
 from tests.chats import answer, chunks, user
-from tests.conftest import ROOT, SIGNOFF
+from tests.conftest import ROOT, SIGNOFF, drop_url, shared_url
 from tests.servers import in_loop, signoff_server
 from tests.workers import payment
 
@@ -410,6 +411,34 @@ def test_open_ledger_bounds_every_wait_with_one_timeout(tmp_path: Path) -> None:
         pooling = redis._backend.pooling
         assert (pooling.connect_timeout, pooling.pool_timeout, pooling.socket_timeout) == (seconds,) * 3
     assert TIMEOUT == 5.0
+
+
+async def test_a_queue_for_a_redis_connection_is_not_taken_for_a_slow_redis(tmp_path: Path) -> None:
+    """CI, 2026-11-28: under 1,000 chats on two workers, a call that waited its turn for one of the pool's
+    connections was timed as if Redis had been slow, and a blocking chat on a healthy ledger ended with
+    "took over 5 s". Its turn is bounded by `pool_timeout`, and only the server's answer by
+    `socket_timeout`: five calls of 0.3 s of the server's time each, through one connection, all answer
+    within a socket timeout of 0.5 s; with a turn bounded at 0.4 s, those queued longer are refused."""
+    url = shared_url("redis", tmp_path)
+    base, prefix = url.split("?prefix=")
+    try:
+        for pool_timeout, answered in ((5.0, 5), (0.4, 2)):
+            async with RedisLedger(
+                base, prefix=prefix, pool_size=1, socket_timeout=0.5, pool_timeout=pool_timeout
+            ) as ledger:
+                slow = functools.partial(_blpop, key=ledger._backend.key("never"))  # 0.3 s of Redis's time
+                calls = (ledger._backend.call(slow) for _ in range(5))
+                outcomes = await asyncio.gather(*calls, return_exceptions=True)
+            assert outcomes.count(None) == answered, outcomes
+            refused = [o for o in outcomes if o is not None]
+            assert all(isinstance(o, LedgerUnavailable) for o in refused)
+            assert all("stayed busy for 0.4 s" in str(o) for o in refused)
+    finally:
+        await drop_url(url)
+
+
+def _blpop(redis: Any, key: str) -> Any:
+    return redis.blpop([key], timeout=0.3)
 
 
 def test_a_ledger_that_cannot_answer_is_a_503_to_retry() -> None:

@@ -38,9 +38,10 @@ def pair(tmp_path: Path) -> Iterator[tuple[Gateway, Gateway]]:
     admin = "admin-" + os.urandom(8).hex()
     args = [
         "mcp-gateway", "--ledger", url, "--policy", str(policy), "--hold", "20",
-        "--upstream-env", "UPSTREAM_RUNS", "--state-key-file", str(tmp_path / "state.keys"), "--", *UPSTREAM,
+        "--upstream-env", "UPSTREAM_RUNS", "--upstream-env", "UPSTREAM_STATE_KEY",
+        "--state-key-file", str(tmp_path / "state.keys"), "--", *UPSTREAM,
     ]  # fmt: skip
-    env = {"UPSTREAM_RUNS": str(runs)}
+    env = {"UPSTREAM_RUNS": str(runs), "UPSTREAM_STATE_KEY": os.urandom(32).hex()}  # for each one's upstream
     try:
         with contextlib.ExitStack() as stack:
             bases = [

@@ -122,6 +122,10 @@ class RedisBackend(Backend):
             RedisApprovals(self), RedisTasks(self), RedisChats(self), RedisPrincipals(self), RedisOutbox(self)
         )
         self._redis: aioredis.Redis | None = None
+        self._turns = asyncio.Semaphore(pool.size)
+        """One per connection `call` may hold (the watcher's subscription has one more of its own): a call
+        waits its turn here, bounded by `pool_timeout`, and only then is timed against the server, so a
+        queue on a busy worker is never taken for a slow ledger."""
         self._pinger: aioredis.Redis | None = None
         """The readiness probe's own client (see `Backend.ping`), which reconnects by itself."""
         self._scripts: dict[str, Any] = {}
@@ -137,7 +141,7 @@ class RedisBackend(Backend):
     async def start(self) -> None:
         pool = aioredis.BlockingConnectionPool.from_url(  # callers beyond the pool wait their turn
             self.url,
-            max_connections=self.pooling.size,
+            max_connections=self.pooling.size + 1,
             timeout=self.pooling.pool_timeout,
             socket_connect_timeout=self.pooling.connect_timeout,
             socket_timeout=self.pooling.socket_timeout,
@@ -234,6 +238,13 @@ class RedisBackend(Backend):
         if self._wiped is not None:
             raise LedgerWiped(self._wiped)
         try:
+            async with asyncio.timeout(waited := self.pooling.pool_timeout):
+                await self._turns.acquire()
+        except TimeoutError:
+            raise LedgerUnavailable(
+                f"every connection to the Redis ledger {safe(self.url)} stayed busy for {waited:g} s"
+            ) from None
+        try:
             async with asyncio.timeout(within := self.pooling.socket_timeout):
                 return await fn(self.redis)
         except TimeoutError:
@@ -242,6 +253,8 @@ class RedisBackend(Backend):
             if (why := unwritable(exc)) is not None:
                 raise LedgerUnwritable(why) from exc
             raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} failed: {exc}") from exc
+        finally:
+            self._turns.release()
 
     async def script(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         """Run one of the ledger's scripts; with `client`, queue it on that pipeline instead."""
