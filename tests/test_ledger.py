@@ -437,12 +437,8 @@ async def held(ledger: PostgresLedger | RedisLedger) -> AsyncIterator[None]:
         async with ledger._backend.connection():
             yield
         return
-    pool = ledger.redis.connection_pool
-    connection = await pool.get_connection()
-    try:
+    async with ledger._backend.turn():
         yield
-    finally:
-        await pool.release(connection)
 
 
 @pytest.mark.parametrize("backend", ["postgres", "redis"])
@@ -459,7 +455,10 @@ async def test_a_call_queued_for_a_busy_pool_waits_longer_than_the_connect_timeo
     await drop(ledger)
 
 
-POOL_TIMEOUT = {"postgres": "couldn't get a connection after 0.20 sec", "redis": "No connection available"}
+POOL_TIMEOUT = {
+    "postgres": "couldn't get a connection after 0.20 sec",
+    "redis": "no connection came free within 0.2 s",
+}
 """What each backend's pool says when no connection came free within its timeout."""
 
 

@@ -82,7 +82,7 @@ from signoff.ledger.keys import (
 )
 from signoff.ledger.records import Change, Stored
 from signoff.ledger.redis import scripts
-from signoff.ledger.redis.failures import lost, new_epoch, persistence, safe, unwritable
+from signoff.ledger.redis.failures import lost, persistence, safe, unwritable
 from signoff.ledger.redis.stores import (
     RedisApprovals,
     RedisChats,
@@ -123,9 +123,7 @@ class RedisBackend(Backend):
         )
         self._redis: aioredis.Redis | None = None
         self._turns = asyncio.Semaphore(pool.size)
-        """One per connection `call` may hold (the watcher's subscription has one more of its own): a call
-        waits its turn here, bounded by `pool_timeout`, and only then is timed against the server, so a
-        queue on a busy worker is never taken for a slow ledger."""
+        """One per pooled connection a call may hold; the watcher's subscription has one more of its own."""
         self._pinger: aioredis.Redis | None = None
         """The readiness probe's own client (see `Backend.ping`), which reconnects by itself."""
         self._scripts: dict[str, Any] = {}
@@ -153,7 +151,7 @@ class RedisBackend(Backend):
         )
         client = aioredis.Redis.from_pool(pool)
         try:
-            await self._migrate(client)
+            await scripts.migrate(client, self.prefix, safe(self.url))
             self._epoch = cast(bytes | None, await client.get(self.key("epoch"))) or b""
             if not self._epoch:  # emptied between its migration and now
                 raise LedgerWiped(lost(self.url, self.prefix, None))
@@ -170,25 +168,10 @@ class RedisBackend(Backend):
                          "FORGET_REPLIES", "REPORT_TASKS", "BEAT", "CLAIM", "SETTLE")
         }  # fmt: skip
 
-    async def _migrate(self, client: aioredis.Redis) -> int:
-        """Apply the migrations after the recorded version, each in the script that records it; a newer
-        schema is refused. The version before."""
-        schema = self.key("schema")
-        before = int(await client.get(schema) or 0)
-        if before > scripts.SCHEMA_VERSION:
-            raise LedgerUnavailable(
-                f"Redis ledger {safe(self.url)} (prefix {self.prefix!r}) has ledger schema {before},"
-                f" newer than this signoff's {scripts.SCHEMA_VERSION}"
-            )
-        for version in range(before + 1, scripts.SCHEMA_VERSION + 1):
-            migration = scripts.MIGRATE % scripts.MIGRATIONS[version - 1]
-            await client.eval(migration, 1, schema, self.prefix, version, new_epoch())
-        return before
-
     async def upgrade(self) -> tuple[int, int]:
         client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.pooling.connect_timeout)
         try:
-            return await self._migrate(client), scripts.SCHEMA_VERSION
+            return await scripts.migrate(client, self.prefix, safe(self.url)), scripts.SCHEMA_VERSION
         except RedisError as exc:
             raise LedgerUnavailable(f"cannot reach Redis ledger {safe(self.url)}: {exc}") from exc
         finally:
@@ -237,22 +220,29 @@ class RedisBackend(Backend):
         any call once the ledger is found wiped `LedgerWiped`."""
         if self._wiped is not None:
             raise LedgerWiped(self._wiped)
+        async with self.turn():
+            try:
+                async with asyncio.timeout(within := self.pooling.socket_timeout):
+                    return await fn(self.redis)
+            except TimeoutError:
+                raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} took over {within:g} s") from None
+            except RedisError as exc:
+                if (why := unwritable(exc)) is not None:
+                    raise LedgerUnwritable(why) from exc
+                raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} failed: {exc}") from exc
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """One of the pool's connections for the caller, waited for within `pool_timeout`, before `call`
+        times the server: so a queue on a busy worker is never taken for a slow ledger."""
         try:
             async with asyncio.timeout(waited := self.pooling.pool_timeout):
                 await self._turns.acquire()
         except TimeoutError:
-            raise LedgerUnavailable(
-                f"every connection to the Redis ledger {safe(self.url)} stayed busy for {waited:g} s"
-            ) from None
+            why = f"no connection came free within {waited:g} s"
+            raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} failed: {why}") from None
         try:
-            async with asyncio.timeout(within := self.pooling.socket_timeout):
-                return await fn(self.redis)
-        except TimeoutError:
-            raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} took over {within:g} s") from None
-        except RedisError as exc:
-            if (why := unwritable(exc)) is not None:
-                raise LedgerUnwritable(why) from exc
-            raise LedgerUnavailable(f"the Redis ledger {safe(self.url)} failed: {exc}") from exc
+            yield
         finally:
             self._turns.release()
 

@@ -1,5 +1,10 @@
 """The Redis ledger's Lua scripts, each atomic on the server, and its schema's migrations."""
 
+from redis import asyncio as aioredis
+
+from signoff.core.errors import LedgerUnavailable
+from signoff.ledger.redis.failures import new_epoch
+
 COMMIT = """
 local p, c = ARGV[1], cjson.decode(ARGV[2])
 local epoch = redis.call('GET', p .. ':epoch')
@@ -238,3 +243,18 @@ return tonumber(ARGV[2])
 """
 """Run one migration if the schema is at the version before it, and record it in the same script: of
 several workers migrating at once, exactly one applies it."""
+
+
+async def migrate(client: aioredis.Redis, prefix: str, shown: str) -> int:
+    """Apply the migrations after the recorded version, each in the script that records it; a newer
+    schema is refused (the ledger at `shown`). The version before."""
+    schema = f"{prefix}:schema"
+    before = int(await client.get(schema) or 0)
+    if before > SCHEMA_VERSION:
+        raise LedgerUnavailable(
+            f"Redis ledger {shown} (prefix {prefix!r}) has ledger schema {before},"
+            f" newer than this signoff's {SCHEMA_VERSION}"
+        )
+    for version in range(before + 1, SCHEMA_VERSION + 1):
+        await client.eval(MIGRATE % MIGRATIONS[version - 1], 1, schema, prefix, version, new_epoch())
+    return before
