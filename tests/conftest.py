@@ -1,4 +1,10 @@
-"""Shared fixtures: every ledger contract test runs against every backend built so far."""
+"""Shared fixtures: every ledger contract test runs against every backend built so far.
+
+`scripts/test` runs the suite on pytest-xdist workers (`--dist loadgroup`). A module whose fixture is
+costly to build (a fresh venv, the MCP conformance suite's run) is one `xdist_group`, so one worker builds
+it once; so are the tests that drive Chromium ("chromium"): one at a time, they leave the other
+workers' servers their share of two cores, and their screenshots, named by scenario, are never written
+twice at once."""
 
 from __future__ import annotations
 
