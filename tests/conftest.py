@@ -1,10 +1,9 @@
 """Shared fixtures: every ledger contract test runs against every backend built so far.
 
-`scripts/test` runs the suite on pytest-xdist workers (`--dist loadgroup`). A module whose fixture is
-costly to build (a fresh venv, the MCP conformance suite's run) is one `xdist_group`, so one worker builds
-it once; so are the tests that drive Chromium ("chromium"): one at a time, they leave the other
-workers' servers their share of two cores, and their screenshots, named by scenario, are never written
-twice at once."""
+`scripts/test` runs the suite on pytest-xdist workers, a file to a worker (`--dist loadfile`): a module's
+costly fixture (a fresh venv, the MCP conformance suite's run) is built once. Each test has a PostgreSQL
+schema, a Redis prefix and ports of its own, and one that stops or restarts a server uses a server of
+its own (`tests.test_faults.postgres_cluster`, `redis_server`), never the machine's."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from tests.jsclient import JS_DIR, ROOT, ensure_installed, needs_node
 from tests.pages import CHROMIUM, artifacts
 from tests.servers import demo_server
 
-pytestmark = [needs_node, pytest.mark.xdist_group("chromium")]  # one browser test at a time: see conftest
+pytestmark = needs_node
 CWD = "/home/dev/shop"
 EDIT = {
     "file_path": "/home/dev/shop/src/cart.py",

@@ -44,8 +44,6 @@ from signoff.ledger import open_ledger
 from tests.conftest import ROOT
 from tests.servers import signoff_server
 
-pytestmark = pytest.mark.xdist_group("mcp-conformance")  # one run of the suite for the module
-
 HERE = ROOT / "tests" / "mcp_conformance"
 NODE = HERE / "node_modules" / "node" / "bin" / "node"
 PACKAGE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"

@@ -49,7 +49,7 @@ SCENARIOS = (
 TASK_SCENARIOS = ("export-report", "export-cancel")
 """Long-running tools (seed 004): the demo's `export report` runs about ten seconds, with progress."""
 
-pytestmark = [needs_node, pytest.mark.xdist_group("chromium")]  # one browser test at a time: see conftest
+pytestmark = needs_node
 
 
 @pytest.fixture(scope="module", params=RUNTIMES)

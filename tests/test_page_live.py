@@ -20,7 +20,7 @@ from tests.jsclient import needs_node
 from tests.pages import run_page
 from tests.servers import DemoServer, demo_server
 
-pytestmark = [needs_node, pytest.mark.xdist_group("chromium")]  # one browser test at a time: see conftest
+pytestmark = needs_node
 
 
 @pytest.fixture(scope="module", params=RUNTIMES)

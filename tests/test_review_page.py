@@ -31,7 +31,7 @@ TOKEN = "review-page-admin"
 RECIPIENT = "\u202eokanaH" + "x" * 400
 """Shows as "Hanako…" unless revealed, and is one word wider than any screen."""
 
-pytestmark = [needs_node, pytest.mark.xdist_group("chromium")]  # one browser test at a time: see conftest
+pytestmark = needs_node
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ decisions made by a separate approver process through the other worker than the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from signoff.ledger import open_ledger
 from tests.chats import answer, chunks, said, user
 from tests.conftest import ROOT, SIGNOFF, drop_url, shared_url
 from tests.servers import signoff_server
+from tests.test_faults import postgres_cluster
 
 TOKEN = "scale-" + os.urandom(6).hex()
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -307,22 +309,14 @@ async def test_a_killed_worker_leaves_its_blocking_chats_to_the_other(url: str, 
 
 @pytest.fixture
 def restartable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Callable[[], None]]]:
-    """A ledger URL and a function that restarts its server. PostgreSQL is the machine's own cluster.
-    Redis is a server of the test's own with the persistence the README asks for (AOF, fsync always),
-    since the machine's keeps nothing on disk and a restart would rightly lose everything."""
+    """A ledger URL and a function that restarts its server. PostgreSQL is a cluster of the test's own, so
+    the restart cuts no other test's connections (the suite runs on several workers). Redis is a server of
+    the test's own with the persistence the README asks for (AOF, fsync always), since the machine's keeps
+    nothing on disk and a restart would rightly lose everything."""
     backend = request.param
     if backend == "postgres":
-        version = sorted(os.listdir("/etc/postgresql"))[-1] if os.path.isdir("/etc/postgresql") else None
-        if version is None or os.geteuid() != 0:
-            pytest.fail("restarting PostgreSQL needs the local cluster and root")
-        url = shared_url("postgres", tmp_path)
-
-        def restart() -> None:
-            command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"]
-            subprocess.run(command, check=True, capture_output=True, timeout=60)
-
-        yield url, restart
-        asyncio.run(drop_url(url))
+        with postgres_cluster() as cluster:
+            yield cluster.url, functools.partial(cluster.ctl, "restart")
         return
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -24,8 +24,6 @@ from tests.jsclient import JS_DIR, ROOT, ensure_installed
 from tests.pages import CHROMIUM, artifacts
 from tests.servers import in_loop
 
-pytestmark = pytest.mark.xdist_group("chromium")  # one browser test at a time: see conftest
-
 
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[str]:

@@ -238,7 +238,6 @@ async def test_the_live_page_opens_a_new_socket_and_resumes_when_its_worker_goes
     assert shown["opened"] >= 2 and shown["resumes"] >= 1, shown
 
 
-@pytest.mark.xdist_group("chromium")
 async def test_a_page_opened_on_a_chat_whose_reply_was_cut_follows_it_to_its_end(
     url: str, tmp_path: Path
 ) -> None:

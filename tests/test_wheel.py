@@ -26,7 +26,7 @@ from tests.conftest import ROOT
 from tests.jsclient import assistant_messages, ensure_installed, run_scenario, tool_parts
 from tests.servers import listening
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("wheel")]  # one fresh venv for the module
+pytestmark = pytest.mark.timeout(900)
 
 STATIC = ROOT / "src" / "signoff" / "server" / "static"
 TOKEN = "wheel-" + os.urandom(8).hex()
