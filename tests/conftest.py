@@ -1,9 +1,10 @@
 """Shared fixtures: every ledger contract test runs against every backend built so far.
 
-`scripts/test` runs the suite on pytest-xdist workers, a file to a worker (`--dist loadfile`): a module's
-costly fixture (a fresh venv, the MCP conformance suite's run) is built once. Each test has a PostgreSQL
-schema, a Redis prefix and ports of its own, and one that stops or restarts a server uses a server of
-its own (`tests.test_faults.postgres_cluster`, `redis_server`), never the machine's."""
+With `SIGNOFF_TEST_WORKERS=N`, `scripts/test` runs the suite on pytest-xdist workers, a file to a worker
+(`--dist loadfile`): a module's costly fixture (a fresh venv, the MCP conformance suite's run) is built
+once. Each test has a PostgreSQL schema, a Redis prefix and ports of its own, and one that stops or
+restarts a server uses a server of its own (`tests.test_faults.postgres_cluster`, `redis_server`), never
+the machine's."""
 
 from __future__ import annotations
 
