@@ -9,7 +9,7 @@ import pwd
 import re
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -329,16 +329,24 @@ async def test_adk_an_approved_export_returns_a_pending_task_and_ends_the_turn(a
 async def test_adk_the_next_turn_sees_a_finished_tasks_result(adk_site: Server) -> None:
     reply = await started(adk_site, "adk-3")
     call_id = next(c for c in reply if c["type"] == "tool-output-available")["toolCallId"]
-    ended = await settled(adk_site.ledger, "adk-3")
-    view = (await adk_site.client.get("/api/chat/adk-3")).json()
-    part = next(p for m in view["messages"] for p in m["parts"] if p.get("toolCallId") == call_id)
+    await the_next_turn_hears_the_result_once(
+        adk_site, "adk-3", lambda part: part.get("toolCallId") == call_id
+    )
+
+
+async def the_next_turn_hears_the_result_once(site: Server, chat: str, ours: Callable[[Any], bool]) -> None:
+    """Once the export of report q3 in `chat` has ended, the chat's part that is `ours` shows it completed,
+    the next user message brings the model its result, and the one after does not again."""
+    ended = await settled(site.ledger, chat)
+    view = (await site.client.get(f"/api/chat/{chat}")).json()
+    part = next(p for m in view["messages"] for p in m["parts"] if ours(p))
     assert part["state"] == "output-available" and part["output"]["status"] == "completed"
 
-    response = await adk_site.client.post("/api/chat", json=user("adk-3", "thanks"))
+    response = await site.client.post("/api/chat", json=user(chat, "thanks"))
     assert f"The report q3 is done: {json.dumps(ended['result'])}." in said(response.text)
-    response = await adk_site.client.post("/api/chat", json=user("adk-3", "and now?"))
+    response = await site.client.post("/api/chat", json=user(chat, "and now?"))
     assert "The report q3" not in said(response.text), "the model was told the same news twice"
-    view = (await adk_site.client.get("/api/chat/adk-3")).json()
+    view = (await site.client.get(f"/api/chat/{chat}")).json()
     texts = [p["text"] for m in view["messages"] if m["role"] == "user" for p in m["parts"]]
     assert texts == ["export report q3", "thanks", "and now?"]
 

@@ -3,7 +3,6 @@ whose every call started a task ends the run, and the next user message brings t
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,7 +17,7 @@ from signoff.demo.walkthrough import demo_policy
 from signoff.server.app import Settings, create_app
 from tests.chats import Server, said, user
 from tests.servers import in_loop
-from tests.test_long_running import settled, started, task_id_of
+from tests.test_long_running import settled, started, task_id_of, the_next_turn_hears_the_result_once
 
 AGENTS: dict[str, Callable[[], Any]] = {"openai-agents": demo_openai_agent, "langgraph": demo_langgraph_agent}
 
@@ -40,18 +39,7 @@ async def test_a_step_of_tasks_ends_the_run_and_the_next_turn_hears_the_result(s
     task_id = task_id_of(reply)
     assert "text-delta" not in [c["type"] for c in reply], "the model spoke after a step of tasks"
     assert any(c["type"] == "data-task" and c["id"] == task_id for c in reply)
-    ended = await settled(site.ledger, "lr-a")
-    view = (await site.client.get("/api/chat/lr-a")).json()
-    part = next(p for m in view["messages"] for p in m["parts"] if p["type"] == "tool-export_report")
-    assert part["state"] == "output-available" and part["output"]["status"] == "completed"
-
-    response = await site.client.post("/api/chat", json=user("lr-a", "thanks"))
-    assert f"The report q3 is done: {json.dumps(ended['result'])}." in said(response.text)
-    response = await site.client.post("/api/chat", json=user("lr-a", "and now?"))
-    assert "The report q3" not in said(response.text), "the model was told the same news twice"
-    view = (await site.client.get("/api/chat/lr-a")).json()
-    texts = [p["text"] for m in view["messages"] if m["role"] == "user" for p in m["parts"]]
-    assert texts == ["export report q3", "thanks", "and now?"]
+    await the_next_turn_hears_the_result_once(site, "lr-a", lambda part: part["type"] == "tool-export_report")
 
 
 async def test_the_next_turn_hears_a_task_was_cancelled(
